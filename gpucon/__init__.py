@@ -1,0 +1,3 @@
+"""gpucon: an operator console for GPU inference fleets."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Guarded operations: pure ``plan`` and ``apply`` through controls, with guard, audit and lock."""

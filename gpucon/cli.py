@@ -1,0 +1,97 @@
+"""The ``gpucon`` command line: the TUI, the demo, snapshots, config checks and action verbs.
+
+Each subcommand lives in its own module exposing ``add_arguments(parser, command_name)`` and
+``run(args) -> int``. Those modules import only the standard library at module level; heavy
+imports (Textual, the Kubernetes client, ...) happen inside ``run``, so building the parser
+stays cheap and ``gpucon demo`` never pays for the Kubernetes client's import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# name -> (module, help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "live": ("gpucon.launch", "the console on the fleet your config names (the default)"),
+    "demo": ("gpucon.launch", "the console on the built-in simulated fleet"),
+    "snapshot": ("gpucon.snapshot_cmd", "print one snapshot of the fleet (--json)"),
+    "config": ("gpucon.config_cmd", "check the config and print what would be used"),
+    "drain": ("gpucon.actions.cli", "drain a backend (stop sending it new work)"),
+    "undrain": ("gpucon.actions.cli", "return a drained backend to service"),
+    "rebalance": ("gpucon.actions.cli", "propose and apply scheduler weights"),
+    "probe": ("gpucon.actions.cli", "run a bounded load probe"),
+    "audit": ("gpucon.actions.cli", "show the audit log"),
+    "scheduler": ("gpucon.lab.cli", "run the reference Redis-Streams scheduler"),
+    "backend": ("gpucon.lab.cli", "run a KServe v2 test backend server"),
+    "lab": ("gpucon.lab.cli", "start a local real stack on loopback"),
+}
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    """Options accepted before or after the subcommand (``gpucon --read-only demo`` too)."""
+
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if suppress else value
+
+    parser.add_argument(
+        "--config", metavar="PATH", default=default(None), help="config file (default: XDG path)"
+    )
+    parser.add_argument(
+        "--fleet", metavar="NAME", default=default(None), help="which configured fleet to open"
+    )
+    parser.add_argument(
+        "--read-only",
+        action="store_true",
+        default=default(False),
+        help="no action can write (controls are never built)",
+    )
+    parser.add_argument(
+        "--noc",
+        action="store_true",
+        default=default(False),
+        help="wall screen: read-only, high contrast, pages cycle",
+    )
+    parser.add_argument(
+        "--theme",
+        metavar="NAME",
+        default=default(None),
+        help="gpucon-dark, gpucon-light, gpucon-noc",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpucon", description=__doc__.splitlines()[0])
+    add_common_arguments(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(command=name, module=module_name)
+        add_common_arguments(p, suppress=True)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not module_name.startswith(exc.name):
+                raise
+            continue  # a command whose module is not built yet
+        add = getattr(module, "add_arguments", None)
+        if add is not None:
+            add(p, name)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    if args.command is None:
+        args.command, args.module = "live", COMMANDS["live"][0]
+    module = importlib.import_module(args.module)
+    result: int = module.run(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

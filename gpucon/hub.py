@@ -1,0 +1,245 @@
+"""The hub: runs sources on their cadences off the UI thread and merges readings into Snapshots.
+
+Each source is read in a worker thread; the next read is scheduled only when the last one has
+finished, so slow sources never pile up. A read that outlasts the source's timeout marks the
+source degraded ("read timed out") while its last good data stays on screen, marked stale.
+Every ``refresh_s`` the hub merges the newest readings into one immutable Snapshot, appends
+the history rings, derives alerts, and hands the Snapshot to ``on_snapshot`` (from the hub's
+thread: the UI posts it to itself as a replaceable message).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+
+from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts
+from gpucon.model.fleet import Health, SourceStatus
+from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
+from gpucon.model.merge import MergedFleet, merge_readings
+from gpucon.model.reading import Reading
+from gpucon.model.snapshot import Snapshot
+from gpucon.sources.base import Source, guarded_read
+
+SnapshotCallback = Callable[[Snapshot], None]
+
+
+@dataclass
+class _SourceState:
+    source: Source
+    last_good: Reading | None = None
+    last: Reading | None = None
+    in_flight_since: float | None = None
+    next_due: float = 0.0
+    failures: int = 0
+
+
+def history_samples(fleet: MergedFleet) -> dict[str, Sample]:
+    """The values the history rings keep, one per series key (see model.history)."""
+    samples: dict[str, Sample] = {}
+    for sid, slot in fleet.slots.items():
+        samples[f"slot:{sid}:activity"] = slot.activity_pct
+        samples[f"slot:{sid}:mem_used"] = slot.mem_used_mib
+    for name, lat in fleet.latency.items():
+        samples[f"backend:{name}:p95"] = lat.p95_ms
+        samples[f"backend:{name}:rps"] = lat.req_per_s
+        samples[f"backend:{name}:queue_ms"] = lat.queue_ms
+    for stream, q in fleet.queues.items():
+        samples[f"queue:{stream}:length"] = None if q.length is None else float(q.length)
+        samples[f"queue:{stream}:oldest"] = q.oldest_age_s
+    return samples
+
+
+def backoff_s(cadence_s: float, failures: int, cap_s: float = 30.0) -> float:
+    """Delay before the next read of a source that failed ``failures`` times in a row."""
+    if failures <= 0:
+        return cadence_s
+    return float(min(cap_s, max(cadence_s, cadence_s * 2.0 ** min(failures, 8))))
+
+
+class Hub:
+    """Reads sources in worker threads and builds one Snapshot per tick."""
+
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        *,
+        refresh_s: float = 1.0,
+        thresholds: AlertThresholds | None = None,
+        slo_p95_ms_by_model: Mapping[str, float] | None = None,
+        clock: Callable[[], float] = time.time,
+        history_capacity: int = DEFAULT_CAPACITY,
+    ) -> None:
+        self.refresh_s = refresh_s
+        self.thresholds = thresholds or AlertThresholds()
+        self.slo_p95_ms_by_model = dict(slo_p95_ms_by_model or {})
+        self.clock = clock
+        self._states = [_SourceState(s) for s in sources]
+        self._lock = threading.Lock()
+        self._history = History(capacity=history_capacity)
+        self._snapshot: Snapshot | None = None
+        self._seq = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        return tuple(st.source for st in self._states)
+
+    @property
+    def latest(self) -> Snapshot | None:
+        return self._snapshot
+
+    # -- readings ---------------------------------------------------------------------------
+
+    def record(self, reading: Reading) -> None:
+        """Take a finished reading (from a worker, or directly in tests)."""
+        with self._lock:
+            for st in self._states:
+                if st.source.name == reading.source:
+                    st.last = reading
+                    st.in_flight_since = None
+                    if reading.health is Health.DOWN:
+                        st.failures += 1
+                    else:
+                        st.failures = 0
+                        st.last_good = reading
+                    st.next_due = self.clock() + backoff_s(st.source.cadence_s, st.failures)
+                    return
+
+    def poll_once(self) -> None:
+        """Read every source now, in this thread (``gpucon snapshot``, tests)."""
+        for st in self._states:
+            self.record(guarded_read(st.source, self.clock))
+
+    def _status(self, st: _SourceState, now: float) -> SourceStatus:
+        name = st.source.name
+        last_ok_at = st.last_good.taken_at if st.last_good else None
+        read_s = st.last.duration_s if st.last else None
+        if st.in_flight_since is not None and now - st.in_flight_since > st.source.timeout_s:
+            waited = now - st.in_flight_since
+            return SourceStatus(
+                name,
+                Health.DEGRADED,
+                f"read timed out ({waited:.1f}s > {st.source.timeout_s:.1f}s)",
+                last_ok_at,
+                read_s,
+            )
+        if st.last is None:
+            return SourceStatus(name, Health.DOWN, "not read yet", None, None)
+        return SourceStatus(name, st.last.health, st.last.error, last_ok_at, read_s)
+
+    # -- snapshots --------------------------------------------------------------------------
+
+    def tick(self) -> Snapshot:
+        """Merge the newest readings into a new Snapshot (also advances the history)."""
+        now = self.clock()
+        with self._lock:
+            readings = [st.last_good for st in self._states if st.last_good is not None]
+            statuses = {st.source.name: self._status(st, now) for st in self._states}
+        fleet = merge_readings(readings)
+        self._history = self._history.append(now, history_samples(fleet))
+        slo = {
+            name: self.slo_p95_ms_by_model[b.model]
+            for name, b in fleet.backends.items()
+            if b.model is not None and b.model in self.slo_p95_ms_by_model
+        }
+        previous = self._snapshot.alerts if self._snapshot else ()
+        alerts = derive_alerts(
+            AlertInputs(
+                now,
+                fleet.slots,
+                fleet.backends,
+                fleet.latency,
+                fleet.queues,
+                statuses,
+                self._history,
+                slo,
+            ),
+            self.thresholds,
+            previous,
+        )
+        self._seq += 1
+        snapshot = Snapshot(
+            taken_at=now,
+            seq=self._seq,
+            gpus=fleet.gpus,
+            slots=fleet.slots,
+            backends=fleet.backends,
+            queues=fleet.queues,
+            latency=fleet.latency,
+            nodes=fleet.nodes,
+            sources=statuses,
+            alerts=alerts,
+            history=self._history,
+            origins=fleet.origins,
+            slo_p95_ms=slo,
+        )
+        self._snapshot = snapshot
+        return snapshot
+
+    # -- background running ----------------------------------------------------------------
+
+    def start(self, on_snapshot: SnapshotCallback) -> None:
+        """Start reading sources and emitting snapshots from a background thread."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(1, len(self._states)), thread_name_prefix="gpucon-source"
+        )
+        self._thread = threading.Thread(
+            target=self._run, args=(on_snapshot,), name="gpucon-hub", daemon=True
+        )
+        self._thread.start()
+
+    def _submit_due(self, now: float) -> None:
+        assert self._pool is not None
+        for st in self._states:
+            with self._lock:
+                if st.in_flight_since is not None or now < st.next_due:
+                    continue
+                st.in_flight_since = now
+            future: Future[Reading] = self._pool.submit(guarded_read, st.source, self.clock)
+            future.add_done_callback(self._on_done)
+
+    def _on_done(self, future: Future[Reading]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            self.record(future.result())
+
+    def _run(self, on_snapshot: SnapshotCallback) -> None:
+        next_tick = self.clock()
+        while not self._stop.is_set():
+            self._submit_due(self.clock())
+            now = self.clock()
+            if now >= next_tick:
+                on_snapshot(self.tick())
+                next_tick = now + self.refresh_s
+            # wake at the next tick, or sooner to submit a read that falls due
+            with self._lock:
+                dues = [st.next_due for st in self._states if st.in_flight_since is None]
+            wake = min([next_tick, *dues]) - self.clock()
+            self._stop.wait(max(0.01, min(wake, self.refresh_s)))
+
+    def stop(self) -> None:
+        """Stop the background thread and close every source (reads in flight are abandoned)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+            self._thread = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        for st in self._states:
+            with contextlib.suppress(Exception):  # one failing close must not stop the rest
+                st.source.close()
+
+
+def with_status(snapshot: Snapshot, **changes: object) -> Snapshot:
+    """A copy of ``snapshot`` with fields replaced (tests and the simulator use it)."""
+    return replace(snapshot, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,166 @@
+"""Alert rules: pure functions from a fleet view, its history and thresholds to alerts.
+
+The rules follow the practice DESIGN.md describes: queue wait over 20 ms for a minute; free
+memory under 1.5 GB on a slot; p95 over the backend's SLO; a slot at 98 % activity or more for
+a minute; a backend not ready; a source stale. Thresholds are settings (config ``[alerts]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from gpucon.model.fleet import (
+    Backend,
+    BackendState,
+    Health,
+    LatencyStats,
+    QueueStats,
+    Slot,
+    SourceStatus,
+)
+from gpucon.model.history import History, sustained
+
+
+class Severity(IntEnum):
+    INFO = 0
+    WARNING = 1
+    CRITICAL = 2
+
+
+@dataclass(frozen=True, slots=True)
+class AlertThresholds:
+    queue_wait_ms: float = 20.0
+    queue_wait_for_s: float = 60.0
+    min_free_mem_mib: float = 1536.0
+    default_slo_p95_ms: float = 2500.0
+    hot_activity_pct: float = 98.0
+    hot_for_s: float = 60.0
+    stale_after_s: float = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    key: str  # rule:target, stable across ticks
+    rule: str
+    target: str
+    severity: Severity
+    message: str
+    since: float
+
+
+@dataclass(frozen=True, slots=True)
+class AlertInputs:
+    """What the rules look at; the hub builds it from the merged fleet."""
+
+    now: float
+    slots: Mapping[str, Slot]
+    backends: Mapping[str, Backend]
+    latency: Mapping[str, LatencyStats]
+    queues: Mapping[str, QueueStats]
+    sources: Mapping[str, SourceStatus]
+    history: History
+    slo_p95_ms: Mapping[str, float] = field(default_factory=dict)
+
+
+def _fmt(value: float, unit: str) -> str:
+    return f"{value:.0f}{unit}" if abs(value) >= 10 else f"{value:.1f}{unit}"
+
+
+def _queue_wait(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
+    for name in i.latency:
+        key = f"backend:{name}:queue_ms"
+        if sustained(i.history, key, i.now, t.queue_wait_for_s, t.queue_wait_ms):
+            wait_ms = i.latency[name].queue_ms or 0.0
+            yield (
+                "queue_wait",
+                name,
+                Severity.WARNING,
+                f"queue wait {_fmt(wait_ms, ' ms')} > {_fmt(t.queue_wait_ms, ' ms')} "
+                f"for {t.queue_wait_for_s:.0f}s",
+            )
+    for stream, q in i.queues.items():
+        key = f"queue:{stream}:oldest"
+        if sustained(i.history, key, i.now, t.queue_wait_for_s, t.queue_wait_ms / 1000.0):
+            age_ms = (q.oldest_age_s or 0.0) * 1000.0
+            yield (
+                "queue_wait",
+                stream,
+                Severity.WARNING,
+                f"oldest entry {_fmt(age_ms, ' ms')} old > {_fmt(t.queue_wait_ms, ' ms')} "
+                f"for {t.queue_wait_for_s:.0f}s",
+            )
+
+
+def _low_memory(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
+    for slot in i.slots.values():
+        free = slot.mem_free_mib
+        if free is not None and free < t.min_free_mem_mib:
+            yield (
+                "low_memory",
+                slot.id,
+                Severity.CRITICAL,
+                f"{free / 1024:.2f} GiB free < {t.min_free_mem_mib / 1024:.2f} GiB",
+            )
+
+
+def _p95_breach(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
+    for name, lat in i.latency.items():
+        slo = i.slo_p95_ms.get(name, t.default_slo_p95_ms)
+        if lat.p95_ms is not None and lat.p95_ms > slo:
+            yield (
+                "p95_slo",
+                name,
+                Severity.CRITICAL,
+                f"p95 {_fmt(lat.p95_ms, ' ms')} > SLO {_fmt(slo, ' ms')}",
+            )
+
+
+def _hot_slot(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
+    for slot in i.slots.values():
+        key = f"slot:{slot.id}:activity"
+        if sustained(i.history, key, i.now, t.hot_for_s, t.hot_activity_pct):
+            yield (
+                "hot_slot",
+                slot.id,
+                Severity.WARNING,
+                f"activity ≥ {t.hot_activity_pct:.0f}% for {t.hot_for_s:.0f}s "
+                f"({slot.activity_metric or 'activity'})",
+            )
+
+
+def _not_ready(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
+    for b in i.backends.values():
+        if b.state is BackendState.DOWN:
+            yield ("not_ready", b.name, Severity.CRITICAL, "backend down")
+        elif b.ready is False and b.state is BackendState.ACTIVE:
+            yield ("not_ready", b.name, Severity.CRITICAL, "backend not ready (/v2/health/ready)")
+
+
+def _stale_source(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
+    for name, s in i.sources.items():
+        age = s.age_s(i.now)
+        if s.health is Health.DOWN or age is None or age > t.stale_after_s:
+            shown = "never read" if age is None else f"last good read {age:.0f}s ago"
+            detail = f": {s.error}" if s.error else ""
+            yield ("stale_source", name, Severity.WARNING, f"source stale, {shown}{detail}")
+
+
+RULES = (_queue_wait, _low_memory, _p95_breach, _hot_slot, _not_ready, _stale_source)
+
+
+def derive_alerts(
+    inputs: AlertInputs, thresholds: AlertThresholds, previous: Iterable[Alert] = ()
+) -> tuple[Alert, ...]:
+    """Alerts active now, worst first and then newest first; ``since`` carries over."""
+    since_by_key = {a.key: a.since for a in previous}
+    alerts: list[Alert] = []
+    for rule in RULES:
+        for name, target, severity, message in rule(inputs, thresholds):
+            key = f"{name}:{target}"
+            alerts.append(
+                Alert(key, name, target, severity, message, since_by_key.get(key, inputs.now))
+            )
+    alerts.sort(key=lambda a: (-a.severity, -a.since, a.key))
+    return tuple(alerts)

@@ -1,0 +1,192 @@
+"""The fleet's parts as frozen dataclasses: GPUs, slots, VMs, backends, queues, latency.
+
+A field that a source cannot read is ``None`` and is shown as "n/a" — never as 0.
+Sizes are MiB, times are seconds unless the name says ``_ms``, shares are percent (0–100).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Health(StrEnum):
+    OK = "ok"
+    DEGRADED = "degraded"
+    DOWN = "down"
+
+
+class SlotKind(StrEnum):
+    MIG = "mig"
+    GPU = "gpu"
+    VM = "vm"
+
+
+class BackendState(StrEnum):
+    ACTIVE = "active"
+    DRAINING = "draining"
+    DRAINED = "drained"
+    DOWN = "down"
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeProcess:
+    pid: int
+    name: str | None = None
+    used_memory_mib: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    """One physical GPU."""
+
+    uuid: str
+    host: str
+    index: int
+    name: str | None = None
+    util_pct: float | None = None
+    mem_used_mib: float | None = None
+    mem_total_mib: float | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    mig_enabled: bool | None = None
+    sm_count: int | None = None
+    processes: tuple[ComputeProcess, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MpsState:
+    """CUDA MPS inside a VM or on a host: is the control daemon up, and how is the GPU split."""
+
+    daemon_running: bool | None = None
+    default_thread_pct: float | None = None
+    # server name -> CUDA_MPS_ACTIVE_THREAD_PERCENTAGE it runs with
+    thread_pct_by_server: tuple[tuple[str, float], ...] = ()
+    pinned_mem_limit: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VmInfo:
+    """A KVM guest that a GPU is passed through to."""
+
+    name: str
+    state: str | None = None
+    vcpus: int | None = None
+    memory_mib: float | None = None
+    host: str | None = None
+    # PCI addresses (``0000:41:00.0``) of the hostdevs passed through
+    gpu_pci_addresses: tuple[str, ...] = ()
+    gpu_uuid: str | None = None
+    mps: MpsState | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """The unit of compute one or more backends run on: a MIG instance, a whole GPU or a VM."""
+
+    id: str
+    kind: SlotKind
+    host: str | None = None
+    gpu_uuid: str | None = None
+    gpu_index: int | None = None
+    gpu_name: str | None = None
+    # MIG: "3g.40gb"; whole GPU: the GPU's name; VM: the passed-through GPU's name
+    profile: str | None = None
+    gi_id: int | None = None
+    ci_id: int | None = None
+    sm_count: int | None = None
+    mem_used_mib: float | None = None
+    mem_total_mib: float | None = None
+    # how busy the slot is, and the metric that says so (shown in the UI)
+    activity_pct: float | None = None
+    activity_metric: str | None = None
+    vm: VmInfo | None = None
+    pod: str | None = None
+    node: str | None = None
+    processes: tuple[ComputeProcess, ...] = ()
+
+    @property
+    def mem_free_mib(self) -> float | None:
+        if self.mem_used_mib is None or self.mem_total_mib is None:
+            return None
+        return self.mem_total_mib - self.mem_used_mib
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """One inference server registered with the scheduler (the Redis registry contract)."""
+
+    name: str
+    slot_id: str | None = None
+    url: str | None = None
+    model: str | None = None
+    weight: float | None = None
+    state: BackendState = BackendState.ACTIVE
+    inflight: int | None = None
+    ready: bool | None = None
+    owner: str | None = None
+    reason: str | None = None
+    pod: str | None = None
+    node: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """A Redis Stream request queue and its consumer group."""
+
+    stream: str
+    length: int | None = None
+    group: str | None = None
+    pending: int | None = None
+    lag: int | None = None
+    oldest_age_s: float | None = None
+    last_delivered_id: str | None = None
+    consumers: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyStats:
+    """What users see of one backend: rate, quantiles, errors, queue vs compute time.
+
+    ``key`` is the backend's name, or the ``host:port`` its metrics were scraped from; the
+    hub resolves the latter to a backend by its url.
+    """
+
+    key: str
+    req_per_s: float | None = None
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+    error_rate: float | None = None
+    errors_by_reason: tuple[tuple[str, float], ...] = ()
+    queue_ms: float | None = None
+    compute_ms: float | None = None
+    pending: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStatus:
+    """One source's health as the hub last saw it."""
+
+    name: str
+    health: Health
+    error: str | None = None
+    last_ok_at: float | None = None
+    last_read_s: float | None = None
+
+    def age_s(self, now: float) -> float | None:
+        return None if self.last_ok_at is None else max(0.0, now - self.last_ok_at)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """A Kubernetes node carrying GPUs."""
+
+    name: str
+    mig_config: str | None = None
+    mig_config_state: str | None = None
+    unschedulable: bool = False
+    allocatable: tuple[tuple[str, str], ...] = field(default=())

@@ -1,0 +1,53 @@
+"""Slot identifiers: one string per unit of compute a backend runs on.
+
+- MIG instance: ``host/gpu0/gi3``
+- whole GPU:    ``host/gpu1``
+- VM:           ``vm:vm-b-1``
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+VM_PREFIX = "vm:"
+
+
+def mig_slot_id(host: str, gpu_index: int, gi_id: int) -> str:
+    return f"{host}/gpu{gpu_index}/gi{gi_id}"
+
+
+def gpu_slot_id(host: str, gpu_index: int) -> str:
+    return f"{host}/gpu{gpu_index}"
+
+
+def vm_slot_id(vm_name: str) -> str:
+    return f"{VM_PREFIX}{vm_name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedSlotId:
+    """The parts of a slot id; ``kind`` is ``mig``, ``gpu`` or ``vm``."""
+
+    kind: str
+    host: str | None
+    gpu_index: int | None
+    gi_id: int | None
+    vm_name: str | None
+
+
+def parse_slot_id(slot_id: str) -> ParsedSlotId:
+    """Split a slot id into its parts; raise ValueError naming the id when malformed."""
+    if slot_id.startswith(VM_PREFIX):
+        name = slot_id[len(VM_PREFIX) :]
+        if not name:
+            raise ValueError(f"slot id {slot_id!r}: VM name is empty")
+        return ParsedSlotId("vm", None, None, None, name)
+    parts = slot_id.split("/")
+    try:
+        if len(parts) == 2 and parts[1].startswith("gpu"):
+            return ParsedSlotId("gpu", parts[0], int(parts[1][3:]), None, None)
+        if len(parts) == 3 and parts[1].startswith("gpu") and parts[2].startswith("gi"):
+            return ParsedSlotId("mig", parts[0], int(parts[1][3:]), int(parts[2][2:]), None)
+    except ValueError:
+        pass
+    raise ValueError(f"slot id {slot_id!r}: expected host/gpuN, host/gpuN/giM or vm:NAME")

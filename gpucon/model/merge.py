@@ -1,0 +1,139 @@
+"""Merge Readings from several sources into one view of the fleet, field by field.
+
+Sources are given in priority order. For each entity (GPU by UUID, slot by (parent UUID,
+GPU instance id) or id, backend by name, ...) the first source that knows a field wins; a
+field a source does not know is ``None`` (or an empty tuple) and is filled from the next.
+This is how a MIG slice gets its memory from NVML, its activity from DCGM via Prometheus and
+its pod from Kubernetes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from gpucon.model.fleet import Backend, Gpu, LatencyStats, NodeInfo, QueueStats, Slot
+from gpucon.model.reading import Reading
+
+T = TypeVar("T")
+
+
+def _is_unknown(value: object) -> bool:
+    return value is None or value == ()
+
+
+def overlay(base: T, extra: T) -> T:
+    """``base`` with each unknown field filled from ``extra`` (both the same dataclass)."""
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(base):  # type: ignore[arg-type]
+        if _is_unknown(getattr(base, f.name)):
+            value = getattr(extra, f.name)
+            if not _is_unknown(value):
+                changes[f.name] = value
+    return dataclasses.replace(base, **changes) if changes else base  # type: ignore[type-var]
+
+
+def merge_by_key(items: Iterable[T], key: Callable[[T], Hashable]) -> dict[Hashable, T]:
+    """Items keyed by ``key``; a later item with a known key only fills unknown fields."""
+    merged: dict[Hashable, T] = {}
+    for item in items:
+        k = key(item)
+        existing = merged.get(k)
+        merged[k] = item if existing is None else overlay(existing, item)
+    return merged
+
+
+def slot_join_key(slot: Slot) -> Hashable:
+    """MIG slices and whole GPUs join on (parent UUID, GPU instance id); VMs on their id."""
+    if slot.gpu_uuid is not None and slot.vm is None:
+        return (slot.gpu_uuid, slot.gi_id)
+    return slot.id
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MergedFleet:
+    gpus: dict[str, Gpu]
+    slots: dict[str, Slot]
+    backends: dict[str, Backend]
+    queues: dict[str, QueueStats]
+    latency: dict[str, LatencyStats]
+    nodes: dict[str, NodeInfo]
+    # entity key ("slot:ID", "backend:NAME", "queue:STREAM", "gpu:UUID") -> sources that told of it
+    origins: dict[str, frozenset[str]]
+
+
+def _netloc(url: str | None) -> str | None:
+    if not url:
+        return None
+    try:
+        return urlsplit(url).netloc or None
+    except ValueError:
+        return None
+
+
+def resolve_latency(
+    latency: Iterable[LatencyStats], backends: dict[str, Backend]
+) -> dict[str, LatencyStats]:
+    """Latency by backend name; ``host:port`` keys map to the backend with that url."""
+    by_netloc = {loc: b.name for b in backends.values() if (loc := _netloc(b.url)) is not None}
+    resolved: dict[str, LatencyStats] = {}
+    for stats in latency:
+        name = stats.key if stats.key in backends else by_netloc.get(stats.key, stats.key)
+        existing = resolved.get(name)
+        stats = dataclasses.replace(stats, key=name)
+        resolved[name] = stats if existing is None else overlay(existing, stats)
+    return resolved
+
+
+def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
+    """Merge readings given in priority order (the first source known wins per field)."""
+    origins: dict[str, set[str]] = {}
+
+    def note(key: str, source: str) -> None:
+        origins.setdefault(key, set()).add(source)
+
+    gpus: list[Gpu] = []
+    slots: list[Slot] = []
+    backends: list[Backend] = []
+    queues: list[QueueStats] = []
+    latency: list[LatencyStats] = []
+    nodes: list[NodeInfo] = []
+    for r in readings:
+        gpus.extend(r.gpus)
+        slots.extend(r.slots)
+        backends.extend(r.backends)
+        queues.extend(r.queues)
+        latency.extend(r.latency)
+        nodes.extend(r.nodes)
+        for g in r.gpus:
+            note(f"gpu:{g.uuid}", r.source)
+        for b in r.backends:
+            note(f"backend:{b.name}", r.source)
+        for q in r.queues:
+            note(f"queue:{q.stream}", r.source)
+
+    merged_slots: dict[str, Slot] = {}
+    for s in merge_by_key(slots, slot_join_key).values():
+        merged_slots[s.id] = s
+    # origins of slots: every source whose fragment joined into the merged slot
+    join_to_id = {slot_join_key(s): s.id for s in merged_slots.values()}
+    for r in readings:
+        for s in r.slots:
+            note(f"slot:{join_to_id.get(slot_join_key(s), s.id)}", r.source)
+
+    merged_backends = {str(k): v for k, v in merge_by_key(backends, lambda b: b.name).items()}
+    for b in merged_backends.values():
+        if b.slot_id is not None:
+            for src in origins.get(f"backend:{b.name}", ()):
+                note(f"slot:{b.slot_id}", src)
+    return MergedFleet(
+        gpus={str(k): v for k, v in merge_by_key(gpus, lambda g: g.uuid).items()},
+        slots=merged_slots,
+        backends=merged_backends,
+        queues={str(k): v for k, v in merge_by_key(queues, lambda q: q.stream).items()},
+        latency=resolve_latency(latency, merged_backends),
+        nodes={str(k): v for k, v in merge_by_key(nodes, lambda n: n.name).items()},
+        origins={k: frozenset(v) for k, v in origins.items()},
+    )

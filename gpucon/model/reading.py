@@ -1,0 +1,47 @@
+"""A Reading: the fragment of the fleet one source knows, with that source's health.
+
+Sources return Readings; the hub merges them into a Snapshot. A Reading never carries an
+exception: a failed read is a Reading whose health is ``down`` and whose ``error`` says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpucon.model.fleet import (
+    Backend,
+    Gpu,
+    Health,
+    LatencyStats,
+    NodeInfo,
+    QueueStats,
+    Slot,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    source: str
+    health: Health
+    taken_at: float
+    duration_s: float = 0.0
+    error: str | None = None
+    gpus: tuple[Gpu, ...] = ()
+    slots: tuple[Slot, ...] = ()
+    backends: tuple[Backend, ...] = ()
+    queues: tuple[QueueStats, ...] = ()
+    latency: tuple[LatencyStats, ...] = ()
+    nodes: tuple[NodeInfo, ...] = ()
+    # network/API round trips this read made (benchmarks check it does not grow with the fleet)
+    round_trips: int = 0
+
+
+def failed_reading(source: str, taken_at: float, duration_s: float, error: str) -> Reading:
+    """The Reading of a source that could not be read at all."""
+    return Reading(
+        source=source,
+        health=Health.DOWN,
+        taken_at=taken_at,
+        duration_s=duration_s,
+        error=error,
+    )

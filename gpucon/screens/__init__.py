@@ -1,0 +1,1 @@
+"""Textual screens: fleet, detail, plan/confirm, progress, audit, help."""

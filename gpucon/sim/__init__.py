@@ -1,0 +1,1 @@
+"""The simulated fleet behind ``gpucon demo`` and the UI tests."""

@@ -1,0 +1,1 @@
+"""Read-only data sources, one module per system. Each returns Readings and never raises."""

@@ -1,0 +1,1 @@
+"""Reusable Textual widgets: slot table, gauges, sparklines, badges."""

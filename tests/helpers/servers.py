@@ -1,0 +1,58 @@
+"""Start real servers on loopback for tests: free ports, waiting until a server answers."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float = 10.0, what: str = "server") -> None:
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception as exc:  # the server is not up yet
+            last = exc
+        time.sleep(0.05)
+    raise TimeoutError(f"{what} did not come up in {timeout_s:.0f}s (last error: {last})")
+
+
+@contextlib.contextmanager
+def redis_server(tmp_dir: Path) -> Iterator[str]:
+    """A real ``redis-server`` on a free loopback port; yields its URL."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError("redis-server is not installed (apt-get install -y redis-server)")
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
+         "--dir", str(tmp_dir), "--protected-mode", "yes"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        import redis
+
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1.0)
+        wait_until(lambda: bool(client.ping()), what="redis-server")
+        client.close()
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -1,0 +1,44 @@
+"""The core never imports Textual or the UI (DESIGN.md's one rule), checked on the AST."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "gpucon"
+CORE = ["model", "sources", "controls", "actions", "sim", "hub.py", "config.py"]
+FORBIDDEN = ("textual", "gpucon.screens", "gpucon.widgets", "gpucon.app", "gpucon.themes")
+
+
+def core_files() -> list[Path]:
+    files: list[Path] = []
+    for entry in CORE:
+        path = PACKAGE / entry
+        files.extend(sorted(path.rglob("*.py")) if path.is_dir() else [path])
+    return files
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("path", core_files(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_core_module_does_not_import_textual(path: Path) -> None:
+    bad = {m for m in imported_modules(path) if m.split(".")[0] == "textual" or m in FORBIDDEN
+           or any(m.startswith(f + ".") for f in FORBIDDEN)}
+    assert not bad, f"{path} imports {sorted(bad)}"
+
+
+def test_checker_catches_a_textual_import(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("from textual.app import App\nimport os\n")
+    assert "textual.app" in imported_modules(sample)
