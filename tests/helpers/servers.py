@@ -38,8 +38,21 @@ def redis_server(tmp_dir: Path) -> Iterator[str]:
         raise RuntimeError("redis-server is not installed (apt-get install -y redis-server)")
     port = free_port()
     proc = subprocess.Popen(
-        [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
-         "--dir", str(tmp_dir), "--protected-mode", "yes"],
+        [
+            binary,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_dir),
+            "--protected-mode",
+            "yes",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -33,8 +33,13 @@ def imported_modules(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("path", core_files(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_core_module_does_not_import_textual(path: Path) -> None:
-    bad = {m for m in imported_modules(path) if m.split(".")[0] == "textual" or m in FORBIDDEN
-           or any(m.startswith(f + ".") for f in FORBIDDEN)}
+    bad = {
+        m
+        for m in imported_modules(path)
+        if m.split(".")[0] == "textual"
+        or m in FORBIDDEN
+        or any(m.startswith(f + ".") for f in FORBIDDEN)
+    }
     assert not bad, f"{path} imports {sorted(bad)}"
 
 

@@ -1,0 +1,117 @@
+"""The hub: merging, stale data kept and marked, guarded reads, background thread, timeouts."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from gpucon.hub import Hub, backoff_s
+from gpucon.model.fleet import Health, Slot, SlotKind
+from gpucon.model.reading import Reading
+from gpucon.model.snapshot import Snapshot
+
+
+class FakeClock:
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class ScriptedSource:
+    """A source that answers from a script of values or exceptions (a test double of a source)."""
+
+    def __init__(self, name: str, clock: FakeClock, script: list[object]) -> None:
+        self.name = name
+        self.cadence_s = 1.0
+        self.timeout_s = 1.0
+        self.clock = clock
+        self.script = script
+        self.closed = False
+
+    def read(self) -> Reading:
+        item = self.script.pop(0) if len(self.script) > 1 else self.script[0]
+        if isinstance(item, Exception):
+            raise item
+        assert isinstance(item, float)
+        slot = Slot(id="h/gpu0", kind=SlotKind.GPU, gpu_uuid="GPU-0", activity_pct=item)
+        return Reading(self.name, Health.OK, self.clock(), slots=(slot,))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_raising_source_becomes_down_and_its_last_data_stays_marked_stale() -> None:
+    clock = FakeClock()
+    src = ScriptedSource("nvml", clock, [50.0, RuntimeError("driver gone\nmore")])
+    hub = Hub([src], clock=clock)
+    hub.poll_once()
+    snap = hub.tick()
+    assert snap.slots["h/gpu0"].activity_pct == 50.0
+    assert not snap.is_stale("slot:h/gpu0")
+    clock.t += 1
+    hub.poll_once()
+    snap = hub.tick()
+    status = snap.sources["nvml"]
+    assert status.health is Health.DOWN
+    assert status.error == "RuntimeError: driver gone"
+    assert snap.slots["h/gpu0"].activity_pct == 50.0  # last good value kept ...
+    assert snap.is_stale("slot:h/gpu0")  # ... and marked stale
+    assert [a.rule for a in snap.alerts] == ["stale_source"]
+
+
+def test_history_and_sequence_advance_per_tick() -> None:
+    clock = FakeClock()
+    hub = Hub([ScriptedSource("sim", clock, [10.0, 20.0, 30.0])], clock=clock)
+    for _ in range(3):
+        hub.poll_once()
+        hub.tick()
+        clock.t += 1
+    snap = hub.latest
+    assert snap is not None and snap.seq == 3
+    assert snap.history.get("slot:h/gpu0:activity") == (10.0, 20.0, 30.0)
+
+
+def test_backoff_grows_and_is_capped() -> None:
+    assert backoff_s(1.0, 0) == 1.0
+    assert backoff_s(1.0, 1) == 2.0
+    assert backoff_s(1.0, 3) == 8.0
+    assert backoff_s(1.0, 20) == 30.0
+
+
+class BlockingSource:
+    name = "slow"
+    cadence_s = 0.05
+    timeout_s = 0.2
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls = 0
+
+    def read(self) -> Reading:
+        self.calls += 1
+        self.release.wait(5.0)
+        return Reading(self.name, Health.OK, time.time())
+
+    def close(self) -> None:
+        self.release.set()
+
+
+def test_background_hub_keeps_ticking_while_a_source_hangs() -> None:
+    slow = BlockingSource()
+    hub = Hub([slow], refresh_s=0.05)
+    got: list[Snapshot] = []
+    hub.start(got.append)
+    try:
+        deadline = time.time() + 3.0
+        while time.time() < deadline:
+            if got and got[-1].sources["slow"].health is Health.DEGRADED:
+                break
+            time.sleep(0.02)
+    finally:
+        hub.stop()
+    assert got, "no snapshot was emitted while the source hung"
+    last = got[-1].sources["slow"]
+    assert last.health is Health.DEGRADED and "timed out" in (last.error or "")
+    assert slow.calls == 1  # a hanging read is never piled on

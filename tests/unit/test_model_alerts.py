@@ -1,0 +1,146 @@
+"""Alert rules and history windows."""
+
+from __future__ import annotations
+
+import math
+
+from gpucon.model.alerts import AlertInputs, AlertThresholds, Severity, derive_alerts
+from gpucon.model.fleet import (
+    Backend,
+    BackendState,
+    Health,
+    LatencyStats,
+    QueueStats,
+    Slot,
+    SlotKind,
+    SourceStatus,
+)
+from gpucon.model.history import History, sustained
+
+T = AlertThresholds()
+
+
+def history_of(key: str, values: list[float | None], start: float = 0.0) -> History:
+    h = History(capacity=200)
+    for i, v in enumerate(values):
+        h = h.append(start + i, {key: v})
+    return h
+
+
+def inputs(now: float, history: History | None = None, **parts: object) -> AlertInputs:
+    base: dict[str, object] = dict(
+        now=now,
+        slots={},
+        backends={},
+        latency={},
+        queues={},
+        sources={"sim": SourceStatus("sim", Health.OK, None, now, 0.01)},
+        history=history or History(),
+    )
+    base.update(parts)
+    return AlertInputs(**base)  # type: ignore[arg-type]
+
+
+def rules(alerts: tuple[object, ...]) -> set[str]:
+    return {a.rule for a in alerts}  # type: ignore[attr-defined]
+
+
+def test_history_ring_is_bounded_and_immutable() -> None:
+    h1 = History(capacity=3)
+    h2 = h1.append(1.0, {"k": 1.0})
+    h3 = h2.append(2.0, {"k": 2.0}).append(3.0, {"k": 3.0}).append(4.0, {"k": 4.0})
+    assert h1.get("k") == () and h2.get("k") == (1.0,)
+    assert h3.get("k") == (2.0, 3.0, 4.0) and h3.times == (2.0, 3.0, 4.0)
+
+
+def test_new_series_is_aligned_with_times() -> None:
+    h = History(capacity=5).append(1.0, {"a": 1.0}).append(2.0, {"a": 2.0, "b": 9.0})
+    assert h.get("b") == (None, 9.0)
+
+
+def test_sustained_needs_a_full_window_above() -> None:
+    h = history_of("k", [99.0] * 61)
+    assert sustained(h, "k", 60.0, 60.0, 98.0)
+    assert not sustained(history_of("k", [99.0] * 30), "k", 29.0, 60.0, 98.0)  # too short
+    dip = [99.0] * 61
+    dip[30] = 50.0
+    assert not sustained(history_of("k", dip), "k", 60.0, 60.0, 98.0)
+    gap: list[float | None] = [99.0] * 61
+    gap[10] = None
+    assert not sustained(history_of("k", gap), "k", 60.0, 60.0, 98.0)
+
+
+def test_hot_slot_after_a_minute_at_98_percent() -> None:
+    slot = Slot(id="h/gpu0/gi1", kind=SlotKind.MIG, activity_pct=99.0)
+    hot = history_of("slot:h/gpu0/gi1:activity", [99.0] * 61)
+    assert "hot_slot" in rules(derive_alerts(inputs(60.0, hot, slots={slot.id: slot}), T))
+    brief = history_of("slot:h/gpu0/gi1:activity", [10.0] * 40 + [99.0] * 21)
+    assert "hot_slot" not in rules(derive_alerts(inputs(60.0, brief, slots={slot.id: slot}), T))
+
+
+def test_low_free_memory_on_a_slot() -> None:
+    tight = Slot(id="s1", kind=SlotKind.MIG, mem_used_mib=9000.0, mem_total_mib=10000.0)
+    roomy = Slot(id="s2", kind=SlotKind.MIG, mem_used_mib=1000.0, mem_total_mib=10000.0)
+    unknown = Slot(id="s3", kind=SlotKind.MIG, mem_used_mib=None, mem_total_mib=10000.0)
+    alerts = derive_alerts(inputs(0.0, slots={s.id: s for s in (tight, roomy, unknown)}), T)
+    assert [a.target for a in alerts if a.rule == "low_memory"] == ["s1"]
+
+
+def test_p95_over_backend_slo_uses_per_backend_slo() -> None:
+    lat = {"a": LatencyStats("a", p95_ms=900.0), "b": LatencyStats("b", p95_ms=3000.0)}
+    alerts = derive_alerts(inputs(0.0, latency=lat, slo_p95_ms={"a": 800.0}), T)
+    assert sorted(a.target for a in alerts if a.rule == "p95_slo") == ["a", "b"]
+    nan = derive_alerts(inputs(0.0, latency={"c": LatencyStats("c", p95_ms=math.nan)}), T)
+    assert "p95_slo" not in rules(nan)
+
+
+def test_queue_wait_for_a_minute() -> None:
+    lat = {"a": LatencyStats("a", queue_ms=35.0)}
+    h = history_of("backend:a:queue_ms", [35.0] * 61)
+    assert "queue_wait" in rules(derive_alerts(inputs(60.0, h, latency=lat), T))
+    q = {"gen:queue": QueueStats("gen:queue", oldest_age_s=0.5)}
+    hq = history_of("queue:gen:queue:oldest", [0.5] * 61)
+    assert "queue_wait" in rules(derive_alerts(inputs(60.0, hq, queues=q), T))
+    hq_low = history_of("queue:gen:queue:oldest", [0.001] * 61)
+    assert "queue_wait" not in rules(derive_alerts(inputs(60.0, hq_low, queues=q), T))
+
+
+def test_backend_not_ready_and_down() -> None:
+    b = {
+        "x": Backend("x", ready=False),
+        "y": Backend("y", state=BackendState.DOWN),
+        "z": Backend("z", ready=False, state=BackendState.DRAINED),  # drained on purpose
+        "w": Backend("w", ready=True),
+    }
+    alerts = derive_alerts(inputs(0.0, backends=b), T)
+    assert sorted(a.target for a in alerts if a.rule == "not_ready") == ["x", "y"]
+
+
+def test_stale_source() -> None:
+    sources = {
+        "redis": SourceStatus("redis", Health.OK, None, last_ok_at=0.0),
+        "prom": SourceStatus("prom", Health.DOWN, "ConnectionError: refused", last_ok_at=None),
+        "nvml": SourceStatus("nvml", Health.OK, None, last_ok_at=99.0),
+    }
+    alerts = derive_alerts(inputs(100.0, sources=sources), T)
+    stale = {a.target: a.message for a in alerts if a.rule == "stale_source"}
+    assert set(stale) == {"redis", "prom"}
+    assert "refused" in stale["prom"]
+
+
+def test_order_is_worst_then_newest_and_since_carries_over() -> None:
+    slots = {"s1": Slot(id="s1", kind=SlotKind.MIG, mem_used_mib=9900.0, mem_total_mib=10000.0)}
+    first = derive_alerts(inputs(10.0, slots=slots, backends={"x": Backend("x", ready=False)}), T)
+    later = derive_alerts(
+        inputs(
+            20.0,
+            slots=slots,
+            backends={"x": Backend("x", ready=False)},
+            latency={"a": LatencyStats("a", p95_ms=9e9)},
+        ),
+        T,
+        first,
+    )
+    assert all(a.severity is Severity.CRITICAL for a in later)
+    assert later[0].target == "a"  # newest of the worst first
+    assert {a.target: a.since for a in later}["s1"] == 10.0

@@ -1,0 +1,106 @@
+"""Merging readings field by field, joining slices on (parent UUID, GPU instance id)."""
+
+from __future__ import annotations
+
+from gpucon.model.fleet import Backend, Gpu, Health, LatencyStats, Slot, SlotKind, VmInfo
+from gpucon.model.ids import gpu_slot_id, mig_slot_id, parse_slot_id, vm_slot_id
+from gpucon.model.merge import merge_readings, overlay
+from gpucon.model.reading import Reading
+
+
+def reading(source: str, **parts: object) -> Reading:
+    return Reading(source=source, health=Health.OK, taken_at=100.0, **parts)  # type: ignore[arg-type]
+
+
+def test_slot_ids_round_trip() -> None:
+    assert parse_slot_id(mig_slot_id("node-a", 0, 3)).gi_id == 3
+    assert parse_slot_id(gpu_slot_id("node-a", 1)).kind == "gpu"
+    assert parse_slot_id(vm_slot_id("vm-b-1")).vm_name == "vm-b-1"
+
+
+def test_bad_slot_id_names_the_id() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="node/gpuX"):
+        parse_slot_id("node/gpuX")
+
+
+def test_overlay_fills_only_unknown_fields() -> None:
+    a = Slot(id="h/gpu0/gi1", kind=SlotKind.MIG, mem_used_mib=100.0)
+    b = Slot(id="other", kind=SlotKind.MIG, mem_used_mib=999.0, activity_pct=42.0)
+    merged = overlay(a, b)
+    assert merged.mem_used_mib == 100.0  # the first source wins
+    assert merged.activity_pct == 42.0  # filled from the second
+    assert merged.id == "h/gpu0/gi1"
+
+
+def test_mig_slice_joins_nvml_and_dcgm_on_uuid_and_instance_id() -> None:
+    nvml = reading(
+        "nvml",
+        slots=(
+            Slot(
+                id="localhost/gpu0/gi1",
+                kind=SlotKind.MIG,
+                gpu_uuid="GPU-1",
+                gi_id=1,
+                mem_used_mib=10.0,
+                mem_total_mib=40000.0,
+            ),
+        ),
+    )
+    prom = reading(
+        "prometheus",
+        slots=(
+            Slot(
+                id="node-a/gpu0/gi1",
+                kind=SlotKind.MIG,
+                gpu_uuid="GPU-1",
+                gi_id=1,
+                activity_pct=71.0,
+                activity_metric="DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+            ),
+            Slot(
+                id="node-a/gpu0/gi2", kind=SlotKind.MIG, gpu_uuid="GPU-1", gi_id=2, activity_pct=5.0
+            ),
+        ),
+    )
+    fleet = merge_readings([nvml, prom])
+    assert set(fleet.slots) == {"localhost/gpu0/gi1", "node-a/gpu0/gi2"}
+    joined = fleet.slots["localhost/gpu0/gi1"]
+    assert joined.mem_used_mib == 10.0 and joined.activity_pct == 71.0
+    assert fleet.origins["slot:localhost/gpu0/gi1"] == {"nvml", "prometheus"}
+    assert fleet.origins["slot:node-a/gpu0/gi2"] == {"prometheus"}
+
+
+def test_vms_join_on_id_not_on_gpu() -> None:
+    vm = Slot(id="vm:vm-b-1", kind=SlotKind.VM, gpu_uuid="GPU-9", vm=VmInfo(name="vm-b-1"))
+    whole = Slot(id="h/gpu0", kind=SlotKind.GPU, gpu_uuid="GPU-9")
+    fleet = merge_readings([reading("libvirt", slots=(vm,)), reading("nvml", slots=(whole,))])
+    assert set(fleet.slots) == {"vm:vm-b-1", "h/gpu0"}
+
+
+def test_latency_keyed_by_instance_resolves_to_backend_by_url() -> None:
+    reg = reading(
+        "redis", backends=(Backend(name="sdxl-0", url="http://10.0.0.5:8000", slot_id="h/gpu0"),)
+    )
+    prom = reading(
+        "prometheus",
+        latency=(
+            LatencyStats(key="10.0.0.5:8000", p95_ms=900.0),
+            LatencyStats(key="unknown:1", p95_ms=1.0),
+        ),
+    )
+    fleet = merge_readings([reg, prom])
+    assert fleet.latency["sdxl-0"].p95_ms == 900.0
+    assert "unknown:1" in fleet.latency
+    # the backend's source also vouches for its slot
+    assert "redis" in fleet.origins["slot:h/gpu0"]
+
+
+def test_gpus_merge_by_uuid() -> None:
+    a = reading(
+        "nvml", gpus=(Gpu(uuid="GPU-1", host="h", index=0, util_pct=None, temperature_c=50.0),)
+    )
+    b = reading("prometheus", gpus=(Gpu(uuid="GPU-1", host="h", index=0, util_pct=30.0),))
+    g = merge_readings([a, b]).gpus["GPU-1"]
+    assert g.util_pct == 30.0 and g.temperature_c == 50.0
