@@ -1,0 +1,112 @@
+"""Run a terminal program in a pseudo-terminal and measure it as a user's terminal would see it.
+
+Measures: time from process start until a marker shows on screen, bytes written to the
+terminal, CPU seconds (user + system, children included) and peak RSS, read from /proc.
+Used by the startup and CPU benchmarks; Linux only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import signal
+import struct
+import termios
+import time
+from dataclasses import dataclass
+
+ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]|\x1b[=>]")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class PtyResult:
+    marker_s: float | None
+    cpu_at_marker_s: float
+    bytes_at_marker: int
+    bytes_written: int
+    cpu_s: float
+    peak_rss_mib: float
+    wall_s: float
+
+
+def _cpu_and_rss(pid: int) -> tuple[float, float]:
+    """CPU seconds of the process (user+sys) and its high-water RSS in MiB."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        rss = 0.0
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    rss = int(line.split()[1]) / 1024
+        return cpu, rss
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return 0.0, 0.0
+
+
+def run_in_pty(
+    argv: list[str],
+    *,
+    marker: bytes | None,
+    duration_s: float,
+    cols: int = 180,
+    rows: int = 50,
+    env: dict[str, str] | None = None,
+    stop_at_marker: bool = False,
+) -> PtyResult:
+    """Start ``argv`` in a pty of cols×rows; run ``duration_s`` (or until the marker)."""
+    pid, fd = pty.fork()
+    if pid == 0:  # child
+        child_env = dict(os.environ if env is None else env)
+        child_env.update(TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
+        os.execvpe(argv[0], argv, child_env)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    start = time.perf_counter()
+    seen = b""
+    marker_s: float | None = None
+    cpu_at_marker = 0.0
+    bytes_at_marker = 0
+    total = 0
+    cpu = rss = 0.0
+    try:
+        while True:
+            elapsed = time.perf_counter() - start
+            if elapsed >= duration_s or (stop_at_marker and marker_s is not None):
+                break
+            ready, _, _ = select.select([fd], [], [], min(0.05, duration_s - elapsed))
+            if fd in ready:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                total += len(chunk)
+                if marker is not None and marker_s is None:
+                    seen = (seen + ANSI.sub(b"", chunk))[-8192:]
+                    if marker in seen:
+                        marker_s = time.perf_counter() - start
+                        cpu_at_marker = _cpu_and_rss(pid)[0]
+                        bytes_at_marker = total
+            cpu, rss = _cpu_and_rss(pid)
+    finally:
+        cpu, rss = _cpu_and_rss(pid) if _cpu_and_rss(pid)[0] else (cpu, rss)
+        wall = time.perf_counter() - start
+        try:
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(50):
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    break
+                time.sleep(0.05)
+            else:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(fd)
+    return PtyResult(marker_s, cpu_at_marker, bytes_at_marker, total, cpu, rss, wall)
