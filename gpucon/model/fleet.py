@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gpucon.model.mig_profiles import ProfileTable
+
 
 class Health(StrEnum):
     OK = "ok"
@@ -55,6 +57,8 @@ class Gpu:
     mig_enabled: bool | None = None
     sm_count: int | None = None
     processes: tuple[ComputeProcess, ...] = ()
+    # the GPU-instance profiles NVML offers for this GPU (None: no MIG, or not read)
+    mig_profiles: ProfileTable | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,110 @@
+"""A GPU's MIG GPU-instance profile table, and layout checks against it.
+
+NVML answers ``nvmlDeviceGetGpuInstanceProfileInfo`` even with MIG off; the NVML source turns
+those answers into a ``ProfileTable``. A re-slice validates a requested layout (``3g.40gb``,
+``1g.10gb``, ...) against this table before anything changes. Pure: no IO.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+MIB_PER_GIB = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class MigProfile:
+    """One GPU-instance profile as NVML describes it."""
+
+    name: str  # "3g.40gb", "1g.18gb+me" (NVML's name without its "MIG " prefix)
+    profile_index: int  # the NVML_GPU_INSTANCE_PROFILE_* constant it was asked with
+    profile_id: int  # the id NVML gives the profile (nvmlGpuInstanceProfileInfo_t.id)
+    slice_count: int
+    instance_count: int  # how many instances of this profile fit on an empty GPU
+    sm_count: int
+    memory_mib: int
+    copy_engines: int = 0
+    decoders: int = 0
+    encoders: int = 0
+    jpeg: int = 0
+    ofa: int = 0
+
+
+def profile_name(slice_count: int, memory_mib: float) -> str:
+    """The conventional name for a profile NVML gave no name for: ``3g.40gb``."""
+    return f"{slice_count}g.{math.ceil(memory_mib / MIB_PER_GIB)}gb"
+
+
+def strip_mig_prefix(name: str) -> str:
+    return name[4:] if name.startswith("MIG ") else name
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileTable:
+    """The profiles one GPU model offers, in NVML's order."""
+
+    profiles: tuple[MigProfile, ...]
+
+    @property
+    def total_slices(self) -> int:
+        return max((p.slice_count for p in self.profiles), default=0)
+
+    def by_name(self, name: str) -> MigProfile | None:
+        wanted = strip_mig_prefix(name.strip())
+        return next((p for p in self.profiles if p.name == wanted), None)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.profiles)
+
+    def match(self, slice_count: int, memory_mib: float) -> MigProfile | None:
+        """The plain profile (no ``+me``/``+gfx`` suffix first) with this size and memory.
+
+        A MIG device reports its memory a little under its profile's; the closest profile with
+        the same slice count and no more memory than 1 GiB off wins.
+        """
+        close = [
+            p
+            for p in self.profiles
+            if p.slice_count == slice_count and abs(p.memory_mib - memory_mib) <= MIB_PER_GIB
+        ]
+        close.sort(key=lambda p: ("+" in p.name, abs(p.memory_mib - memory_mib), p.name))
+        return close[0] if close else None
+
+    def validate_layout(self, layout: Sequence[str]) -> list[str]:
+        """Problems with a layout (list of profile names) on an empty GPU; empty when it fits.
+
+        Checks names, per-profile instance counts and the total compute slices. Placement
+        (which start slices are free) is checked by NVML itself when instances are created.
+        """
+        problems: list[str] = []
+        if not layout:
+            return ["layout is empty: name at least one profile"]
+        known: list[MigProfile] = []
+        for position, name in enumerate(layout):
+            profile = self.by_name(name)
+            if profile is None:
+                problems.append(
+                    f"layout[{position}]: unknown profile {name!r}; "
+                    f"this GPU offers {', '.join(self.names()) or 'none'}"
+                )
+            else:
+                known.append(profile)
+        for name, count in Counter(p.name for p in known).items():
+            profile = self.by_name(name)
+            if profile is not None and count > profile.instance_count:
+                problems.append(f"layout: {count}× {name} but at most {profile.instance_count} fit")
+        used = sum(p.slice_count for p in known)
+        if self.total_slices and used > self.total_slices:
+            problems.append(
+                f"layout: {used} compute slices requested but the GPU has {self.total_slices}"
+            )
+        return problems
+
+
+def table_from(profiles: Iterable[MigProfile]) -> ProfileTable | None:
+    """A table of the given profiles, or None when there are none (no MIG on this GPU)."""
+    found = tuple(profiles)
+    return ProfileTable(found) if found else None
