@@ -1,0 +1,431 @@
+"""The reference scheduler: reads a Redis Stream with a consumer group and sends each entry to
+the backend the registry says should get it.
+
+Common practice, as DESIGN.md's registry contract asks: ``XREADGROUP`` (bounded by free
+concurrency), dispatch to the ``active`` backend with the lowest ``(inflight+1)/weight`` among
+two random healthy candidates, ``XACK`` only after the backend answered (with the answer
+written in the same atomic step), and ``XAUTOCLAIM`` of entries a crashed consumer left pending.
+Assignment is atomic against the registry (a Lua script checks ``state`` and bumps
+``inflight``), so once a drain has written ``draining`` no new entry goes to that backend.
+SIGTERM (``stop`` event): stop reading, finish what is in flight, exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import socket
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import redis.asyncio as aioredis
+
+from gpucon.lab import registry_scripts as rs
+
+log = logging.getLogger("gpucon.scheduler")
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    redis_url: str
+    stream: str = "gen:queue"
+    group: str = "g1"
+    consumer: str = field(default_factory=lambda: f"sched-{socket.gethostname()}-{os.getpid()}")
+    concurrency: int = 32
+    request_timeout_s: float = 10.0
+    health_interval_s: float = 0.5
+    health_timeout_s: float = 1.0
+    registry_poll_s: float = 0.05
+    registry_refresh_s: float = 1.0
+    claim_interval_s: float = 1.0
+    # must exceed request_timeout_s: a live consumer's entry is never claimed from under it
+    claim_min_idle_ms: int = 30_000
+    block_ms: int = 200
+    dispatch_attempts: int = 3
+    shutdown_grace_s: float = 15.0
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"scheduler: concurrency must be >= 1, got {self.concurrency}")
+        if self.claim_min_idle_ms <= self.request_timeout_s * 1000:
+            raise ValueError(
+                "scheduler: claim_min_idle_ms must exceed request_timeout_s "
+                f"({self.claim_min_idle_ms} ms <= {self.request_timeout_s} s)"
+            )
+
+
+@dataclass(slots=True)
+class BackendView:
+    """The scheduler's cached copy of one registry entry."""
+
+    name: str
+    url: str
+    model: str
+    weight: float
+    state: str
+    inflight: int
+
+    @classmethod
+    def from_hash(cls, name: str, h: dict[str, str]) -> BackendView:
+        try:
+            weight = float(h.get("weight", "0"))
+        except ValueError:
+            weight = 0.0
+        try:
+            inflight = int(h.get("inflight", "0"))
+        except ValueError:
+            inflight = 0
+        if weight != weight or weight < 0:  # NaN or negative: never eligible
+            weight = 0.0
+        return cls(
+            name=name,
+            url=h.get("url", "").rstrip("/"),
+            model=h.get("model", ""),
+            weight=weight,
+            state=h.get("state", ""),
+            inflight=inflight,
+        )
+
+
+def choose_backend(candidates: Sequence[BackendView], rng: random.Random) -> BackendView | None:
+    """Power of two choices on ``(inflight + 1) / weight`` among eligible candidates."""
+    if not candidates:
+        return None
+    if len(candidates) == 1:
+        return candidates[0]
+    a, b = rng.sample(list(candidates), 2)
+    score_a = (max(a.inflight, 0) + 1) / a.weight
+    score_b = (max(b.inflight, 0) + 1) / b.weight
+    if score_a == score_b:
+        return a if rng.random() < 0.5 else b
+    return a if score_a < score_b else b
+
+
+class Scheduler:
+    """One scheduler process (one consumer in the group)."""
+
+    def __init__(self, config: SchedulerConfig, *, seed: int | None = None) -> None:
+        self.config = config
+        self.backends: dict[str, BackendView] = {}
+        self.healthy: dict[str, bool] = {}
+        self.dispatched: Counter[str] = Counter()
+        self.answered = 0
+        self.failed = 0
+        self._rng = random.Random(seed)
+        self._version: str | None = None
+        self._last_full_read = 0.0
+        self._local: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._registry_changed = asyncio.Event()
+        self._redis: aioredis.Redis | None = None
+        self._reader: aioredis.Redis | None = None
+        self._http: httpx.AsyncClient | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        cfg = self.config
+        self._redis = aioredis.Redis.from_url(
+            cfg.redis_url,
+            decode_responses=True,
+            socket_timeout=5.0,
+            client_name="gpucon-scheduler",
+        )
+        self._reader = aioredis.Redis.from_url(
+            cfg.redis_url,
+            decode_responses=True,
+            socket_timeout=5.0 + cfg.block_ms / 1000,
+            client_name="gpucon-scheduler-reader",
+        )
+        limits = httpx.Limits(max_connections=cfg.concurrency * 2, max_keepalive_connections=64)
+        self._http = httpx.AsyncClient(timeout=cfg.request_timeout_s, limits=limits)
+        self._assign = self._redis.register_script(rs.ASSIGN_LUA)
+        self._release = self._redis.register_script(rs.RELEASE_LUA)
+        self._ack_reply = self._redis.register_script(rs.ACK_AND_REPLY_LUA)
+        try:
+            await self._ensure_group()
+            await self._refresh_registry(force=True)
+            await self._check_health()
+            background = [
+                asyncio.create_task(self._registry_loop(stop)),
+                asyncio.create_task(self._health_loop(stop)),
+                asyncio.create_task(self._claim_loop(stop)),
+            ]
+            try:
+                await self._read_loop(stop)
+            finally:
+                await self._finish_in_flight()
+                for t in background:
+                    t.cancel()
+                await asyncio.gather(*background, return_exceptions=True)
+        finally:
+            await self._http.aclose()
+            await self._redis.aclose()
+            await self._reader.aclose()
+
+    async def _ensure_group(self) -> None:
+        assert self._redis is not None
+        try:
+            await self._redis.xgroup_create(
+                self.config.stream, self.config.group, "0", mkstream=True
+            )
+        except aioredis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def _finish_in_flight(self) -> None:
+        if not self._tasks:
+            return
+        _, pending = await asyncio.wait(set(self._tasks), timeout=self.config.shutdown_grace_s)
+        for t in pending:  # their entries stay pending in the group; another consumer claims them
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    # --- registry and health ---------------------------------------------------------------
+
+    async def _refresh_registry(self, force: bool = False) -> None:
+        assert self._redis is not None
+        version = await self._redis.get(rs.REGISTRY_VERSION)
+        now = time.monotonic()
+        if (
+            not force
+            and version == self._version
+            and now - self._last_full_read < (self.config.registry_refresh_s)
+        ):
+            return
+        names = sorted(str(n) for n in await self._redis.smembers(rs.BACKENDS_SET))
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hgetall(rs.backend_key(name))
+            hashes = await pipe.execute()
+        fresh = {n: BackendView.from_hash(n, h) for n, h in zip(names, hashes, strict=True) if h}
+        new_names = set(fresh) - set(self.backends)
+        self.backends = fresh
+        self._version = None if version is None else str(version)
+        self._last_full_read = now
+        if new_names:
+            self._registry_changed.set()
+
+    async def _registry_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(Exception):
+                await self._refresh_registry()
+            await asyncio.sleep(self.config.registry_poll_s)
+
+    async def _probe_ready(self, b: BackendView) -> bool:
+        assert self._http is not None
+        try:
+            r = await self._http.get(
+                f"{b.url}/v2/health/ready", timeout=self.config.health_timeout_s
+            )
+            return r.status_code == 200
+        except (httpx.HTTPError, OSError):
+            return False
+
+    async def _check_health(self) -> None:
+        views = list(self.backends.values())
+        results = await asyncio.gather(*(self._probe_ready(b) for b in views))
+        self.healthy = {b.name: ok for b, ok in zip(views, results, strict=True)}
+
+    async def _health_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._registry_changed.wait(), self.config.health_interval_s)
+            self._registry_changed.clear()
+            with contextlib.suppress(Exception):
+                await self._check_health()
+
+    def eligible(self, model: str | None, excluded: set[str]) -> list[BackendView]:
+        return [
+            b
+            for b in self.backends.values()
+            if b.state == "active"
+            and b.weight > 0
+            and self.healthy.get(b.name, False)
+            and b.name not in excluded
+            and (not model or b.model == model)
+        ]
+
+    # --- reading and claiming --------------------------------------------------------------
+
+    async def _read_loop(self, stop: asyncio.Event) -> None:
+        assert self._reader is not None
+        cfg = self.config
+        while not stop.is_set():
+            free = cfg.concurrency - len(self._tasks)
+            if free <= 0:
+                await asyncio.wait(set(self._tasks), timeout=0.2, return_when="FIRST_COMPLETED")
+                continue
+            try:
+                resp: Any = await self._reader.xreadgroup(
+                    cfg.group, cfg.consumer, {cfg.stream: ">"}, count=free, block=cfg.block_ms
+                )
+            except aioredis.ResponseError as exc:
+                if "NOGROUP" in str(exc):
+                    await self._ensure_group()
+                    continue
+                raise
+            except (aioredis.ConnectionError, aioredis.TimeoutError) as exc:
+                log.warning("redis read failed: %s", exc)
+                await asyncio.sleep(0.5)
+                continue
+            for _stream, entries in resp or []:
+                for entry_id, fields in entries:
+                    self._spawn(entry_id, fields, claimed=False)
+
+    async def _claim_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await asyncio.sleep(self.config.claim_interval_s)
+            if stop.is_set():
+                return
+            try:
+                await self.claim_stale()
+            except Exception as exc:
+                log.warning("claim failed: %s", exc)
+
+    async def claim_stale(self) -> int:
+        """Claim entries idle longer than ``claim_min_idle_ms`` and dispatch them; returns how
+        many were claimed."""
+        assert self._redis is not None
+        cfg = self.config
+        start, claimed = "0-0", 0
+        while True:
+            free = cfg.concurrency - len(self._tasks)
+            if free <= 0:
+                return claimed
+            nxt, entries, deleted = await self._redis.xautoclaim(
+                cfg.stream, cfg.group, cfg.consumer, cfg.claim_min_idle_ms, start, count=free
+            )
+            for entry_id in deleted or []:  # trimmed from the stream: nothing left to answer
+                await self._redis.xack(cfg.stream, cfg.group, entry_id)
+            for entry_id, fields in entries:
+                if entry_id in self._local or fields is None:
+                    continue
+                claimed += 1
+                self._spawn(entry_id, fields, claimed=True)
+            if nxt in ("0-0", b"0-0") or not entries:
+                return claimed
+            start = nxt
+
+    def _spawn(self, entry_id: str, fields: dict[str, str], *, claimed: bool) -> None:
+        self._local.add(entry_id)
+        task = asyncio.create_task(self._handle(entry_id, fields, claimed))
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task[None]) -> None:
+            self._tasks.discard(t)
+            self._local.discard(entry_id)
+
+        task.add_done_callback(done)
+
+    # --- dispatching one entry -------------------------------------------------------------
+
+    async def _release_everywhere(self, entry_id: str) -> None:
+        """A claimed entry may hold a crashed consumer's assignment: release it wherever."""
+        for name in list(self.backends):
+            await self._release(keys=[rs.backend_key(name), rs.assigned_key(name)], args=[entry_id])
+
+    async def _handle(self, entry_id: str, fields: dict[str, str], claimed: bool) -> None:
+        try:
+            if claimed:
+                await self._release_everywhere(entry_id)
+            await self._dispatch(entry_id, fields)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # one entry's trouble never stops the scheduler
+            log.warning("entry %s: %s", entry_id, exc)
+
+    async def _dispatch(self, entry_id: str, fields: dict[str, str]) -> None:
+        model = fields.get("model") or None
+        excluded: set[str] = set()
+        attempts = 0
+        last_error = "no attempt"
+        while True:
+            candidates = self.eligible(model, excluded)
+            backend = choose_backend(candidates, self._rng)
+            if backend is None:
+                if excluded and not self.eligible(model, set()):
+                    excluded.clear()
+                await asyncio.sleep(0.05)  # wait for a backend to become eligible
+                continue
+            res = await self._assign(
+                keys=[rs.backend_key(backend.name), rs.assigned_key(backend.name)], args=[entry_id]
+            )
+            if int(res[0]) != 1:  # the registry changed under our cache: re-read, pick again
+                backend.state = str(res[1])
+                self._registry_changed.set()
+                continue
+            backend.inflight = int(res[1])
+            self.dispatched[backend.name] += 1
+            try:
+                status, reason = await self._send(backend, entry_id, fields, str(res[2]))
+            finally:
+                left = await self._release(
+                    keys=[rs.backend_key(backend.name), rs.assigned_key(backend.name)],
+                    args=[entry_id],
+                )
+                if int(left) >= 0:
+                    backend.inflight = int(left)
+            if status == 200:
+                await self._answer(entry_id, backend.name, "ok", reason)
+                return
+            attempts += 1
+            last_error = reason
+            if status in (0, 503):  # unreachable or not ready: skip it until the next check
+                self.healthy[backend.name] = False
+            excluded.add(backend.name)
+            if attempts >= self.config.dispatch_attempts or 400 <= status < 500:
+                await self._answer(entry_id, backend.name, "error", last_error)
+                return
+
+    async def _send(
+        self, backend: BackendView, entry_id: str, fields: dict[str, str], assigned_at: str
+    ) -> tuple[int, str]:
+        """POST a KServe v2 infer request; returns (HTTP status or 0, reason/body text)."""
+        assert self._http is not None
+        body: dict[str, Any] = {
+            "id": fields.get("id", entry_id),
+            "inputs": [
+                {
+                    "name": "INPUT0",
+                    "datatype": "BYTES",
+                    "shape": [1],
+                    "data": [fields.get("prompt", "")],
+                }
+            ],
+            "parameters": {"entry_id": entry_id, "assigned_at": assigned_at},
+        }
+        model = fields.get("model") or backend.model
+        try:
+            r = await self._http.post(f"{backend.url}/v2/models/{model}/infer", json=body)
+        except httpx.TimeoutException:
+            return 0, "timeout"
+        except (httpx.HTTPError, OSError) as exc:
+            return 0, f"connect: {type(exc).__name__}"
+        if r.status_code == 200:
+            return 200, r.text
+        return r.status_code, f"http {r.status_code}"
+
+    async def _answer(self, entry_id: str, backend: str, status: str, detail: str) -> None:
+        cfg = self.config
+        reply = json.dumps(
+            {"entry_id": entry_id, "backend": backend, "status": status, "detail": detail[:2000]}
+        )
+        done = await self._ack_reply(
+            keys=[cfg.stream, rs.reply_key(entry_id), rs.RESULTS_STREAM],
+            args=[cfg.group, entry_id, reply, backend, status, rs.REPLY_TTL_S, rs.RESULTS_MAXLEN],
+        )
+        if int(done) == 1:
+            if status == "ok":
+                self.answered += 1
+            else:
+                self.failed += 1
