@@ -107,6 +107,9 @@ class Slot:
     # how busy the slot is, and the metric that says so (shown in the UI)
     activity_pct: float | None = None
     activity_metric: str | None = None
+    # DCGM's SM and DRAM activity (percent), where Prometheus has them
+    sm_active_pct: float | None = None
+    dram_active_pct: float | None = None
     vm: VmInfo | None = None
     pod: str | None = None
     node: str | None = None
@@ -169,6 +172,8 @@ class LatencyStats:
     queue_ms: float | None = None
     compute_ms: float | None = None
     pending: float | None = None
+    # mean request latency from Triton's counters (when no quantiles are exported)
+    avg_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
