@@ -1,0 +1,384 @@
+"""The load probe's engine: send a bounded number of requests and measure what came back.
+
+Two ways in: direct (KServe v2 ``POST /v2/models/{model}/infer`` to one backend, httpx) or
+through the queue (``XADD`` to the stream, wait for the scheduler's reply on
+``gen:reply:{entry_id}``). Every probe is bounded by count, rate, concurrency and duration,
+checked against the target's configured caps before anything is sent (BadParams naming the
+field). The result holds offered and achieved rate, p50/p90/p95/p99, errors by reason and
+stability by perf_analyzer's rule (the last three windows' throughput within 10 %).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+from gpucon.actions.plan import BadParams, finite_number
+from gpucon.config import ProbeTarget
+
+STABILITY_PCT = 10.0
+STABILITY_WINDOWS = 3
+QUANTILES = (0.5, 0.9, 0.95, 0.99)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeBounds:
+    count: int
+    rate_per_s: float
+    concurrency: int
+    duration_s: float
+    timeout_s: float = 10.0
+
+
+def _positive_int(field_name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise BadParams(field_name, f"expected a whole number, got {value!r}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise BadParams(field_name, f"expected a whole number, got {value!r}") from None
+    if not math.isfinite(number) or number != int(number):
+        raise BadParams(field_name, f"expected a whole number, got {value!r}")
+    if number < 1:
+        raise BadParams(field_name, f"must be ≥ 1, got {int(number)}")
+    return int(number)
+
+
+def check_bounds(target: ProbeTarget, params: dict[str, object]) -> ProbeBounds:
+    """The probe's bounds from raw params, within the target's caps; BadParams names the field."""
+    count = _positive_int("count", params.get("count", target.max_requests))
+    concurrency = _positive_int("concurrency", params.get("concurrency", 1))
+    rate = finite_number("rate", params.get("rate", target.max_rate_per_s))
+    duration = finite_number("duration", params.get("duration", target.max_duration_s))
+    timeout = finite_number("timeout", params.get("timeout", 10.0))
+    if rate <= 0:
+        raise BadParams("rate", f"must be > 0 requests/s, got {rate:g}")
+    if duration <= 0:
+        raise BadParams("duration", f"must be > 0 s, got {duration:g}")
+    if timeout <= 0:
+        raise BadParams("timeout", f"must be > 0 s, got {timeout:g}")
+    caps = (
+        ("count", count, target.max_requests, "max_requests"),
+        ("rate", rate, target.max_rate_per_s, "max_rate_per_s"),
+        ("concurrency", concurrency, target.max_concurrency, "max_concurrency"),
+        ("duration", duration, target.max_duration_s, "max_duration_s"),
+    )
+    for name, value, cap, cap_name in caps:
+        if value > cap:
+            raise BadParams(
+                name, f"{value:g} exceeds the cap {cap:g} ({cap_name} of target {target.name!r})"
+            )
+    return ProbeBounds(count, rate, concurrency, duration, timeout)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeProgress:
+    sent: int
+    completed: int
+    errors: int
+    total: int
+    elapsed_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    target: str
+    mode: str  # "direct" or "queue"
+    bounds: ProbeBounds
+    sent: int
+    succeeded: int
+    errors: dict[str, int]
+    offered_rate: float  # requests sent per second over the sending phase
+    achieved_rate: float  # successful answers per second, first send to last answer
+    duration_s: float
+    latency_ms: dict[str, float | None]  # "p50".."p99"; None without a success
+    window_s: float
+    window_rates: tuple[float, ...]
+    stable: bool | None  # None: fewer than three full windows
+
+    @property
+    def failed(self) -> int:
+        return sum(self.errors.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "mode": self.mode,
+            "bounds": {
+                "count": self.bounds.count,
+                "rate": self.bounds.rate_per_s,
+                "concurrency": self.bounds.concurrency,
+                "duration": self.bounds.duration_s,
+            },
+            "sent": self.sent,
+            "succeeded": self.succeeded,
+            "errors": dict(self.errors),
+            "offered_rate": round(self.offered_rate, 3),
+            "achieved_rate": round(self.achieved_rate, 3),
+            "duration_s": round(self.duration_s, 3),
+            "latency_ms": {
+                k: None if v is None else round(v, 3) for k, v in self.latency_ms.items()
+            },
+            "window_s": round(self.window_s, 3),
+            "window_rates": [round(r, 3) for r in self.window_rates],
+            "stable": self.stable,
+        }
+
+
+class Sender(Protocol):
+    """Sends one request; returns None on success or a short error reason."""
+
+    async def send(self, seq: int) -> str | None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class DirectSender:
+    """KServe v2 infer straight to one backend."""
+
+    def __init__(self, url: str, model: str, timeout_s: float, concurrency: int) -> None:
+        self.endpoint = f"{url.rstrip('/')}/v2/models/{model}/infer"
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        self.client = httpx.AsyncClient(timeout=timeout_s, limits=limits)
+
+    async def send(self, seq: int) -> str | None:
+        body = {
+            "id": f"probe-{seq}",
+            "inputs": [{"name": "INPUT0", "datatype": "BYTES", "shape": [1], "data": ["probe"]}],
+        }
+        try:
+            r = await self.client.post(self.endpoint, json=body)
+        except httpx.TimeoutException:
+            return "timeout"
+        except (httpx.HTTPError, OSError) as exc:
+            return f"connect: {type(exc).__name__}"
+        return None if r.status_code == 200 else f"http {r.status_code}"
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+class QueueSender:
+    """Through the queue: XADD to the stream, wait for the scheduler's reply list."""
+
+    def __init__(self, redis_url: str, stream: str, model: str, timeout_s: float) -> None:
+        import redis.asyncio as aioredis
+
+        self.client: Any = aioredis.Redis.from_url(
+            redis_url,
+            decode_responses=True,
+            socket_timeout=timeout_s + 5.0,
+            client_name="gpucon-probe",
+        )
+        self.stream = stream
+        self.model = model
+        self.timeout_s = timeout_s
+        self.run_id = uuid.uuid4().hex[:8]
+
+    async def send(self, seq: int) -> str | None:
+        try:
+            entry_id = await self.client.xadd(
+                self.stream,
+                {"model": self.model, "prompt": "probe", "id": f"probe-{self.run_id}-{seq}"},
+            )
+            got = await self.client.blpop([f"gen:reply:{entry_id}"], timeout=self.timeout_s)
+        except (OSError, TimeoutError) as exc:
+            return f"redis: {type(exc).__name__}"
+        except Exception as exc:  # redis-py's errors: ConnectionError, ResponseError ...
+            return f"redis: {type(exc).__name__}"
+        if got is None:
+            return "timeout"
+        try:
+            reply = json.loads(got[1])
+        except (ValueError, TypeError):
+            return "bad reply"
+        status = reply.get("status") if isinstance(reply, dict) else None
+        if status == "ok":
+            return None
+        detail = str(reply.get("detail", "")) if isinstance(reply, dict) else ""
+        return f"scheduler: {detail[:60] or status}"
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def quantile(sorted_values: list[float], q: float) -> float | None:
+    """Nearest-rank quantile (the value at rank ceil(q·n))."""
+    if not sorted_values:
+        return None
+    rank = max(1, math.ceil(q * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def window_rates(
+    completions: list[float], start: float, end: float, window_s: float
+) -> tuple[float, ...]:
+    """Throughput of each full window between ``start`` and ``end`` (completion times)."""
+    n = int((end - start) // window_s) if window_s > 0 else 0
+    counts = [0] * n
+    for t in completions:
+        i = int((t - start) // window_s)
+        if 0 <= i < n:
+            counts[i] += 1
+    return tuple(c / window_s for c in counts)
+
+
+def is_stable(rates: tuple[float, ...]) -> bool | None:
+    """perf_analyzer's rule: the last three windows each within 10 % of their mean."""
+    if len(rates) < STABILITY_WINDOWS:
+        return None
+    last = rates[-STABILITY_WINDOWS:]
+    mean = sum(last) / len(last)
+    if mean == 0:
+        return False
+    return all(abs(r - mean) <= mean * STABILITY_PCT / 100.0 for r in last)
+
+
+def default_window_s(bounds: ProbeBounds) -> float:
+    planned = min(bounds.duration_s, bounds.count / bounds.rate_per_s)
+    return max(0.2, planned / 6.0)
+
+
+@dataclass
+class _Tally:
+    sent: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    completions: list[float] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+
+
+async def run_probe(
+    sender: Sender,
+    bounds: ProbeBounds,
+    *,
+    target: str,
+    mode: str,
+    on_progress: Callable[[ProbeProgress], None] | None = None,
+    window_s: float | None = None,
+) -> ProbeResult:
+    """Send up to ``bounds.count`` requests at ``bounds.rate_per_s`` (open loop, at most
+    ``bounds.concurrency`` outstanding) for at most ``bounds.duration_s``; measure."""
+    window = window_s or default_window_s(bounds)
+    tally = _Tally()
+    slots = asyncio.Semaphore(bounds.concurrency)
+    tasks: set[asyncio.Task[None]] = set()
+    start = time.perf_counter()
+    deadline = start + bounds.duration_s
+
+    def report() -> None:
+        if on_progress is not None:
+            done = len(tally.latencies_ms)
+            on_progress(
+                ProbeProgress(
+                    tally.sent,
+                    done,
+                    sum(tally.errors.values()),
+                    bounds.count,
+                    time.perf_counter() - start,
+                )
+            )
+
+    async def one(seq: int) -> None:
+        t0 = time.perf_counter()
+        try:
+            remaining = max(0.001, deadline + bounds.timeout_s - t0)
+            error = await asyncio.wait_for(sender.send(seq), min(bounds.timeout_s, remaining))
+        except TimeoutError:
+            error = "timeout"
+        finally:
+            slots.release()
+        t1 = time.perf_counter()
+        if error is None:
+            tally.latencies_ms.append((t1 - t0) * 1000.0)
+            tally.completions.append(t1)
+        else:
+            tally.errors[error] += 1
+        report()
+
+    last_send = start
+    try:
+        for seq in range(bounds.count):
+            due = start + seq / bounds.rate_per_s
+            if due >= deadline:
+                break
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await slots.acquire()
+            if time.perf_counter() >= deadline:
+                slots.release()
+                break
+            last_send = time.perf_counter()
+            tally.sent += 1
+            task = asyncio.create_task(one(seq))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await sender.aclose()
+    end = time.perf_counter()
+    report()
+    send_span = last_send - start
+    offered = tally.sent / send_span if send_span > 0 else float(tally.sent)
+    # the last send's interval counts too: n sends at rate r span (n-1)/r seconds
+    if tally.sent > 1 and send_span > 0:
+        offered = (tally.sent - 1) / send_span
+    ok = len(tally.latencies_ms)
+    achieved = ok / (end - start) if end > start else 0.0
+    ordered = sorted(tally.latencies_ms)
+    rates = window_rates(tally.completions, start, max(last_send, start), window)
+    return ProbeResult(
+        target=target,
+        mode=mode,
+        bounds=bounds,
+        sent=tally.sent,
+        succeeded=ok,
+        errors=dict(tally.errors),
+        offered_rate=offered,
+        achieved_rate=achieved,
+        duration_s=end - start,
+        latency_ms={f"p{round(q * 100)}": quantile(ordered, q) for q in QUANTILES},
+        window_s=window,
+        window_rates=rates,
+        stable=is_stable(rates),
+    )
+
+
+def probe_target(
+    target: ProbeTarget,
+    bounds: ProbeBounds,
+    *,
+    via_queue: bool = False,
+    redis_url: str | None = None,
+    stream: str = "gen:queue",
+    on_progress: Callable[[ProbeProgress], None] | None = None,
+) -> ProbeResult:
+    """Run one probe to completion (blocking; call it from a worker thread, not the UI)."""
+    sender: Sender
+    if via_queue:
+        if not redis_url:
+            raise BadParams("via_queue", "the fleet has no [redis] section: no queue to probe")
+        sender = QueueSender(redis_url, stream, target.model, bounds.timeout_s)
+    else:
+        sender = DirectSender(target.url, target.model, bounds.timeout_s, bounds.concurrency)
+    return asyncio.run(
+        run_probe(
+            sender,
+            bounds,
+            target=target.name,
+            mode="queue" if via_queue else "direct",
+            on_progress=on_progress,
+        )
+    )
