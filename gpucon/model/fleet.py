@@ -199,3 +199,5 @@ class NodeInfo:
     mig_config_state: str | None = None
     unschedulable: bool = False
     allocatable: tuple[tuple[str, str], ...] = field(default=())
+    # "namespace/name" of the pods on this node that request GPU or MIG resources
+    gpu_pods: tuple[str, ...] = ()
