@@ -1,0 +1,368 @@
+"""Drain and undrain: stop sending a backend (or a Kubernetes node's backends) new work.
+
+Drain (tier 2): ``state=draining`` and weight 0 (the weight it had is remembered in the
+registry), wait until the backend's inflight requests and its pending queue entries reach 0,
+then mark it ``drained`` with owner and reason. A node drain does that for every backend on
+the node, then cordons the node and evicts its GPU pods through the Eviction API. A step that
+fails or times out stops the plan and leaves the backend ``draining``, owner and reason set.
+Undrain (tier 1) restores the weight it had and ``state=active``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gpucon.actions.plan import (
+    BadParams,
+    BlastRadius,
+    Outcome,
+    OutcomeStatus,
+    Plan,
+    Precondition,
+    Progress,
+    ProgressEvent,
+    Step,
+    StepFailed,
+    StepStatus,
+    StepTimeout,
+    Tier,
+    finite_number,
+)
+from gpucon.controls.base import Controls
+from gpucon.model.fleet import Backend, BackendState
+from gpucon.model.snapshot import Snapshot
+
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_REASON = "drained with gpucon"
+POLL_S = 0.2
+
+
+def _text_param(params: Mapping[str, Any], name: str, default: str | None = None) -> str | None:
+    value = params.get(name, default)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise BadParams(name, f"expected a non-empty text, got {value!r}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise BadParams(name, "must not contain control characters")
+    return value.strip()
+
+
+def _backend(snapshot: Snapshot, name: str | None) -> Backend:
+    if name is None:
+        raise BadParams("backend", "which backend? (give its name)")
+    backend = snapshot.backends.get(name)
+    if backend is None:
+        known = ", ".join(sorted(snapshot.backends)[:8]) or "none"
+        raise BadParams("backend", f"unknown backend {name!r} (known: {known})")
+    return backend
+
+
+def capacity_share_pct(snapshot: Snapshot, names: tuple[str, ...]) -> float | None:
+    """Share of the serving capacity (by weight of active backends) that ``names`` carry."""
+    active = [b for b in snapshot.backends.values() if b.state is BackendState.ACTIVE]
+    if any(b.weight is None for b in active):
+        return None
+    total = sum(b.weight or 0.0 for b in active)
+    if total <= 0:
+        return None
+    part = sum(b.weight or 0.0 for b in active if b.name in names)
+    return 100.0 * part / total
+
+
+def _node_backends(snapshot: Snapshot, node: str) -> tuple[Backend, ...]:
+    found = []
+    for b in snapshot.backends.values():
+        slot = snapshot.slots.get(b.slot_id or "")
+        if b.node == node or (slot is not None and slot.node == node):
+            found.append(b)
+    return tuple(sorted(found, key=lambda b: b.name))
+
+
+def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
+    """The drain plan for ``params["backend"]`` (or every backend of ``params["node"]``)."""
+    reason = _text_param(params, "reason", DEFAULT_REASON) or DEFAULT_REASON
+    timeout_s = finite_number("timeout_s", params.get("timeout_s", DEFAULT_TIMEOUT_S), minimum=0)
+    if timeout_s <= 0:
+        raise BadParams("timeout_s", f"must be > 0 seconds, got {timeout_s:g}")
+    force = bool(params.get("force", False))
+    node = _text_param(params, "node")
+    if node is not None:
+        backends = _node_backends(snapshot, node)
+        if not backends and node not in snapshot.nodes:
+            raise BadParams("node", f"unknown node {node!r}")
+        target = node
+    else:
+        backends = (_backend(snapshot, _text_param(params, "backend")),)
+        target = backends[0].name
+    names = tuple(b.name for b in backends)
+
+    pre: list[Precondition] = []
+    for b in backends:
+        ok = b.state is not BackendState.DRAINED
+        text = f"{b.name} is {b.state}" + ("" if ok else ": already drained, nothing to do")
+        pre.append(Precondition(f"state:{b.name}", ok or node is not None, text))
+    others = [
+        b
+        for b in snapshot.backends.values()
+        if b.name not in names and b.state is BackendState.ACTIVE and (b.weight or 0.0) > 0
+    ]
+    pre.append(
+        Precondition(
+            "others_serving",
+            bool(others) or force,
+            f"{len(others)} other active backend(s) keep serving"
+            + ("" if others else ": nothing would serve the queue (use force to drain anyway)"),
+        )
+    )
+    pods = tuple(sorted({b.pod for b in backends if b.pod}))
+    if node is not None:
+        pre.append(
+            Precondition(
+                "kubernetes",
+                bool(params.get("kube", False)),
+                "Kubernetes is configured (cordon and evict)"
+                if params.get("kube")
+                else "Kubernetes is not configured: a node drain needs it",
+            )
+        )
+
+    steps: list[Step] = []
+    for b in backends:
+        w = "n/a" if b.weight is None else f"{b.weight:g}"
+        steps.append(Step(f"draining:{b.name}", f"set {b.name} state=draining, weight 0 (was {w})"))
+    for b in backends:
+        steps.append(
+            Step(
+                f"wait:{b.name}",
+                f"wait until {b.name} has 0 in flight and 0 pending queue entries "
+                f"(timeout {timeout_s:g} s)",
+            )
+        )
+    for b in backends:
+        steps.append(Step(f"drained:{b.name}", f"mark {b.name} drained (reason: {reason})"))
+    if node is not None:
+        steps.append(Step(f"cordon:{node}", f"cordon node {node}"))
+        for pod in pods:
+            steps.append(Step(f"evict:{pod}", f"evict pod {pod} (Eviction API, PDBs respected)"))
+
+    slots = tuple(sorted({b.slot_id for b in backends if b.slot_id}))
+    undo = "; ".join(f"gpucon undrain {n}" for n in names) or "nothing to undo"
+    if node is not None:
+        undo += f"; kubectl uncordon {node}"
+    return Plan(
+        action="drain",
+        target=target,
+        tier=Tier.DISRUPTIVE,
+        preconditions=tuple(pre),
+        steps=tuple(steps),
+        blast_radius=BlastRadius(names, slots, capacity_share_pct(snapshot, names)),
+        undo=undo + " (restores the weight each had)",
+        params={
+            "backends": list(names),
+            "node": node,
+            "pods": list(pods),
+            "reason": reason,
+            "timeout_s": timeout_s,
+            "poll_s": finite_number("poll_s", params.get("poll_s", POLL_S), minimum=0.01),
+        },
+        summary=f"drain {target}: stop new work to {', '.join(names) or 'no backend'}",
+        made_at=snapshot.taken_at,
+    )
+
+
+def _describe_state(controls: Controls, names: list[str]) -> str:
+    parts = []
+    for name in names:
+        try:
+            rec = controls.registry.backend(name)
+        except Exception as exc:
+            parts.append(f"{name}: state unknown ({type(exc).__name__})")
+            continue
+        if rec is None:
+            parts.append(f"{name}: not in the registry")
+        else:
+            parts.append(
+                f"{name}: state={rec.state} weight={rec.weight} inflight={rec.inflight} "
+                f"owner={rec.owner} reason={rec.reason}"
+            )
+    return "; ".join(parts)
+
+
+def _wait_idle(
+    controls: Controls,
+    name: str,
+    deadline: float,
+    poll_s: float,
+    progress: Progress,
+    clock: Callable[[], float],
+) -> None:
+    key = f"wait:{name}"
+    while True:
+        rec = controls.registry.backend(name)
+        inflight = (rec.inflight if rec else 0) or 0
+        pending = controls.registry.pending_for(name)
+        if inflight <= 0 and pending <= 0:
+            progress(ProgressEvent(key, StepStatus.DONE, f"{name}: 0 in flight, 0 pending"))
+            return
+        left = deadline - clock()
+        text = f"{name}: {inflight} in flight, {pending} pending ({max(0.0, left):.0f} s left)"
+        if left <= 0:
+            progress(ProgressEvent(key, StepStatus.FAILED, f"timed out: {text}"))
+            raise StepTimeout(key, f"timed out with {inflight} in flight, {pending} pending")
+        progress(ProgressEvent(key, StepStatus.RUNNING, text))
+        time.sleep(min(poll_s, max(0.0, left)))
+
+
+def apply_drain(
+    plan: Plan, controls: Controls, progress: Progress, clock: Callable[[], float] = time.monotonic
+) -> Outcome:
+    names = [str(n) for n in plan.params.get("backends", [])]
+    reason = str(plan.params.get("reason", DEFAULT_REASON))
+    owner = controls.operator
+    deadline = clock() + float(plan.params.get("timeout_s", DEFAULT_TIMEOUT_S))
+    poll_s = float(plan.params.get("poll_s", POLL_S))
+
+    def run(key: str, text: str, fn: Callable[[], object]) -> None:
+        progress(ProgressEvent(key, StepStatus.STARTED, text))
+        try:
+            fn()
+        except StepFailed as failure:
+            progress(ProgressEvent(key, StepStatus.FAILED, str(failure)))
+            raise
+        except Exception as exc:
+            progress(ProgressEvent(key, StepStatus.FAILED, f"{type(exc).__name__}: {exc}"))
+            raise StepFailed(key, f"{type(exc).__name__}: {exc}") from exc
+        progress(ProgressEvent(key, StepStatus.DONE, text))
+
+    try:
+        for name in names:
+            run(
+                f"draining:{name}",
+                f"{name}: state=draining, weight 0",
+                lambda n=name: controls.registry.begin_drain(n, owner, reason),  # type: ignore[misc]
+            )
+        for name in names:
+            progress(ProgressEvent(f"wait:{name}", StepStatus.STARTED, f"waiting for {name}"))
+            _wait_idle(controls, name, deadline, poll_s, progress, clock)
+        for name in names:
+            run(
+                f"drained:{name}",
+                f"{name}: state=drained",
+                lambda n=name: controls.registry.mark_state(n, "drained", owner, reason),  # type: ignore[misc]
+            )
+        node = plan.params.get("node")
+        if node:
+            _drain_node(plan, controls, progress, str(node), deadline, clock, run)
+    except StepFailed as failure:
+        status = OutcomeStatus.TIMEOUT if isinstance(failure, StepTimeout) else OutcomeStatus.FAILED
+        return Outcome(
+            plan.action,
+            plan.target,
+            status,
+            str(failure),
+            plan.digest,
+            state_left=_describe_state(controls, names),
+        )
+    return Outcome(
+        plan.action,
+        plan.target,
+        OutcomeStatus.OK,
+        f"drained {', '.join(names) or plan.target}",
+        plan.digest,
+        state_left=_describe_state(controls, names),
+    )
+
+
+def _drain_node(
+    plan: Plan,
+    controls: Controls,
+    progress: Progress,
+    node: str,
+    deadline: float,
+    clock: Callable[[], float],
+    run: Callable[[str, str, Callable[[], object]], None],
+) -> None:
+    kube = controls.kube
+    if kube is None:
+        key = f"cordon:{node}"
+        progress(ProgressEvent(key, StepStatus.FAILED, "Kubernetes is not configured"))
+        raise StepFailed(key, "Kubernetes is not configured")
+    run(f"cordon:{node}", f"cordon {node}", lambda: kube.cordon(node))
+    for pod in plan.params.get("pods", []):
+        namespace, _, name = str(pod).rpartition("/")
+        key = f"evict:{pod}"
+
+        def evict(name: str = name, namespace: str = namespace, key: str = key) -> None:
+            def on_progress(text: str) -> None:
+                progress(ProgressEvent(key, StepStatus.RUNNING, text))
+
+            left = deadline - clock()
+            if left <= 0:
+                raise StepTimeout(key, "no time left for the eviction")
+            kube.evict(name, namespace or controls.kube_namespace, left, on_progress)
+
+        run(key, f"evict {pod}", evict)
+
+
+def plan_undrain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
+    """Return a draining/drained backend to service with the weight it had before."""
+    backend = _backend(snapshot, _text_param(params, "backend"))
+    reason = _text_param(params, "reason", "undrained with gpucon") or ""
+    default_weight = finite_number("default_weight", params.get("default_weight", 1.0), minimum=0.0)
+    ok = backend.state in (BackendState.DRAINING, BackendState.DRAINED)
+    pre = (
+        Precondition(
+            f"state:{backend.name}",
+            ok,
+            f"{backend.name} is {backend.state}" + ("" if ok else ": not drained, nothing to do"),
+        ),
+    )
+    step = Step(
+        f"active:{backend.name}",
+        f"set {backend.name} state=active and restore the weight it had before the drain "
+        f"({default_weight:g} if none was remembered)",
+    )
+    return Plan(
+        action="undrain",
+        target=backend.name,
+        tier=Tier.REVERSIBLE,
+        preconditions=pre,
+        steps=(step,),
+        blast_radius=BlastRadius(
+            (backend.name,), (backend.slot_id,) if backend.slot_id else (), None
+        ),
+        undo=f"gpucon drain {backend.name}",
+        params={"backend": backend.name, "reason": reason, "default_weight": default_weight},
+        summary=f"undrain {backend.name}: send it new work again",
+        made_at=snapshot.taken_at,
+    )
+
+
+def apply_undrain(plan: Plan, controls: Controls, progress: Progress) -> Outcome:
+    name = str(plan.params["backend"])
+    key = f"active:{name}"
+    progress(ProgressEvent(key, StepStatus.STARTED, f"{name}: restoring"))
+    weight = controls.registry.undrain(
+        name,
+        controls.operator,
+        str(plan.params.get("reason", "")),
+        float(plan.params.get("default_weight", 1.0)),
+    )
+    progress(ProgressEvent(key, StepStatus.DONE, f"{name}: state=active, weight {weight:g}"))
+    return Outcome(
+        plan.action,
+        plan.target,
+        OutcomeStatus.OK,
+        f"{name} is active again with weight {weight:g}",
+        plan.digest,
+        state_left=_describe_state(controls, [name]),
+        details={"weight": weight},
+    )
+
+
+# the catalog looks these names up
+plan = plan_drain
+apply = apply_drain

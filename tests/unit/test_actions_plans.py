@@ -1,0 +1,194 @@
+"""Plans are pure and refuse bad params with messages naming the field."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+
+from gpucon.actions import drain, rebalance
+from gpucon.actions.catalog import get_action
+from gpucon.actions.plan import BadParams, ExitCode, Tier
+from gpucon.model.fleet import Backend, BackendState, LatencyStats, Slot, SlotKind
+from gpucon.model.history import History
+from gpucon.model.snapshot import Snapshot
+
+
+def fleet(**overrides: Backend) -> Snapshot:
+    backends = {
+        "b1": Backend("b1", slot_id="h/gpu0/gi1", weight=1.0, state=BackendState.ACTIVE),
+        "b2": Backend("b2", slot_id="h/gpu0/gi2", weight=1.0, state=BackendState.ACTIVE),
+        "b3": Backend("b3", slot_id="h/gpu1", weight=2.0, state=BackendState.ACTIVE),
+    }
+    backends.update(overrides)
+    slots = {
+        "h/gpu0/gi1": Slot("h/gpu0/gi1", SlotKind.MIG, sm_count=42),
+        "h/gpu0/gi2": Slot("h/gpu0/gi2", SlotKind.MIG, sm_count=14),
+        "h/gpu1": Slot("h/gpu1", SlotKind.GPU, sm_count=132),
+    }
+    return Snapshot(taken_at=1000.0, backends=backends, slots=slots)
+
+
+def test_drain_plan_is_tier2_and_lists_steps_blast_radius_undo() -> None:
+    snap = fleet()
+    before = copy.deepcopy(snap)
+    plan = drain.plan_drain(snap, {"backend": "b3", "reason": "xid 79", "timeout_s": 30})
+    assert plan.tier is Tier.DISRUPTIVE
+    assert plan.target == "b3"
+    assert plan.ok
+    assert [s.key for s in plan.steps] == ["draining:b3", "wait:b3", "drained:b3"]
+    assert plan.blast_radius.backends == ("b3",)
+    assert plan.blast_radius.slots == ("h/gpu1",)
+    assert plan.blast_radius.capacity_pct == pytest.approx(50.0)
+    assert "gpucon undrain b3" in plan.undo
+    assert snap == before  # pure: the snapshot is untouched
+    # same inputs, same plan, same digest
+    assert drain.plan_drain(snap, {"backend": "b3", "reason": "xid 79", "timeout_s": 30}) == plan
+    other = drain.plan_drain(snap, {"backend": "b3", "reason": "other", "timeout_s": 30})
+    assert other.digest != plan.digest
+
+
+def test_drain_of_last_serving_backend_fails_a_precondition_unless_forced() -> None:
+    snap = fleet(
+        b1=Backend("b1", weight=0.0, state=BackendState.DRAINED),
+        b2=Backend("b2", weight=0.0, state=BackendState.DRAINING),
+    )
+    plan = drain.plan_drain(snap, {"backend": "b3"})
+    assert not plan.ok
+    assert [p.name for p in plan.failed_preconditions] == ["others_serving"]
+    assert drain.plan_drain(snap, {"backend": "b3", "force": True}).ok
+
+
+def test_drain_of_drained_backend_fails_a_precondition() -> None:
+    snap = fleet(b1=Backend("b1", weight=0.0, state=BackendState.DRAINED))
+    plan = drain.plan_drain(snap, {"backend": "b1"})
+    assert [p.name for p in plan.failed_preconditions] == ["state:b1"]
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"backend": "nope"}, "backend"),
+        ({}, "backend"),
+        ({"backend": "b1", "timeout_s": -1}, "timeout_s"),
+        ({"backend": "b1", "timeout_s": math.nan}, "timeout_s"),
+        ({"backend": "b1", "timeout_s": 0}, "timeout_s"),
+        ({"backend": "b1", "timeout_s": "soon"}, "timeout_s"),
+        ({"backend": "b1", "reason": "\x1b[31mred"}, "reason"),
+        ({"node": "no-such-node"}, "node"),
+    ],
+)
+def test_drain_bad_params_name_the_field(params: dict[str, object], field: str) -> None:
+    with pytest.raises(BadParams) as info:
+        drain.plan_drain(fleet(), params)
+    assert info.value.field == field
+    assert str(info.value).startswith(f"{field}:")
+    assert info.value.exit_code is ExitCode.BAD_PARAMS
+
+
+def test_node_drain_lists_cordon_and_evictions_after_backends() -> None:
+    snap = fleet(
+        b1=Backend("b1", weight=1.0, node="n1", pod="ml/b1-pod"),
+        b2=Backend("b2", weight=1.0, node="n1", pod="ml/b2-pod"),
+    )
+    plan = drain.plan_drain(snap, {"node": "n1", "kube": True})
+    keys = [s.key for s in plan.steps]
+    assert keys == [
+        "draining:b1",
+        "draining:b2",
+        "wait:b1",
+        "wait:b2",
+        "drained:b1",
+        "drained:b2",
+        "cordon:n1",
+        "evict:ml/b1-pod",
+        "evict:ml/b2-pod",
+    ]
+    assert plan.ok
+    without_kube = drain.plan_drain(snap, {"node": "n1"})
+    assert [p.name for p in without_kube.failed_preconditions] == ["kubernetes"]
+
+
+def test_undrain_plan_requires_a_drained_backend() -> None:
+    snap = fleet(b1=Backend("b1", weight=0.0, state=BackendState.DRAINED))
+    plan = drain.plan_undrain(snap, {"backend": "b1"})
+    assert plan.ok and plan.tier is Tier.REVERSIBLE
+    assert not drain.plan_undrain(snap, {"backend": "b2"}).ok
+
+
+def test_rebalance_proposes_from_sm_count_before_there_is_throughput() -> None:
+    plan = rebalance.plan_rebalance(fleet(), {"registry_version": 7})
+    weights = plan.params["weights"]
+    assert weights["b3"] / weights["b2"] == pytest.approx(132 / 14, rel=1e-2)
+    assert sum(weights.values()) == pytest.approx(3.0, rel=1e-2)
+    assert "SM count" in plan.params["basis"]
+    assert plan.registry_version == 7 and plan.ok
+    assert "b1: 1 → " in plan.steps[0].text
+    assert plan.undo.startswith("gpucon rebalance --set b1=1 --set b2=1 --set b3=2")
+
+
+def test_rebalance_prefers_throughput_within_slo() -> None:
+    history = History().append(1.0, {"backend:b1:rps": 10.0, "backend:b1:p95": 100.0})
+    history = history.append(
+        2.0,
+        {
+            "backend:b1:rps": 50.0,  # served more, but over the SLO: does not count
+            "backend:b1:p95": 900.0,
+            "backend:b2:rps": 30.0,
+            "backend:b2:p95": 100.0,
+        },
+    )
+    snap = Snapshot(
+        taken_at=3.0,
+        backends=fleet().backends,
+        slots=fleet().slots,
+        history=history,
+        latency={"b3": LatencyStats("b3", req_per_s=60.0, p95_ms=200.0)},
+        slo_p95_ms={"b1": 500.0, "b2": 500.0, "b3": 500.0},
+    )
+    weights = rebalance.plan_rebalance(snap, {"registry_version": 1}).params["weights"]
+    assert weights == {"b1": pytest.approx(0.3), "b2": pytest.approx(0.9), "b3": 1.8}
+
+
+@pytest.mark.parametrize(
+    ("weights", "field"),
+    [
+        ({"b1": math.nan}, "weights.b1"),
+        ({"b1": -1.0}, "weights.b1"),
+        ({"b2": math.inf}, "weights.b2"),
+        ({"b1": "heavy"}, "weights.b1"),
+        ({"ghost": 1.0}, "weights.ghost"),
+        ({"b1": 0.0, "b2": 0.0, "b3": 0.0}, "weights"),
+        ({}, "weights"),
+    ],
+)
+def test_rebalance_refuses_bad_weights_naming_the_field(
+    weights: dict[str, object], field: str
+) -> None:
+    with pytest.raises(BadParams) as info:
+        rebalance.plan_rebalance(fleet(), {"weights": weights, "registry_version": 1})
+    assert info.value.field == field
+    assert str(info.value).startswith(field)
+
+
+def test_rebalance_refuses_weight_for_a_draining_backend() -> None:
+    snap = fleet(b1=Backend("b1", weight=0.0, state=BackendState.DRAINING))
+    with pytest.raises(BadParams, match=r"weights\.b1: b1 is draining"):
+        rebalance.plan_rebalance(snap, {"weights": {"b1": 1.0}, "registry_version": 1})
+
+
+def test_rebalance_without_a_version_or_without_change_fails_preconditions() -> None:
+    snap = fleet()
+    no_version = rebalance.plan_rebalance(snap, {"weights": {"b1": 3.0}})
+    assert [p.name for p in no_version.failed_preconditions] == ["registry_version"]
+    same = rebalance.plan_rebalance(snap, {"weights": {"b1": 1.0}, "registry_version": 2})
+    assert [p.name for p in same.failed_preconditions] == ["changes"]
+
+
+def test_catalog_finds_each_action_and_refuses_unknown_names() -> None:
+    assert get_action("drain").plan is drain.plan_drain
+    assert get_action("undrain").apply is drain.apply_undrain
+    assert get_action("rebalance").tier is Tier.REVERSIBLE
+    with pytest.raises(BadParams, match=r"^action: unknown action 'explode'"):
+        get_action("explode")
