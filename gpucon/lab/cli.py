@@ -1,0 +1,198 @@
+"""``gpucon scheduler``, ``gpucon backend`` and ``gpucon lab``: the lab's command lines.
+
+Only the standard library is imported at module level (the parser is built for every gpucon
+command); the services are imported inside ``run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import time
+
+
+def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
+    if command_name == "scheduler":
+        parser.add_argument("--redis", metavar="URL", required=True, help="Redis URL")
+        parser.add_argument("--stream", default="gen:queue", help="request stream")
+        parser.add_argument("--group", default="g1", help="consumer group")
+        parser.add_argument("--consumer", default=None, help="consumer name (default host-pid)")
+        parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")
+        parser.add_argument("--request-timeout", type=float, default=10.0, metavar="S")
+        parser.add_argument(
+            "--claim-min-idle-ms", type=int, default=30_000, metavar="MS",
+            help="claim entries pending longer than this (XAUTOCLAIM)",
+        )  # fmt: skip
+        parser.add_argument("--claim-interval", type=float, default=1.0, metavar="S")
+    elif command_name == "backend":
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, required=True)
+        parser.add_argument("--name", required=True, help="backend name (as registered)")
+        parser.add_argument("--model", default="llm", help="model name it serves")
+        parser.add_argument("--service-ms", type=float, default=20.0, help="base service time")
+        parser.add_argument("--slowdown", type=float, default=0.15, help="per co-running request")
+        parser.add_argument("--slots", type=int, default=4, help="requests computing at once")
+        parser.add_argument("--jitter", type=float, default=0.05, help="relative jitter")
+        parser.add_argument("--seed", type=int, default=None)
+    elif command_name == "lab":
+        parser.add_argument("--backends", type=int, default=3, help="backend servers (1-32)")
+        parser.add_argument(
+            "--rate", type=float, default=10.0, help="traffic, requests/s (0: none)"
+        )
+        parser.add_argument("--duration", type=float, default=600.0, help="traffic, seconds")
+        parser.add_argument("--count", type=int, default=100_000, help="traffic, max requests")
+        parser.add_argument("--service-ms", type=float, default=20.0, help="backend service time")
+        parser.add_argument("--dir", default=None, help="lab directory (default: a temp dir)")
+        parser.add_argument("--no-prometheus", action="store_true", help="do not start it")
+
+
+def _stop_event_on_signals(loop: asyncio.AbstractEventLoop) -> asyncio.Event:
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.command == "scheduler":
+            return asyncio.run(_run_scheduler(args))
+        if args.command == "backend":
+            return asyncio.run(_run_backend(args))
+        if args.command == "lab":
+            return _run_lab(args)
+    except ValueError as exc:  # bad arguments: the message names the field
+        print(f"gpucon {args.command}: {exc}", file=sys.stderr)
+        return 2
+    print(f"gpucon: unknown lab command {args.command!r}", file=sys.stderr)
+    return 2
+
+
+async def _run_scheduler(args: argparse.Namespace) -> int:
+    import logging
+
+    from gpucon.lab.scheduler import Scheduler, SchedulerConfig
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    fields: dict[str, object] = {
+        "redis_url": args.redis,
+        "stream": args.stream,
+        "group": args.group,
+        "concurrency": args.concurrency,
+        "request_timeout_s": args.request_timeout,
+        "claim_min_idle_ms": args.claim_min_idle_ms,
+        "claim_interval_s": args.claim_interval,
+    }
+    if args.consumer:
+        fields["consumer"] = args.consumer
+    config = SchedulerConfig(**fields)  # type: ignore[arg-type]
+    scheduler = Scheduler(config)
+    stop = _stop_event_on_signals(asyncio.get_running_loop())
+
+    async def report() -> None:
+        while not stop.is_set():
+            await asyncio.sleep(5.0)
+            logging.getLogger("gpucon.scheduler").info(
+                "answered %d failed %d dispatched %s",
+                scheduler.answered, scheduler.failed, dict(scheduler.dispatched),
+            )  # fmt: skip
+
+    reporter = asyncio.create_task(report())
+    print(f"scheduler: {config.consumer} reading {config.stream} as group {config.group}",
+          flush=True)  # fmt: skip
+    try:
+        await scheduler.run(stop)
+    finally:
+        reporter.cancel()
+    print(f"scheduler: stopped after {scheduler.answered} answers", flush=True)
+    return 0
+
+
+async def _run_backend(args: argparse.Namespace) -> int:
+    from gpucon.lab.backend_server import BackendServer
+    from gpucon.lab.service_time import ServiceTimeModel
+
+    model = ServiceTimeModel(args.service_ms, args.slowdown, args.slots, args.jitter)
+    server = BackendServer(
+        args.name, args.model, model, host=args.host, port=args.port, seed=args.seed
+    )
+    loop = asyncio.get_running_loop()
+    stop = _stop_event_on_signals(loop)
+
+    def toggle_ready() -> None:
+        server.ready = not server.ready
+
+    loop.add_signal_handler(signal.SIGUSR1, toggle_ready)
+    await server.start()
+    print(f"backend {args.name}: serving {args.model} on {server.url}", flush=True)
+    await stop.wait()
+    await server.close()
+    return 0
+
+
+def _run_lab(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from gpucon.lab.lab import LabOptions, LabStack
+
+    options = LabOptions(
+        backends=args.backends,
+        service_ms=args.service_ms,
+        directory=Path(args.dir) if args.dir else None,
+        prometheus=not args.no_prometheus,
+    )
+    if args.rate < 0 or args.duration <= 0 or args.count < 1:
+        print("gpucon lab: --rate must be >= 0, --duration > 0, --count >= 1", file=sys.stderr)
+        return 2
+    stack = LabStack(options)
+    stopping = {"now": False}
+
+    def on_signal(signum: int, frame: object) -> None:
+        stopping["now"] = True
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        stack.start()
+        print("gpucon lab: started", flush=True)
+        for line in stack.describe():
+            print(f"  {line}", flush=True)
+        print(f"open it with: gpucon --config {stack.config_path}", flush=True)
+        print("Ctrl-C stops everything the lab started.", flush=True)
+        if args.rate > 0:
+            asyncio.run(_lab_traffic(stack, args))
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        stack.stop()
+        print("gpucon lab: stopped everything it started", flush=True)
+    return 0
+
+
+async def _lab_traffic(stack: object, args: argparse.Namespace) -> None:
+    import redis.asyncio as aioredis
+
+    from gpucon.lab.lab import LabStack
+    from gpucon.lab.traffic import TrafficSpec, generate
+
+    assert isinstance(stack, LabStack)
+    spec = TrafficSpec(
+        stream=stack.options.stream,
+        model=stack.options.model,
+        rate_per_s=args.rate,
+        max_count=args.count,
+        max_duration_s=args.duration,
+    )
+    client = aioredis.Redis.from_url(stack.redis_url)
+    try:
+        print(f"traffic: {args.rate:g} req/s for at most {args.duration:g} s", flush=True)
+        ids = await generate(client, spec)
+        print(f"traffic: done, {len(ids)} requests sent", flush=True)
+    finally:
+        await client.aclose()
