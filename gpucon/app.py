@@ -1,0 +1,231 @@
+"""The gpucon App: wiring only. Snapshots in, screens out, actions handed to the actions flow.
+
+``GpuconApp`` is built the same way by the CLI (``gpucon.launch``) and by the tests: give it
+a feed (the Hub, or anything with ``latest``/``start``/``stop``). The hub calls back from its
+own thread; each snapshot becomes one replaceable message, applied inside ``batch_update``.
+In read-only and NOC modes ``controls`` is always None and no action binding is registered.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar, Protocol
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+
+from gpucon.messages import SnapshotArrived
+from gpucon.model.snapshot import Snapshot
+from gpucon.screens.detail import DetailScreen
+from gpucon.screens.fleet import ActionFleetScreen, FleetScreen
+from gpucon.screens.help import HelpScreen
+from gpucon.themes import CSS_PATH, THEMES, VARIABLE_DEFAULTS, ThemeError, resolve_theme
+from gpucon.widgets.slot_rows import COLUMNS
+
+ACTIONS = ("drain", "undrain", "rebalance", "probe", "audit")
+
+
+class SnapshotFeed(Protocol):
+    """What the app needs of the hub."""
+
+    @property
+    def latest(self) -> Snapshot | None: ...
+
+    def start(self, on_snapshot: Callable[[Snapshot], None]) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class GpuconApp(App[int]):
+    CSS_PATH = CSS_PATH
+    TITLE = "gpucon"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit", id="quit"),
+        Binding("question_mark", "help", "Help", id="help"),
+        Binding("t", "next_theme", "Theme", show=False, id="theme"),
+    ]
+
+    def __init__(
+        self,
+        feed: SnapshotFeed,
+        *,
+        mode: str = "demo",
+        read_only: bool = False,
+        noc: bool = False,
+        theme: str | None = None,
+        keys: Mapping[str, str] | None = None,
+        controls: Any = None,
+        clock: Callable[[], float] = time.time,
+        autostart: bool = True,
+        fleet_name: str = "",
+        default_slo_ms: float = 2500.0,
+        page_s: float = 10.0,
+    ) -> None:
+        super().__init__()
+        self.feed = feed
+        self.mode = mode
+        self.noc = noc
+        self.read_only = read_only or noc
+        # read-only is enforced where writes happen: no controls object exists at all
+        self.controls = None if self.read_only else controls
+        self.clock = clock
+        self.autostart = autostart
+        self.fleet_name = fleet_name
+        self.default_slo_ms = default_slo_ms
+        self.page_s = page_s
+        self.keys = dict(keys or {})
+        self.snapshot: Snapshot | None = feed.latest
+        self.startup_problems: list[str] = []
+        for t in THEMES.values():
+            self.register_theme(t)
+        self._set_theme(theme or ("gpucon-noc" if noc else "gpucon-dark"))
+
+    @property
+    def badges(self) -> tuple[str, ...]:
+        badges = [self.mode.upper()]
+        if self.noc:
+            badges.append("NOC")
+        if self.read_only:
+            badges.append("READ-ONLY")
+        return tuple(badges)
+
+    def _set_theme(self, name: str) -> None:
+        try:
+            resolved = resolve_theme(name, set(self.available_themes))
+            if not isinstance(resolved, str):
+                self.register_theme(resolved)
+                resolved = resolved.name
+            self.theme = resolved
+        except (ThemeError, Exception) as exc:
+            self.startup_problems.append(f"{exc}; using gpucon-dark")
+            self.theme = "gpucon-noc" if self.noc else "gpucon-dark"
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(VARIABLE_DEFAULTS)
+
+    # -- start and stop --------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        unknown = sorted(set(self.keys) - known_binding_ids())
+        if unknown:
+            self.startup_problems.append(f"[ui.keys]: unknown binding id {unknown[0]!r}")
+        self.set_keymap({k: v for k, v in self.keys.items() if k not in unknown})
+        for problem in self.startup_problems:
+            self.notify(problem, title="gpucon", severity="warning", markup=False)
+        screen_class = FleetScreen if self.read_only else ActionFleetScreen
+        self.push_screen(
+            screen_class(
+                badges=self.badges,
+                fleet_name=self.fleet_name,
+                clock=self.clock,
+                noc=self.noc,
+                page_s=self.page_s,
+                default_slo_ms=self.default_slo_ms,
+            )
+        )
+        if self.autostart:
+            self.feed.start(self._from_hub_thread)
+
+    def _from_hub_thread(self, snapshot: Snapshot) -> None:
+        self.post_message(SnapshotArrived(snapshot))
+
+    def on_unmount(self) -> None:
+        if self.autostart:
+            self.feed.stop()
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
+        self.show_snapshot(message.snapshot)
+
+    def show_snapshot(self, snapshot: Snapshot) -> None:
+        """Apply one snapshot to every screen that shows fleet data, in one batch."""
+        self.snapshot = snapshot
+        with self.batch_update():
+            for screen in self.screen_stack:
+                show = getattr(screen, "show_snapshot", None)
+                if show is not None and screen.is_mounted:
+                    show(snapshot)
+
+    # -- navigation and actions ------------------------------------------------------------
+
+    def open_detail(self, slot_id: str) -> None:
+        self.push_screen(
+            DetailScreen(slot_id, badges=self.badges, default_slo_ms=self.default_slo_ms)
+        )
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        rows: list[tuple[str, str, str]] = []
+        seen: set[str] = set()
+        for active in self.screen.active_bindings.values():
+            b = active.binding
+            if not b.description or (b.id or b.action) in seen:
+                continue
+            seen.add(b.id or b.action)
+            rows.append((self.get_key_display(b), b.id or "", b.description))
+        note = "READ-ONLY: no action can write; action keys do not exist." if self.read_only else ""
+        self.push_screen(HelpScreen(rows, note))
+
+    def action_next_theme(self) -> None:
+        names = list(THEMES)
+        current = names.index(self.theme) if self.theme in names else -1
+        self.theme = names[(current + 1) % len(names)]
+
+    def start_action(self, name: str, slot_id: str | None, backend_name: str | None) -> None:
+        """Hand an action to the actions flow (gpucon.screens.actions_flow) when it exists."""
+        if self.read_only or name not in ACTIONS:
+            self.notify("read-only: actions are off", severity="warning")
+            return
+        try:
+            flow = importlib.import_module("gpucon.screens.actions_flow")
+        except ModuleNotFoundError as exc:
+            if exc.name != "gpucon.screens.actions_flow":
+                raise
+            self.notify(f"{name}: not available yet", severity="warning", markup=False)
+            return
+        flow.start_action(self, name, self.snapshot, slot_id, backend_name)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        fleet = next((s for s in self.screen_stack if isinstance(s, FleetScreen)), None)
+        if fleet is None:
+            return
+        for column in COLUMNS:
+            yield SystemCommand(
+                f"Sort by {column.title}",
+                f"sort the slot table by {column.tooltip}",
+                lambda key=column.key: fleet.table.set_sort(
+                    key,
+                    not fleet.table.order.reverse if key == fleet.table.order.sort_key else True,
+                ),
+            )
+        yield SystemCommand(
+            "Filter slots", "filter by host, slot, backend or model", fleet.action_filter
+        )
+        yield SystemCommand("Clear filter", "show every slot", fleet.action_clear_filter)
+        yield SystemCommand("Keys", "every key and its binding id", self.action_help)
+        if isinstance(fleet, ActionFleetScreen):
+            for name in ACTIONS:
+                yield SystemCommand(
+                    name.capitalize(),
+                    f"{name} the selected slot's backend",
+                    lambda name=name: fleet.action_act(name),
+                )
+
+
+def known_binding_ids() -> set[str]:
+    """Every binding id a user may remap in ``[ui.keys]``."""
+    from gpucon.widgets.slot_table import SlotTable
+
+    ids: set[str] = set()
+    for cls in (GpuconApp, FleetScreen, ActionFleetScreen, SlotTable, DetailScreen, HelpScreen):
+        for b in cls.BINDINGS:
+            if isinstance(b, Binding) and b.id:
+                ids.add(b.id)
+    ids.add("command_palette")
+    return ids

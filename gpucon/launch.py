@@ -1,0 +1,141 @@
+"""``gpucon live`` and ``gpucon demo``: build the hub, then run the TUI on it.
+
+Only the standard library is imported at module level (``gpucon --help`` stays fast); the
+simulator, the config loader, the sources and Textual are imported inside ``run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
+    parser.add_argument(
+        "--refresh",
+        type=float,
+        metavar="S",
+        default=None,
+        help="seconds between screen updates (default: config [ui] refresh_s, or 1)",
+    )
+    if command_name == "demo":
+        parser.add_argument("--seed", type=int, default=7, help="simulator seed (default 7)")
+        parser.add_argument(
+            "--scenario",
+            metavar="NAME",
+            default=None,
+            help="start a named incident (burst, noisy-neighbour, ...)",
+        )
+        parser.add_argument(
+            "--size",
+            type=int,
+            metavar="N",
+            default=None,
+            help="simulate N GPUs (up to 512) instead of the default fleet",
+        )
+
+
+def _refresh(args: argparse.Namespace, configured: float) -> float:
+    refresh = args.refresh if args.refresh is not None else configured
+    if refresh <= 0:
+        raise SystemExit("gpucon: --refresh must be a positive number of seconds")
+    return float(refresh)
+
+
+def _optional(module_name: str) -> Any:
+    """A module of gpucon that may not be built yet, or None."""
+    import importlib
+
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            return None
+        raise
+
+
+def _demo_hub(args: argparse.Namespace, refresh_s: float) -> Any:
+    from gpucon.hub import Hub
+
+    sim = _optional("gpucon.sources.sim")
+    if sim is None:
+        print("gpucon demo: the simulator is not available in this build", file=sys.stderr)
+        raise SystemExit(2)
+    try:
+        source = sim.SimSource.for_demo(args.seed, args.scenario, args.size)
+    except ValueError as exc:  # unknown scenario, size out of range
+        raise SystemExit(f"gpucon demo: {exc}") from None
+    return Hub([source], refresh_s=refresh_s)
+
+
+def _load_config(args: argparse.Namespace) -> Any:
+    from pathlib import Path
+
+    from gpucon.config import ConfigError, ConfigMissing, GpuconConfig, load_config
+
+    try:
+        return load_config(Path(args.config) if args.config else None, fleet=args.fleet)
+    except ConfigMissing:
+        if args.command == "demo":
+            return GpuconConfig()  # the demo needs no setup
+        raise
+    except ConfigError as exc:
+        print(f"gpucon: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _live_hub(config: Any, refresh_s: float) -> Any:
+    from gpucon.hub import Hub
+
+    factory = _optional("gpucon.sources.factory")
+    if factory is None:
+        print("gpucon live: no real sources in this build yet; try: gpucon demo", file=sys.stderr)
+        raise SystemExit(2)
+    sources = factory.build_sources(config.fleet)
+    if not sources:
+        print(
+            f"gpucon: fleet {config.fleet.name!r} names no source; see gpucon config",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    return Hub(
+        sources,
+        refresh_s=refresh_s,
+        thresholds=config.alerts,
+        slo_p95_ms_by_model=config.slo_p95_ms,
+    )
+
+
+def _controls(config: Any, read_only: bool) -> Any:
+    """The write side, built only when writes are allowed (read-only: never constructed)."""
+    if read_only:
+        return None
+    factory = _optional("gpucon.controls.factory")
+    return None if factory is None else factory.build_controls(config)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = _load_config(args)
+    refresh_s = _refresh(args, config.ui.refresh_s)
+    demo = args.command == "demo"
+    hub = _demo_hub(args, refresh_s) if demo else _live_hub(config, refresh_s)
+
+    from gpucon.app import GpuconApp
+
+    app = GpuconApp(
+        hub,
+        mode="demo" if demo else "live",
+        read_only=bool(args.read_only),
+        noc=bool(args.noc),
+        theme=args.theme or (None if args.noc else config.ui.theme),
+        keys=config.ui.keys,
+        controls=_controls(config, bool(args.read_only or args.noc)),
+        fleet_name="simulated" if demo else config.fleet.name,
+        default_slo_ms=config.alerts.default_slo_p95_ms,
+    )
+    try:
+        app.run()
+    finally:
+        hub.stop()
+    return app.return_code or 0

@@ -1,0 +1,173 @@
+"""One slot in detail: history plots (activity, memory, p95 and req/s of each backend), its
+backends, processes, and VM / MPS facts. Updated with every snapshot while open."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from gpucon.model.fleet import Backend, Slot
+from gpucon.model.snapshot import Snapshot
+from gpucon.widgets import fmt
+from gpucon.widgets.panels import StatusBar, TextPanel
+from gpucon.widgets.plot import Plot
+from gpucon.widgets.safe_text import safe
+
+
+def _field(text: Text, label: str, value: object, width: int = 48) -> None:
+    text.append(f"{label:>14} ", style="dim")
+    text.append_text(safe(fmt.NA if value is None or value == "" else value, width))
+    text.append("\n")
+
+
+def slot_facts(slot: Slot | None, slot_id: str) -> Text:
+    text = Text(no_wrap=True, overflow="ellipsis")
+    if slot is None:
+        text.append_text(safe(slot_id, 80, "bold"))
+        text.append("  not in the current snapshot (gone, or its source is down)\n", "italic")
+        return text
+    text.append_text(safe(slot.id, 80, "bold"))
+    text.append(f"  {slot.kind.value.upper()}\n", style="bold")
+    metric = slot.activity_metric or "n/a: no source reports activity for this slot"
+    _field(text, "activity", f"{fmt.pct(slot.activity_pct)} ({metric})", 90)
+    _field(text, "memory GiB", fmt.mem(slot.mem_used_mib, slot.mem_total_mib))
+    _field(text, "host", slot.host)
+    _field(
+        text,
+        "GPU",
+        f"{slot.gpu_index if slot.gpu_index is not None else '?'} "
+        f"{slot.gpu_name or ''} {slot.gpu_uuid or ''}".strip(),
+    )
+    _field(text, "profile", slot.profile)
+    if slot.gi_id is not None:
+        _field(text, "GI / CI", f"{slot.gi_id} / {fmt.NA if slot.ci_id is None else slot.ci_id}")
+    _field(text, "SMs", slot.sm_count)
+    if slot.pod or slot.node:
+        _field(text, "pod / node", f"{slot.pod or fmt.NA} / {slot.node or fmt.NA}")
+    if slot.vm is not None:
+        vm = slot.vm
+        _field(
+            text,
+            "VM",
+            f"{vm.name} ({vm.state or fmt.NA}), {fmt.count(vm.vcpus)} vCPU, "
+            f"{fmt.gib(vm.memory_mib)} GiB",
+        )
+        _field(text, "passthrough", ", ".join(vm.gpu_pci_addresses) or None)
+        if vm.mps is not None:
+            mps = vm.mps
+            daemon = {True: "running", False: "STOPPED", None: fmt.NA}[mps.daemon_running]
+            _field(text, "MPS daemon", f"{daemon}, default {fmt.pct(mps.default_thread_pct)}")
+            for server, share in mps.thread_pct_by_server:
+                _field(text, "MPS share", f"{server}: {fmt.pct(share)}")
+    if slot.processes:
+        text.append("\n     processes\n", style="bold")
+        for p in slot.processes[:20]:
+            text.append(f"{p.pid:>14} ")
+            text.append_text(safe(p.name or fmt.NA, 40))
+            text.append(f"  {fmt.gib(p.used_memory_mib)} GiB\n")
+    return text
+
+
+def backend_lines(backends: tuple[Backend, ...], snapshot: Snapshot, slo_ms: float) -> Text:
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(
+        "\nBACKEND              STATE     WT  INFL   REQ/S  P50   P95   P99 ms  ERR  MODEL\n",
+        style="bold",
+    )
+    if not backends:
+        text.append("no backend registered on this slot\n", style="dim")
+    for b in backends:
+        lat = snapshot.latency.get(b.name)
+        line = safe(b.name, 20)
+        line.pad_right(21 - line.cell_len)
+        line.append(f"{b.state.value:<9} {fmt.number(b.weight, 1):>3} {fmt.count(b.inflight):>5} ")
+        if lat is None:
+            line.append("   n/a: no latency source", style="italic")
+        else:
+            err = None if lat.error_rate is None else lat.error_rate * 100
+            line.append(
+                f"{fmt.number(lat.req_per_s, 1):>7} {fmt.ms(lat.p50_ms):>4} "
+                f"{fmt.ms(lat.p95_ms):>5} {fmt.ms(lat.p99_ms):>5}  {fmt.pct(err):>5}  "
+            )
+        line.append_text(safe(b.model or fmt.NA, 30))
+        if b.owner or b.reason:
+            line.append(f"  by {b.owner or '?'}: ", style="dim")
+            line.append_text(safe(b.reason or "", 40))
+        text.append_text(line)
+        text.append("\n")
+    return text
+
+
+class DetailScreen(Screen[None]):
+    """History and facts of one slot."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "app.pop_screen", "Back", id="back"),
+    ]
+
+    def __init__(self, slot_id: str, *, badges: tuple[str, ...], default_slo_ms: float) -> None:
+        super().__init__()
+        self.slot_id = slot_id
+        self.badges = badges
+        self.default_slo_ms = default_slo_ms
+        self._backend_names: tuple[str, ...] = ()
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(self.badges, id="status")
+        with VerticalScroll(id="detail-body"):
+            yield TextPanel(id="detail-info")
+            yield Plot("activity %", unit="%", top=100.0, id="plot-activity")
+            yield Plot("memory used GiB", unit=" GiB", id="plot-mem")
+            yield Vertical(id="backend-plots")
+            yield TextPanel(id="detail-backends")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        snapshot = getattr(self.app, "snapshot", None)
+        if snapshot is not None:
+            self.show_snapshot(snapshot)
+
+    def show_snapshot(self, snapshot: Snapshot) -> None:
+        slot = snapshot.slots.get(self.slot_id)
+        backends = snapshot.backends_on(self.slot_id)
+        self.query_one(StatusBar).show_snapshot(snapshot)
+        self.query_one("#detail-info", TextPanel).show_text(slot_facts(slot, self.slot_id))
+        metric = slot.activity_metric if slot and slot.activity_metric else "no metric"
+        activity = self.query_one("#plot-activity", Plot)
+        activity.title = f"activity % ({metric})"
+        activity.show_values(snapshot.history.get(f"slot:{self.slot_id}:activity"))
+        mem = self.query_one("#plot-mem", Plot)
+        total = slot.mem_total_mib if slot else None
+        mem.top = None if total is None else total / 1024
+        mem.limit = mem.top
+        used = snapshot.history.get(f"slot:{self.slot_id}:mem_used")
+        mem.show_values([None if v is None else v / 1024 for v in used])
+        self._show_backend_plots(backends, snapshot)
+        panel = self.query_one("#detail-backends", TextPanel)
+        panel.show_text(backend_lines(backends, snapshot, self.default_slo_ms))
+
+    def _show_backend_plots(self, backends: tuple[Backend, ...], snapshot: Snapshot) -> None:
+        names = tuple(b.name for b in backends)
+        holder = self.query_one("#backend-plots", Vertical)
+        if names != self._backend_names:
+            self._backend_names = names
+            holder.remove_children()
+            for i, name in enumerate(names):
+                holder.mount(Plot(f"{name} p95 ms", unit=" ms", height=3, id=f"p95-{i}"))
+                holder.mount(Plot(f"{name} req/s", height=3, id=f"rps-{i}"))
+            self.call_after_refresh(self.show_snapshot, snapshot)
+            return
+        for i, name in enumerate(names):
+            slo = snapshot.slo_p95_ms.get(name, self.default_slo_ms)
+            self.query_one(f"#p95-{i}", Plot).show_values(
+                snapshot.history.get(f"backend:{name}:p95"), limit=slo
+            )
+            self.query_one(f"#rps-{i}", Plot).show_values(
+                snapshot.history.get(f"backend:{name}:rps")
+            )

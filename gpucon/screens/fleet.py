@@ -1,0 +1,160 @@
+"""The fleet screen: status bar, slot table, queue and alert panels, the `/` filter.
+
+``FleetScreen`` holds no action bindings at all (read-only and NOC use it as is);
+``ActionFleetScreen`` adds drain, undrain, rebalance, probe and audit, which hand over to
+``app.start_action``. In NOC mode the screen cycles table pages and an alerts page.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Input
+
+from gpucon.model.snapshot import Snapshot
+from gpucon.widgets.panels import AlertsPanel, QueuePanel, StatusBar
+from gpucon.widgets.slot_rows import build_rows
+from gpucon.widgets.slot_table import SlotTable
+
+if TYPE_CHECKING:
+    from gpucon.app import GpuconApp
+
+
+class FleetScreen(Screen[None]):
+    """Every slot with its backend, the queues and the alerts; read-only."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "sort(1)", "Sort", id="sort"),
+        Binding("S", "sort_reverse", "Reverse", id="sort_reverse"),
+        Binding("slash", "filter", "Filter", id="filter"),
+        Binding("escape", "clear_filter", "Clear filter", show=False, id="clear_filter"),
+    ]
+
+    def __init__(
+        self,
+        *,
+        badges: Sequence[str],
+        fleet_name: str = "",
+        clock: Callable[[], float] = time.time,
+        noc: bool = False,
+        page_s: float = 10.0,
+        default_slo_ms: float = 2500.0,
+    ) -> None:
+        super().__init__()
+        self.badges = tuple(badges)
+        self.fleet_name = fleet_name
+        self.clock = clock
+        self.noc = noc
+        self.page_s = page_s
+        self.default_slo_ms = default_slo_ms
+        self.page = 0
+        self.snapshot: Snapshot | None = None
+
+    @property
+    def gpucon(self) -> GpuconApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(
+            self.badges,
+            fleet_name=self.fleet_name,
+            clock=self.clock,
+            show_clock=self.noc,
+            id="status",
+        )
+        with Vertical(id="main"):
+            yield SlotTable(id="slots")
+        with Horizontal(id="bottom"):
+            yield QueuePanel(id="queues")
+            yield AlertsPanel(id="alerts")
+        yield Input(
+            placeholder="filter: host, slot, backend or model (Enter keeps, Esc clears)",
+            id="filter",
+        )
+        yield Footer()
+
+    @property
+    def table(self) -> SlotTable:
+        return self.query_one(SlotTable)
+
+    def on_mount(self) -> None:
+        self.table.focus()
+        if self.noc:
+            self.set_interval(self.page_s, self.next_page)
+        if self.gpucon.snapshot is not None:
+            self.show_snapshot(self.gpucon.snapshot)
+
+    def show_snapshot(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.table.show_rows(build_rows(snapshot, self.default_slo_ms), snapshot.history)
+        self.query_one(StatusBar).show_snapshot(snapshot)
+        self.query_one(QueuePanel).show_snapshot(snapshot)
+        self.query_one(AlertsPanel).show_snapshot(snapshot)
+
+    # -- sorting and filtering -------------------------------------------------------------
+
+    def action_sort(self, step: int) -> None:
+        self.table.cycle_sort(step)
+
+    def action_sort_reverse(self) -> None:
+        order = self.table.order
+        self.table.set_sort(order.sort_key, not order.reverse)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("-shown")
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.remove_class("-shown")
+        self.table.set_filter("")
+        self.table.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            self.table.set_filter(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            if not event.value:
+                event.input.remove_class("-shown")
+            self.table.focus()
+
+    def on_slot_table_selected(self, event: SlotTable.Selected) -> None:
+        self.gpucon.open_detail(event.key[0])
+
+    # -- NOC pages -------------------------------------------------------------------------
+
+    def next_page(self) -> None:
+        """Show the next page of the table, then the alerts page, then start again."""
+        pages = max(1, -(-self.table.row_count // self.table.page_rows))
+        self.page = (self.page + 1) % (pages + 1)
+        on_alerts = self.page == pages
+        self.set_class(on_alerts, "-alerts-page")
+        if not on_alerts:
+            self.table.show_page(self.page)
+
+
+class ActionFleetScreen(FleetScreen):
+    """The fleet screen with the action keys; built only when controls may exist."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("d", "act('drain')", "Drain", id="drain"),
+        Binding("u", "act('undrain')", "Undrain", id="undrain"),
+        Binding("b", "act('rebalance')", "Rebalance", id="rebalance"),
+        Binding("p", "act('probe')", "Probe", id="probe"),
+        Binding("A", "act('audit')", "Audit", id="audit"),
+    ]
+
+    def action_act(self, name: str) -> None:
+        key = self.table.cursor_key
+        slot_id, backend = key if key is not None else (None, "")
+        self.gpucon.start_action(name, slot_id, backend or None)

@@ -1,0 +1,87 @@
+"""How numbers look on screen: units, "n/a" for unknown values, bars and sparklines.
+
+Every formatter takes ``None`` for a value a source could not read and shows ``n/a``; an
+unknown is never shown as 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+NA = "n/a"
+_BLOCKS = " ▁▂▃▄▅▆▇█"
+_EIGHTHS = " ▏▎▍▌▋▊▉█"
+
+
+def pct(value: float | None) -> str:
+    return NA if value is None else f"{value:.0f}%"
+
+
+def gib(mib: float | None) -> str:
+    if mib is None:
+        return NA
+    g = mib / 1024.0
+    return f"{g:.1f}" if g < 100 else f"{g:.0f}"
+
+
+def mem(used_mib: float | None, total_mib: float | None) -> str:
+    """``31.2/40.0G``: used over total in GiB."""
+    if used_mib is None and total_mib is None:
+        return NA
+    return f"{gib(used_mib)}/{gib(total_mib)}G"
+
+
+def ms(value: float | None) -> str:
+    if value is None:
+        return NA
+    if value >= 10_000:
+        return f"{value / 1000:.0f}s"
+    return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return NA
+    if value < 10:
+        return f"{value:.1f}s"
+    if value < 120:
+        return f"{value:.0f}s"
+    if value < 7200:
+        return f"{value / 60:.0f}m"
+    return f"{value / 3600:.0f}h"
+
+
+def number(value: float | None, digits: int = 0) -> str:
+    if value is None:
+        return NA
+    if abs(value) >= 10_000:
+        return f"{value / 1000:.0f}k"
+    return f"{value:.{digits}f}"
+
+
+def count(value: int | None) -> str:
+    return NA if value is None else (f"{value / 1000:.0f}k" if value >= 100_000 else str(value))
+
+
+def bar(value: float | None, width: int, top: float = 100.0) -> str:
+    """A horizontal bar in eighths of a cell; blank for unknown values."""
+    if value is None or width <= 0:
+        return " " * max(width, 0)
+    eighths = round(max(0.0, min(value, top)) / top * width * 8)
+    full, part = divmod(eighths, 8)
+    text = "█" * full + (_EIGHTHS[part] if part else "")
+    return text.ljust(width)[:width]
+
+
+def sparkline(values: Sequence[float | None], width: int, top: float | None = None) -> str:
+    """The last ``width`` samples as block characters; unknown samples are blank."""
+    tail = list(values[-width:]) if width > 0 else []
+    known = [v for v in tail if v is not None]
+    if not known:
+        return " " * width
+    hi = top if top is not None else max(known)
+    hi = hi if hi > 0 else 1.0
+    chars = [
+        " " if v is None else _BLOCKS[max(1, min(8, round(max(0.0, v) / hi * 8)))] for v in tail
+    ]
+    return "".join(chars).rjust(width)

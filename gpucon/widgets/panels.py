@@ -1,0 +1,168 @@
+"""The fleet screen's small panels: the status bar (mode, sources, clock), queues and alerts.
+
+Each panel builds a ``rich.text.Text`` from the snapshot (untrusted names through
+``safe_text``) and repaints only when what it shows changed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from rich.text import Text
+from textual.widgets import Static
+
+from gpucon.model.alerts import Alert, Severity
+from gpucon.model.fleet import Health
+from gpucon.model.snapshot import Snapshot
+from gpucon.widgets import fmt
+from gpucon.widgets.safe_text import clean, fit, safe
+
+_SEVERITY_LABEL = {Severity.CRITICAL: "CRIT", Severity.WARNING: "WARN", Severity.INFO: "INFO"}
+
+
+class TextPanel(Static):
+    """A Static that repaints only when its Text changed."""
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__("", id=id, classes=classes)
+        self._shown: tuple[str, tuple[object, ...]] | None = None
+
+    def show_text(self, text: Text) -> None:
+        key = (text.plain, tuple(text.spans))
+        if key != self._shown:
+            self._shown = key
+            self.update(text)
+
+    def theme_style(self, name: str) -> str:
+        """A theme variable's colour as a Rich style (``$util-hot`` and friends)."""
+        value = self.app.theme_variables.get(name)
+        return f"bold {value}" if value else "bold"
+
+
+def source_badges(snapshot: Snapshot, stale_style: str, ok_style: str) -> Text:
+    """Each source with its health and the age of its last good read."""
+    text = Text()
+    for name, status in sorted(snapshot.sources.items()):
+        age = status.age_s(snapshot.taken_at)
+        healthy = status.health is Health.OK
+        label = f" {fit(clean(name), 16)} "
+        state = "ok" if healthy else ("STALE" if status.health is Health.DEGRADED else "DOWN")
+        text.append(label, style="bold")
+        text.append(state, style=ok_style if healthy else stale_style)
+        text.append(f" {fmt.seconds(age) if age is not None else 'never'}", style="dim")
+        text.append(" │")
+    return text
+
+
+class StatusBar(TextPanel):
+    """Mode badges, fleet counts, alert counts, each source's health and age; a clock in NOC."""
+
+    def __init__(
+        self,
+        badges: Sequence[str],
+        *,
+        fleet_name: str = "",
+        clock: Callable[[], float] = time.time,
+        show_clock: bool = False,
+        id: str | None = None,
+    ) -> None:
+        super().__init__(id=id)
+        self.badges = tuple(badges)
+        self.fleet_name = fleet_name
+        self.clock = clock
+        self.show_clock = show_clock
+        self.snapshot: Snapshot | None = None
+
+    def on_mount(self) -> None:
+        if self.show_clock:
+            self.set_interval(1.0, self.redraw)
+        self.redraw()
+
+    def show_snapshot(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.redraw()
+
+    def redraw(self) -> None:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for badge in self.badges:
+            text.append(f" {badge} ", style="reverse bold")
+            text.append(" ")
+        text.append("gpucon", style="bold")
+        if self.fleet_name:
+            text.append(" · ")
+            text.append(safe(self.fleet_name, 20))
+        snap = self.snapshot
+        if snap is None:
+            text.append("  waiting for the first snapshot…", style="dim")
+        else:
+            crit = sum(1 for a in snap.alerts if a.severity is Severity.CRITICAL)
+            warn = sum(1 for a in snap.alerts if a.severity is Severity.WARNING)
+            text.append(f"  {len(snap.gpus)} GPUs {len(snap.slots)} slots ")
+            text.append(f"{len(snap.backends)} backends  ")
+            text.append(
+                f" {crit} crit ", style=self.theme_style("latency-breach") if crit else "dim"
+            )
+            text.append(f" {warn} warn ", style=self.theme_style("util-hot") if warn else "dim")
+            text.append("  │")
+            text.append_text(source_badges(snap, self.theme_style("stale"), "bold green"))
+        if self.show_clock:
+            text.append("  " + time.strftime("%H:%M:%S", time.localtime(self.clock())), "bold")
+        self.show_text(text)
+
+
+class QueuePanel(TextPanel):
+    """Each request queue: depth, consumer lag, pending, oldest entry's age and a sparkline."""
+
+    def show_snapshot(self, snapshot: Snapshot) -> None:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append("QUEUE          DEPTH   LAG  PEND  OLDEST  TREND\n", style="bold")
+        if not snapshot.queues:
+            text.append("no queues reported", style="dim")
+        stale = self.theme_style("stale")
+        for stream, q in sorted(snapshot.queues.items()):
+            spark = fmt.sparkline(snapshot.history.get(f"queue:{stream}:length"), 18)
+            is_stale = snapshot.is_stale(f"queue:{stream}")
+            line = Text(no_wrap=True)
+            line.append(safe(stream, 14))
+            line.pad_right(14 - line.cell_len)
+            line.append(
+                f" {fmt.count(q.length):>5} {fmt.count(q.lag):>5} {fmt.count(q.pending):>5}"
+            )
+            line.append(f" {fmt.seconds(q.oldest_age_s):>7}  ")
+            line.append(spark, style=self.theme_style("primary"))
+            if is_stale:
+                line.append(" STALE", style=stale)
+                line.stylize("italic")
+            text.append_text(line)
+            text.append("\n")
+        self.show_text(text)
+
+
+def alert_line(alert: Alert, now: float, style: str) -> Text:
+    line = Text(no_wrap=True, overflow="ellipsis")
+    line.append(f"{_SEVERITY_LABEL[alert.severity]} ", style=style)
+    line.append(f"{fmt.seconds(max(0.0, now - alert.since)):>4} ", style="dim")
+    line.append_text(safe(alert.target, 40, "bold"))
+    line.append("  ")
+    line.append(safe(alert.message, 120))
+    return line
+
+
+class AlertsPanel(TextPanel):
+    """Active alerts, worst and then newest first (the order Snapshot.alerts already has)."""
+
+    def show_snapshot(self, snapshot: Snapshot) -> None:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(f"ALERTS ({len(snapshot.alerts)})\n", style="bold")
+        if not snapshot.alerts:
+            text.append("all clear", style="dim")
+        styles = {
+            Severity.CRITICAL: self.theme_style("latency-breach"),
+            Severity.WARNING: self.theme_style("util-hot"),
+            Severity.INFO: "dim",
+        }
+        for alert in snapshot.alerts[:200]:
+            text.append_text(alert_line(alert, snapshot.taken_at, styles[alert.severity]))
+            text.append("\n")
+        self.show_text(text)

@@ -1,0 +1,83 @@
+"""History plots for the detail screen: a small area chart of one series, with its scale.
+
+``area_rows`` is pure (block characters in eighths of a cell); ``Plot`` is the widget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+
+from gpucon.widgets import fmt
+from gpucon.widgets.panels import TextPanel
+from gpucon.widgets.safe_text import safe
+
+_EIGHTHS = " ▁▂▃▄▅▆▇█"
+
+
+def area_rows(values: Sequence[float | None], width: int, height: int, top: float) -> list[str]:
+    """``height`` lines of an area chart of the last ``width`` samples scaled to ``top``."""
+    tail: list[float | None] = [None] * max(0, width - len(values[-width:]))
+    tail.extend(values[-width:])
+    top = top if top > 0 else 1.0
+    levels = [None if v is None else round(max(0.0, min(v, top)) / top * height * 8) for v in tail]
+    rows: list[str] = []
+    for line in range(height - 1, -1, -1):
+        base = line * 8
+        chars = []
+        for level in levels:
+            if level is None:
+                chars.append("·" if line == 0 else " ")
+            else:
+                chars.append(_EIGHTHS[max(0, min(8, level - base))])
+        rows.append("".join(chars))
+    return rows
+
+
+class Plot(TextPanel):
+    """A titled area chart of one history series."""
+
+    def __init__(
+        self,
+        title: str,
+        *,
+        unit: str = "",
+        top: float | None = None,
+        limit: float | None = None,
+        height: int = 4,
+        id: str | None = None,
+    ) -> None:
+        super().__init__(id=id, classes="plot")
+        self.title = title
+        self.unit = unit
+        self.top = top
+        self.limit = limit
+        self.rows = height
+
+    def show_values(self, values: Sequence[float | None], limit: float | None = None) -> None:
+        limit = self.limit if limit is None else limit
+        width = max(10, (self.size.width or 80) - 10)
+        known = [v for v in values if v is not None]
+        top = self.top or max([*known, limit or 0.0, 1.0])
+        latest = known[-1] if known else None
+        text = Text(no_wrap=True)
+        text.append_text(safe(self.title, 60, "bold"))
+        text.append(f"  now {fmt.number(latest, 1)}{self.unit}", style="bold")
+        if known:
+            text.append(f"  min {fmt.number(min(known), 1)}  max {fmt.number(max(known), 1)}")
+        else:
+            text.append("  n/a: no samples", style="italic")
+        if limit is not None:
+            over = latest is not None and latest > limit
+            text.append(
+                f"  limit {fmt.number(limit, 0)}{self.unit}",
+                style=self.theme_style("latency-breach") if over else "dim",
+            )
+        text.append("\n")
+        chart = area_rows(values, width, self.rows, top)
+        for i, row in enumerate(chart):
+            label = fmt.number(top, 0) if i == 0 else ("0" if i == len(chart) - 1 else "")
+            text.append(f"{label:>8} ", style="dim")
+            text.append(row + "\n", style=self.theme_style("primary").replace("bold ", ""))
+        self.show_text(text)

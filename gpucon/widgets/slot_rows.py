@@ -1,0 +1,252 @@
+"""The slot table's rows as plain values: one row per (slot, backend), built from a Snapshot.
+
+This module is pure (no Textual): it turns a Snapshot into ``RowValues`` tuples, says how
+each column shows and sorts, and keeps the filtered, sorted order of row keys (``RowOrder``),
+re-sorting only when the rows or the sort column's values changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from gpucon.model.fleet import Backend, BackendState, LatencyStats, Slot, SlotKind
+from gpucon.model.snapshot import Snapshot
+from gpucon.widgets.safe_text import clean
+
+RowKey = tuple[str, str]  # (slot id, backend name or "")
+HOT_PCT = 90.0
+LOW_FREE_MIB = 1536.0
+
+
+class RowValues(NamedTuple):
+    slot_id: str
+    host: str
+    gpu: str
+    slot: str
+    profile: str
+    activity: float | None
+    metric: str
+    mem_used: float | None
+    mem_total: float | None
+    backend: str
+    model: str
+    weight: float | None
+    state: str
+    inflight: int | None
+    p95: float | None
+    slo: float | None
+    rps: float | None
+    ready: bool | None
+    stale: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    title: str
+    width: int  # minimum width in cells
+    tooltip: str
+    right: bool = False
+    flex: int = 0  # extra cells it may take, at most
+    priority: int = 5  # columns with the lowest priority are dropped first when narrow
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("host", "HOST", 8, "host name", flex=12, priority=9),
+    Column("gpu", "GPU", 11, "GPU index and model", flex=6, priority=3),
+    Column("slot", "SLOT", 8, "MIG instance (giN), whole GPU, or VM name", flex=10, priority=8),
+    Column("profile", "PROFILE", 8, "MIG profile, or the GPU's model", priority=6),
+    Column("activity", "ACT%", 10, "activity: the metric is named in the detail", priority=10),
+    Column("trend", "TREND", 10, "activity over the last samples", priority=2),
+    Column("mem", "MEM GiB", 11, "memory used / total", right=True, priority=7),
+    Column("backend", "BACKEND", 10, "inference server on this slot", flex=18, priority=9),
+    Column("weight", "WT", 4, "scheduler weight", right=True, priority=4),
+    Column("state", "STATE", 8, "registry state of the backend", priority=8),
+    Column("inflight", "INFL", 4, "requests in flight", right=True, priority=5),
+    Column("p95", "P95/SLO ms", 10, "p95 latency against the SLO", right=True, priority=9),
+    Column("rps", "REQ/S", 6, "requests per second", right=True, priority=6),
+)
+COLUMN_KEYS = tuple(c.key for c in COLUMNS)
+COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
+
+
+def layout(width: int, columns: Iterable[Column] = COLUMNS) -> list[tuple[Column, int, int]]:
+    """Columns that fit ``width`` as (column, x, cell width); the narrow ones dropped first."""
+    shown = list(columns)
+    while shown and sum(c.width for c in shown) + len(shown) - 1 > width:
+        shown.remove(min(shown, key=lambda c: c.priority))
+    spare = max(0, width - (sum(c.width for c in shown) + len(shown) - 1))
+    placed: list[tuple[Column, int, int]] = []
+    x = 0
+    for c in shown:
+        extra = min(c.flex, spare)
+        spare -= extra
+        placed.append((c, x, c.width + extra))
+        x += c.width + extra + 1
+    return placed
+
+
+def _slot_label(slot: Slot) -> str:
+    if slot.kind is SlotKind.VM:
+        return clean(slot.vm.name if slot.vm else slot.id.removeprefix("vm:"))
+    if slot.kind is SlotKind.MIG:
+        return f"gi{slot.gi_id}" if slot.gi_id is not None else clean(slot.id)
+    return "whole"
+
+
+def _gpu_label(slot: Slot) -> str:
+    index = "?" if slot.gpu_index is None else str(slot.gpu_index)
+    name = clean(slot.gpu_name or "").removeprefix("NVIDIA ")
+    return f"{index} {name}".strip()
+
+
+def _row(
+    slot: Slot | None,
+    slot_id: str,
+    backend: Backend | None,
+    lat: LatencyStats | None,
+    slo: float | None,
+    stale: bool,
+) -> RowValues:
+    return RowValues(
+        slot_id=clean(slot_id),
+        host=clean(slot.host or (slot.vm.host if slot.vm else None) or "") if slot else "",
+        gpu=_gpu_label(slot) if slot else "",
+        slot=_slot_label(slot) if slot else clean(slot_id),
+        profile=clean(slot.profile or "") if slot else "",
+        activity=slot.activity_pct if slot else None,
+        metric=clean(slot.activity_metric or "") if slot else "",
+        mem_used=slot.mem_used_mib if slot else None,
+        mem_total=slot.mem_total_mib if slot else None,
+        backend=clean(backend.name) if backend else "",
+        model=clean(backend.model or "") if backend else "",
+        weight=backend.weight if backend else None,
+        state=backend.state.value if backend else "",
+        inflight=backend.inflight if backend else None,
+        p95=lat.p95_ms if lat else None,
+        slo=slo if backend else None,
+        rps=lat.req_per_s if lat else None,
+        ready=backend.ready if backend else None,
+        stale=stale,
+    )
+
+
+def build_rows(snapshot: Snapshot, default_slo_ms: float) -> dict[RowKey, RowValues]:
+    """One row per (slot, backend); a slot with no backend, or a backend with no known slot,
+    gets a row of its own."""
+    stale_sources = snapshot.stale_sources()
+    origins = snapshot.origins
+
+    def is_stale(key: str) -> bool:
+        return bool(stale_sources) and bool(origins.get(key, frozenset()) & stale_sources)
+
+    on_slot: dict[str, list[Backend]] = {}
+    for b in snapshot.backends.values():
+        on_slot.setdefault(b.slot_id or "", []).append(b)
+    rows: dict[RowKey, RowValues] = {}
+    slos = snapshot.slo_p95_ms
+    for sid, slot in snapshot.slots.items():
+        backends = on_slot.pop(sid, None)
+        slot_stale = is_stale(f"slot:{sid}")
+        if not backends:
+            rows[(sid, "")] = _row(slot, sid, None, None, None, slot_stale)
+            continue
+        for b in backends:
+            stale = slot_stale or is_stale(f"backend:{b.name}")
+            slo = slos.get(b.name, default_slo_ms)
+            rows[(sid, b.name)] = _row(slot, sid, b, snapshot.latency.get(b.name), slo, stale)
+    for sid, backends in on_slot.items():
+        for b in backends:
+            slo = slos.get(b.name, default_slo_ms)
+            stale = is_stale(f"backend:{b.name}")
+            rows[(sid, b.name)] = _row(None, sid, b, snapshot.latency.get(b.name), slo, stale)
+    return rows
+
+
+_STATE_RANK = {s.value: i for i, s in enumerate(BackendState)}
+
+SORT_VALUE: Mapping[str, Callable[[RowValues], Any]] = {
+    "host": lambda r: r.host or None,
+    "gpu": lambda r: r.gpu or None,
+    "slot": lambda r: r.slot_id,
+    "profile": lambda r: r.profile or None,
+    "activity": lambda r: r.activity,
+    "trend": lambda r: r.activity,
+    "mem": lambda r: None if r.mem_used is None else (r.mem_used, r.mem_total or 0.0),
+    "backend": lambda r: r.backend or None,
+    "weight": lambda r: r.weight,
+    "state": lambda r: _STATE_RANK.get(r.state),
+    "inflight": lambda r: r.inflight,
+    "p95": lambda r: r.p95,
+    "rps": lambda r: r.rps,
+}
+
+
+def search_text(row: RowValues) -> str:
+    """What ``/`` filters on: host, slot, backend and model, lower-cased."""
+    return f"{row.slot_id}\n{row.host}\n{row.slot}\n{row.backend}\n{row.model}".lower()
+
+
+def _first(item: tuple[Any, RowKey]) -> Any:
+    return item[0]
+
+
+def _second(item: tuple[Any, RowKey]) -> RowKey:
+    return item[1]
+
+
+class RowOrder:
+    """The filtered, sorted row keys; re-sorted only when needed."""
+
+    def __init__(self, sort_key: str = "activity", reverse: bool = True) -> None:
+        self.rows: dict[RowKey, RowValues] = {}
+        self.keys: list[RowKey] = []
+        self.sort_key = sort_key
+        self.reverse = reverse
+        self.filter = ""
+        self.sorts = 0  # how many times the order was recomputed (tests, benchmarks)
+
+    def update(self, rows: dict[RowKey, RowValues]) -> set[RowKey]:
+        """Take this tick's rows; return the keys whose values changed (or are new)."""
+        old = self.rows
+        changed = {k for k, v in rows.items() if old.get(k) != v}
+        self.rows = rows
+        if len(rows) != len(old) or any(k not in old for k in changed):
+            self.resort()
+        elif changed:
+            value = SORT_VALUE[self.sort_key]
+            if any(value(old[k]) != value(rows[k]) for k in changed) or (
+                self.filter and any(search_text(old[k]) != search_text(rows[k]) for k in changed)
+            ):
+                self.resort()
+        return changed
+
+    def set_sort(self, sort_key: str, reverse: bool) -> None:
+        self.sort_key, self.reverse = sort_key, reverse
+        self.resort()
+
+    def set_filter(self, text: str) -> None:
+        self.filter = text.strip().lower()
+        self.resort()
+
+    def resort(self) -> None:
+        self.sorts += 1
+        needle = self.filter
+        items = self.rows.items()
+        if needle:
+            items = [(k, v) for k, v in items if needle in search_text(v)]  # type: ignore[assignment]
+        value = SORT_VALUE[self.sort_key]
+        known: list[tuple[Any, RowKey]] = []
+        unknown: list[RowKey] = []
+        for k, v in items:
+            sv = value(v)
+            if sv is None:
+                unknown.append(k)
+            else:
+                known.append((sv, k))
+        known.sort(key=_second)  # ties keep row-key order in both directions
+        known.sort(key=_first, reverse=self.reverse)
+        unknown.sort()
+        self.keys = [k for _, k in known] + unknown

@@ -1,0 +1,283 @@
+"""The slot table: a Line-API ScrollView that draws only visible rows and re-renders only rows
+whose shown values changed.
+
+Each row's Strip is cached under the row key together with the values it was drawn from;
+``render_line`` returns the cached Strip when nothing it shows changed. After a snapshot the
+table marks dirty only the lines whose (row, values) differ from what they showed last time,
+so a tick costs O(changed visible rows), whatever the fleet's size. The stock DataTable
+repaints every visible row on any update (DESIGN.md), which a live table cannot afford.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from gpucon.model.history import History
+from gpucon.widgets import fmt
+from gpucon.widgets.safe_text import pad
+from gpucon.widgets.slot_cells import cell
+from gpucon.widgets.slot_rows import COLUMN_KEYS, Column, RowKey, RowOrder, RowValues, layout
+
+STYLE_NAMES = ("hot", "breach", "warn", "ok", "dim", "na", "bar", "stale")
+
+
+class SlotTable(ScrollView, can_focus=True):
+    """Slots and their backends, one row per (slot, backend), sorted and filtered."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "slot-table--header",
+        "slot-table--sorted",
+        "slot-table--cursor",
+        *(f"slot-table--{n}" for n in STYLE_NAMES),
+    }
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "cursor(-1)", "Up", show=False, id="cursor_up"),
+        Binding("down,j", "cursor(1)", "Down", show=False, id="cursor_down"),
+        Binding("pageup", "page(-1)", "Page up", show=False, id="page_up"),
+        Binding("pagedown", "page(1)", "Page down", show=False, id="page_down"),
+        Binding("home", "cursor_to(0)", "First", show=False, id="first_row"),
+        Binding("end", "cursor_to(-1)", "Last", show=False, id="last_row"),
+        Binding("enter", "select", "Detail", id="open_detail"),
+    ]
+
+    class Selected(Message):
+        """Enter or a double click on a row: open its detail."""
+
+        def __init__(self, key: RowKey) -> None:
+            super().__init__()
+            self.key = key
+
+    def __init__(self, *, name: str | None = None, id: str | None = None) -> None:
+        super().__init__(name=name, id=id)
+        self.order = RowOrder()
+        self.history = History()
+        self.cursor = 0
+        self.cursor_key: RowKey | None = None
+        self.metrics: frozenset[str] = frozenset()
+        self.row_renders = 0  # rows drawn (cache misses): tests and benchmarks read it
+        self._strips: dict[RowKey, tuple[tuple[Any, ...], Strip]] = {}
+        self._shown: dict[int, tuple[Any, ...]] = {}
+        self._header: tuple[tuple[Any, ...], Strip] | None = None
+        self._layout: tuple[int, list[tuple[Column, int, int]]] = (-1, [])
+        self._styles: dict[str, Style] | None = None
+
+    # -- data ------------------------------------------------------------------------------
+
+    def show_rows(self, rows: dict[RowKey, RowValues], history: History) -> None:
+        """Take this tick's rows; dirty only the lines whose shown values changed."""
+        before = self.order.sorts
+        self.order.update(rows)
+        self.history = history
+        if self.order.sorts != before or len(self.metrics) == 0:
+            self.metrics = frozenset(r.metric for r in rows.values() if r.metric)
+        self._after_reorder()
+        self._refresh_changed_lines()
+
+    def set_sort(self, key: str, reverse: bool) -> None:
+        self.order.set_sort(key, reverse)
+        self._after_reorder()
+        self.refresh()
+
+    def cycle_sort(self, step: int = 1) -> None:
+        index = COLUMN_KEYS.index(self.order.sort_key)
+        key = COLUMN_KEYS[(index + step) % len(COLUMN_KEYS)]
+        self.set_sort(key, key not in ("host", "gpu", "slot", "profile", "backend", "state"))
+
+    def set_filter(self, text: str) -> None:
+        self.order.set_filter(text)
+        self._after_reorder()
+        self.refresh()
+
+    @property
+    def row_count(self) -> int:
+        return len(self.order.keys)
+
+    @property
+    def page_rows(self) -> int:
+        return max(1, self.size.height - 1)
+
+    def _after_reorder(self) -> None:
+        keys = self.order.keys
+        if self.cursor_key is not None and self.cursor_key in self.order.rows:
+            try:
+                self.cursor = keys.index(self.cursor_key)
+            except ValueError:  # filtered out: keep the position
+                self.cursor = min(self.cursor, max(0, len(keys) - 1))
+        else:
+            self.cursor = min(self.cursor, max(0, len(keys) - 1))
+        self.cursor_key = keys[self.cursor] if keys else None
+        self.virtual_size = Size(self.size.width, len(keys) + 1)
+
+    # -- drawing ---------------------------------------------------------------------------
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles = None
+        self._strips.clear()
+        self._header = None
+
+    def _style_map(self) -> dict[str, Style]:
+        if self._styles is None:
+            base = self.rich_style
+            styles = {
+                "": base,
+                "header": base + self.get_component_rich_style("slot-table--header"),
+            }
+            styles["sorted"] = styles["header"] + self.get_component_rich_style(
+                "slot-table--sorted"
+            )
+            styles["cursor"] = self.get_component_rich_style("slot-table--cursor")
+            for n in STYLE_NAMES:
+                styles[n] = base + self.get_component_rich_style(f"slot-table--{n}")
+            self._styles = styles
+        return self._styles
+
+    def _columns(self) -> list[tuple[Column, int, int]]:
+        width = self.size.width
+        if self._layout[0] != width:
+            self._layout = (width, layout(width))
+        return self._layout[1]
+
+    def _spark(self, row: RowValues, width: int) -> str:
+        return fmt.sparkline(self.history.get(f"slot:{row.slot_id}:activity"), width, 100.0)
+
+    def _line_key(self, index: int) -> tuple[Any, ...]:
+        key = self.order.keys[index]
+        row = self.order.rows[key]
+        trend = next((w for c, _, w in self._columns() if c.key == "trend"), 0)
+        spark = self._spark(row, trend) if trend else ""
+        return (key, row, spark, index == self.cursor, self.size.width)
+
+    def _refresh_changed_lines(self) -> None:
+        height = self.size.height
+        top = round(self.scroll_y)
+        count = len(self.order.keys)
+        for y in range(1, height):
+            index = top + y - 1
+            line_key = self._line_key(index) if index < count else ("blank",)
+            if self._shown.get(y) != line_key:
+                self.refresh(Region(0, y, self.size.width, 1))
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if y == 0:
+            return self._render_header(width)
+        index = round(self.scroll_y) + y - 1
+        if index >= len(self.order.keys):
+            self._shown[y] = ("blank",)
+            return Strip.blank(width, self._style_map()[""])
+        line_key = self._line_key(index)
+        self._shown[y] = line_key
+        key = line_key[0]
+        cached = self._strips.get(key)
+        if cached is not None and cached[0] == line_key:
+            return cached[1]
+        strip = self._render_row(line_key[1], line_key[2], line_key[3], width)
+        self._strips[key] = (line_key, strip)
+        self.row_renders += 1
+        return strip
+
+    def _render_row(self, row: RowValues, spark: str, is_cursor: bool, width: int) -> Strip:
+        styles = self._style_map()
+        cursor = styles["cursor"] if is_cursor else None
+        stale = styles["stale"] if row.stale else None
+        segments: list[Segment] = []
+        gap = Segment(" ", cursor and styles[""] + cursor)
+        for column, _, w in self._columns():
+            text, style_name = cell(column.key, row, w, spark)
+            style = styles[style_name]
+            if stale is not None:
+                style = style + stale
+            if cursor is not None:
+                style = style + cursor
+            if segments:
+                segments.append(gap)
+            segments.append(Segment(pad(text, w, column.right), style))
+        return Strip(segments).adjust_cell_length(width, cursor and styles[""] + cursor)
+
+    def _render_header(self, width: int) -> Strip:
+        header_key = (width, self.order.sort_key, self.order.reverse)
+        if self._header is not None and self._header[0] == header_key:
+            return self._header[1]
+        styles = self._style_map()
+        segments: list[Segment] = []
+        for column, _, w in self._columns():
+            sorted_here = column.key == self.order.sort_key
+            title = column.title + ((" ▼" if self.order.reverse else " ▲") if sorted_here else "")
+            if segments:
+                segments.append(Segment(" ", styles["header"]))
+            style = styles["sorted" if sorted_here else "header"]
+            segments.append(Segment(pad(title, w, column.right), style))
+        strip = Strip(segments).adjust_cell_length(width, styles["header"])
+        self._header = (header_key, strip)
+        return strip
+
+    # -- cursor and mouse ------------------------------------------------------------------
+
+    def move_cursor(self, index: int) -> None:
+        keys = self.order.keys
+        if not keys:
+            return
+        old = self.cursor
+        self.cursor = max(0, min(index, len(keys) - 1))
+        self.cursor_key = keys[self.cursor]
+        top = round(self.scroll_y)
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False)
+        elif self.cursor >= top + self.page_rows:
+            self.scroll_to(y=self.cursor - self.page_rows + 1, animate=False)
+        for i in (old, self.cursor):
+            self.refresh(Region(0, i - round(self.scroll_y) + 1, self.size.width, 1))
+
+    def action_cursor(self, step: int) -> None:
+        self.move_cursor(self.cursor + step)
+
+    def action_page(self, step: int) -> None:
+        self.move_cursor(self.cursor + step * self.page_rows)
+
+    def action_cursor_to(self, index: int) -> None:
+        self.move_cursor(index if index >= 0 else len(self.order.keys) - 1)
+
+    def action_select(self) -> None:
+        if self.cursor_key is not None:
+            self.post_message(self.Selected(self.cursor_key))
+
+    def show_page(self, page: int) -> None:
+        """Scroll so that page ``page`` of rows is in view (NOC mode cycles pages)."""
+        self.scroll_to(y=page * self.page_rows, animate=False)
+
+    def column_at(self, x: int) -> Column | None:
+        for column, cx, w in self._columns():
+            if cx <= x < cx + w + 1:
+                return column
+        return None
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y == 0:
+            column = self.column_at(event.x)
+            if column is not None:
+                same = column.key == self.order.sort_key
+                self.set_sort(column.key, not self.order.reverse if same else True)
+            return
+        index = round(self.scroll_y) + event.y - 1
+        if index < len(self.order.keys):
+            self.move_cursor(index)
+            if event.chain >= 2:
+                self.action_select()
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        column = self.column_at(event.x) if event.y == 0 else None
+        tip = column.tooltip if column else None
+        if column is not None and column.key == "activity" and self.metrics:
+            tip = f"activity % from {', '.join(sorted(self.metrics))}"
+        if tip != self.tooltip:
+            self.tooltip = tip
