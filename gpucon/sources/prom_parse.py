@@ -1,0 +1,277 @@
+"""Turn Prometheus instant-query results into fleet fragments: GPUs, slots and latency.
+
+Pure functions over the JSON the query API returns (``[{"metric": {...}, "value": [t, "v"]}]``).
+Garbage never raises: a NaN, an infinity, a value that is not a number, a series without the
+labels it needs — each is skipped and described in the returned error list, so the source can
+report itself degraded while showing everything that was good.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpucon.model.fleet import Gpu, LatencyStats, Slot, SlotKind
+from gpucon.model.ids import gpu_slot_id, mig_slot_id
+
+HOST_LABELS = ("Hostname", "hostname")
+MIB = 1024.0 * 1024.0
+MAX_ERRORS_SHOWN = 3
+
+
+@dataclass
+class Problems:
+    """Errors found while parsing, counted per kind so a garbage fleet stays one line."""
+
+    items: list[str] = field(default_factory=list)
+    count: int = 0
+
+    def add(self, text: str) -> None:
+        self.count += 1
+        if len(self.items) < MAX_ERRORS_SHOWN:
+            self.items.append(text)
+
+    def summary(self) -> str | None:
+        if not self.count:
+            return None
+        more = f" (+{self.count - len(self.items)} more)" if self.count > len(self.items) else ""
+        return "; ".join(self.items) + more
+
+
+def sample_value(series: Mapping[str, Any], family: str, problems: Problems) -> float | None:
+    """The series' value as a finite float, or None (and a problem noted)."""
+    value = series.get("value")
+    name = _labels(series).get("__name__", family)
+    try:
+        number = float(value[1])  # type: ignore[index]
+    except (TypeError, ValueError, IndexError, KeyError):
+        problems.add(f"{family}: {name} has a value that is not a number ({value!r:.40})")
+        return None
+    if not math.isfinite(number):
+        # NaN is normal for a rate over no traffic; only say so for gauges
+        if family not in _NAN_IS_NORMAL:
+            problems.add(f"{family}: {name} is {number}")
+        return None
+    return number
+
+
+_NAN_IS_NORMAL = frozenset(
+    {"latency_summary", "latency_histogram", "latency_average", "queue_time", "compute_time"}
+)
+
+
+def _labels(series: Mapping[str, Any]) -> Mapping[str, str]:
+    labels = series.get("metric")
+    return labels if isinstance(labels, Mapping) else {}
+
+
+# -- DCGM -------------------------------------------------------------------------------------
+
+
+@dataclass
+class _DcgmEntity:
+    host: str
+    gpu_index: int
+    uuid: str | None
+    gi_id: int | None
+    profile: str | None
+    model_name: str | None
+    values: dict[str, float] = field(default_factory=dict)
+    activity_metric: str | None = None
+
+
+def _entity_key(labels: Mapping[str, str], family: str, problems: Problems) -> _DcgmEntity | None:
+    name = labels.get("__name__", family)
+    host = next((labels[h] for h in HOST_LABELS if labels.get(h)), None)
+    if host is None:
+        problems.add(f"{family}: {name} has no Hostname/hostname label")
+        return None
+    try:
+        gpu_index = int(labels.get("gpu", ""))
+    except ValueError:
+        problems.add(f"{family}: {name} on {host} has no numeric gpu label")
+        return None
+    gi_text = labels.get("GPU_I_ID", "")
+    gi_id: int | None = None
+    if gi_text != "":
+        try:
+            gi_id = int(gi_text)
+        except ValueError:
+            problems.add(f"{family}: {name} on {host} gpu {gpu_index}: GPU_I_ID {gi_text!r:.20}")
+            return None
+    return _DcgmEntity(
+        host=host,
+        gpu_index=gpu_index,
+        uuid=labels.get("UUID") or None,
+        gi_id=gi_id,
+        profile=labels.get("GPU_I_PROFILE") or None,
+        model_name=labels.get("modelName") or None,
+    )
+
+
+def _memory_field(name: str) -> tuple[str, float] | None:
+    """(field, factor to MiB) for a framebuffer metric name of either DCGM generation."""
+    factor = 1.0 / MIB if "BYTES" in name else 1.0
+    for part, fld in (("USED", "fb_used"), ("FREE", "fb_free"), ("TOTAL", "fb_total")):
+        if f"FB_{part}" in name:
+            return fld, factor
+    if "FB_CAPACITY" in name:
+        return "fb_total", factor
+    return None
+
+
+def parse_dcgm(
+    results: Mapping[str, Sequence[Mapping[str, Any]]], problems: Problems
+) -> tuple[list[Gpu], list[Slot]]:
+    """GPUs and slots (MIG and whole GPU) from the DCGM families' results."""
+    entities: dict[tuple[str, int, int | None], _DcgmEntity] = {}
+    for family, series_list in results.items():
+        for series in series_list:
+            labels = _labels(series)
+            probe = _entity_key(labels, family, problems)
+            if probe is None:
+                continue
+            value = sample_value(series, family, problems)
+            if value is None:
+                continue
+            key = (probe.host, probe.gpu_index, probe.gi_id)
+            entity = entities.setdefault(key, probe)
+            name = labels.get("__name__", "")
+            if family == "fb_memory":
+                mem = _memory_field(name)
+                if mem is not None:
+                    entity.values[mem[0]] = value * mem[1]
+            else:
+                # DCGM_FI_PROF_* are ratios 0–1 in every generation
+                entity.values[family] = value * 100.0
+                if family == "gr_engine_active":
+                    entity.activity_metric = name or "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+    return _gpus(entities.values()), [_slot(e) for e in entities.values()]
+
+
+def _mem(e: _DcgmEntity) -> tuple[float | None, float | None]:
+    used, free, total = (e.values.get(k) for k in ("fb_used", "fb_free", "fb_total"))
+    if total is None and used is not None and free is not None:
+        total = used + free
+    if used is None and total is not None and free is not None:
+        used = total - free
+    return used, total
+
+
+def _slot(e: _DcgmEntity) -> Slot:
+    used, total = _mem(e)
+    mig = e.gi_id is not None
+    return Slot(
+        id=mig_slot_id(e.host, e.gpu_index, e.gi_id)
+        if e.gi_id is not None
+        else gpu_slot_id(e.host, e.gpu_index),
+        kind=SlotKind.MIG if mig else SlotKind.GPU,
+        host=e.host,
+        gpu_uuid=e.uuid,
+        gpu_index=e.gpu_index,
+        gpu_name=e.model_name,
+        profile=e.profile if mig else e.model_name,
+        gi_id=e.gi_id,
+        mem_used_mib=used,
+        mem_total_mib=total,
+        activity_pct=e.values.get("gr_engine_active"),
+        activity_metric=e.activity_metric,
+        sm_active_pct=e.values.get("sm_active"),
+        dram_active_pct=e.values.get("dram_active"),
+    )
+
+
+def _gpus(entities: Iterable[_DcgmEntity]) -> list[Gpu]:
+    by_uuid: dict[str, Gpu] = {}
+    for e in entities:
+        if e.uuid is None:
+            continue
+        mig = e.gi_id is not None
+        used, total = (None, None) if mig else _mem(e)
+        gpu = Gpu(
+            uuid=e.uuid,
+            host=e.host,
+            index=e.gpu_index,
+            name=e.model_name,
+            mem_used_mib=used,
+            mem_total_mib=total,
+            mig_enabled=True if mig else None,
+        )
+        existing = by_uuid.get(e.uuid)
+        if existing is None or (mig and existing.mig_enabled is None):
+            by_uuid[e.uuid] = gpu
+    return list(by_uuid.values())
+
+
+# -- Triton -----------------------------------------------------------------------------------
+
+
+def _latency_key(labels: Mapping[str, str]) -> str | None:
+    return labels.get("backend") or labels.get("instance") or None
+
+
+@dataclass
+class _Latency:
+    values: dict[str, float] = field(default_factory=dict)
+    reasons: dict[str, float] = field(default_factory=dict)
+
+
+QUANTILE_FIELDS = {"0.5": "p50_ms", "0.95": "p95_ms", "0.99": "p99_ms"}
+
+
+def parse_triton(
+    results: Mapping[str, Sequence[Mapping[str, Any]]], problems: Problems
+) -> list[LatencyStats]:
+    """LatencyStats per backend (``backend`` label) or scrape ``instance`` (host:port)."""
+    by_key: dict[str, _Latency] = {}
+    for family, series_list in results.items():
+        for series in series_list:
+            labels = _labels(series)
+            key = _latency_key(labels)
+            if key is None:
+                problems.add(f"{family}: a series has neither a backend nor an instance label")
+                continue
+            value = sample_value(series, family, problems)
+            if value is None:
+                continue
+            entry = by_key.setdefault(key, _Latency())
+            if family == "failures":
+                reason = labels.get("reason") or "unknown"
+                entry.reasons[reason] = entry.reasons.get(reason, 0.0) + value
+            elif family in ("latency_summary", "latency_histogram"):
+                fld = QUANTILE_FIELDS.get(labels.get("quantile", ""))
+                if fld is not None:
+                    entry.values[f"{family}:{fld}"] = value / 1000.0
+            elif family in ("latency_average", "queue_time", "compute_time"):
+                entry.values[family] = value / 1000.0
+            else:
+                entry.values[family] = value
+    return [_latency(key, entry) for key, entry in sorted(by_key.items())]
+
+
+def _latency(key: str, e: _Latency) -> LatencyStats:
+    v = e.values
+
+    def quantile(fld: str) -> float | None:
+        summary = v.get(f"latency_summary:{fld}")
+        return summary if summary is not None else v.get(f"latency_histogram:{fld}")
+
+    ok = v.get("requests")
+    failed = sum(e.reasons.values()) if e.reasons else None
+    total = (ok or 0.0) + (failed or 0.0)
+    error_rate = (failed or 0.0) / total if total > 0 and (ok is not None or failed) else None
+    return LatencyStats(
+        key=key,
+        req_per_s=ok,
+        p50_ms=quantile("p50_ms"),
+        p95_ms=quantile("p95_ms"),
+        p99_ms=quantile("p99_ms"),
+        error_rate=error_rate,
+        errors_by_reason=tuple(sorted(e.reasons.items())),
+        queue_ms=v.get("queue_time"),
+        compute_ms=v.get("compute_time"),
+        pending=v.get("pending"),
+        avg_ms=v.get("latency_average"),
+    )

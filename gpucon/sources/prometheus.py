@@ -1,0 +1,131 @@
+"""PrometheusSource: per-slice activity and memory from DCGM, latency from Triton, via PromQL.
+
+One instant query per metric family (gpucon.sources.promql), whatever the fleet size, through
+prometheus-api-client's ``custom_query`` with a timeout; the client (0.24 s to import) is
+imported inside ``read``, which the hub calls in a worker thread. The whole read shares one
+deadline of ``timeout_s``; an unreachable server ends the read at once (``down``); a family
+whose query fails or returns garbage is skipped and named in the error (``degraded``).
+Retries are off: the hub's backoff decides when to try again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpucon.model.fleet import Health
+from gpucon.model.reading import Reading, failed_reading
+from gpucon.sources.base import describe_error
+from gpucon.sources.prom_parse import Problems, parse_dcgm, parse_triton
+from gpucon.sources.promql import DCGM_FAMILIES, render_queries
+
+Results = dict[str, Sequence[Mapping[str, Any]]]
+
+
+class PrometheusSource:
+    """Reads dcgm-exporter and Triton series from one Prometheus server."""
+
+    name = "prometheus"
+
+    def __init__(
+        self,
+        url: str = "http://127.0.0.1:9090",
+        queries: Mapping[str, str] | None = None,
+        cadence_s: float = 5.0,
+        timeout_s: float = 4.0,
+        rate_window: str = "1m",
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.cadence_s = cadence_s
+        self.timeout_s = timeout_s
+        self.queries = render_queries(queries or {}, rate_window)
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def _connect(self) -> Any:
+        if self._client is None:
+            from prometheus_api_client import PrometheusConnect
+            from urllib3.util.retry import Retry
+
+            self._client = PrometheusConnect(
+                url=self.url, disable_ssl=False, retry=Retry(total=0, raise_on_status=False)
+            )
+        return self._client
+
+    def read(self) -> Reading:
+        started = time.time()
+        perf = time.perf_counter()
+        deadline = perf + self.timeout_s
+        with self._lock:
+            try:
+                client = self._connect()
+            except Exception as exc:  # the client library itself is broken or missing
+                return failed_reading(
+                    self.name, started, time.perf_counter() - perf, describe_error(exc)
+                )
+            results, failures, round_trips, fatal = self._query_all(client, deadline)
+        duration = time.perf_counter() - perf
+        if fatal is not None:
+            return Reading(
+                self.name, Health.DOWN, started, duration, fatal, round_trips=round_trips
+            )
+        problems = Problems()
+        for text in failures:
+            problems.add(text)
+        dcgm = {f: r for f, r in results.items() if f in DCGM_FAMILIES}
+        triton = {f: r for f, r in results.items() if f not in DCGM_FAMILIES}
+        gpus, slots = parse_dcgm(dcgm, problems)
+        latency = parse_triton(triton, problems)
+        error = problems.summary()
+        return Reading(
+            source=self.name,
+            health=Health.DEGRADED if error else Health.OK,
+            taken_at=started,
+            duration_s=duration,
+            error=error,
+            gpus=tuple(gpus),
+            slots=tuple(slots),
+            latency=tuple(latency),
+            round_trips=round_trips,
+        )
+
+    def _query_all(
+        self, client: Any, deadline: float
+    ) -> tuple[Results, list[str], int, str | None]:
+        """(results by family, per-family failures, queries sent, fatal error or None)."""
+        import requests
+
+        results: Results = {}
+        failures: list[str] = []
+        sent = 0
+        for family, promql in self.queries.items():
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                return (
+                    results,
+                    failures,
+                    sent,
+                    f"read timed out after {sent} queries ({self.timeout_s:.1f}s)",
+                )
+            sent += 1
+            try:
+                data = client.custom_query(promql, timeout=remaining)
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                return results, failures, sent, f"{self.url}: {describe_error(exc)}"
+            except Exception as exc:  # a bad template or a server error: skip this family
+                failures.append(f"{family}: {describe_error(exc)[:200]}")
+                continue
+            if isinstance(data, list):
+                results[family] = [s for s in data if isinstance(s, Mapping)]
+            else:
+                failures.append(f"{family}: expected a vector, got {type(data).__name__}")
+        return results, failures, sent, None
+
+    def close(self) -> None:
+        # no lock: a read in flight keeps its own reference and ends by its deadline
+        client, self._client = self._client, None
+        session = getattr(client, "_session", None)
+        if session is not None:
+            session.close()
