@@ -32,6 +32,8 @@ class ServedRequest:
     finished_at: float
     queue_us: int
     compute_us: int
+    # when the scheduler assigned it (unix seconds from Redis TIME), if it said
+    assigned_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -50,6 +52,13 @@ class TritonCounters:
 
     def fail(self, reason: str) -> None:
         self.failure[reason] = self.failure.get(reason, 0) + 1
+
+
+def _as_float(value: object) -> float | None:
+    try:
+        return float(value) if isinstance(value, str | int | float) else None
+    except ValueError:
+        return None
 
 
 def _quantile(sorted_values: list[int], q: float) -> float:
@@ -190,6 +199,7 @@ class BackendServer:
                 "finished_at": s.finished_at,
                 "queue_us": s.queue_us,
                 "compute_us": s.compute_us,
+                "assigned_at": s.assigned_at,
             }
             for s in self.served
         ]
@@ -213,6 +223,7 @@ class BackendServer:
         request_id = str(payload.get("id", ""))
         params = payload.get("parameters")
         entry_id = params.get("entry_id") if isinstance(params, dict) else None
+        assigned_at = _as_float(params.get("assigned_at")) if isinstance(params, dict) else None
         self.counters.pending += 1
         try:
             async with self._slots:
@@ -246,6 +257,7 @@ class BackendServer:
                 time.time(),
                 queue_us,
                 compute_us,
+                assigned_at,
             )
         )
         return Response.of_json(
