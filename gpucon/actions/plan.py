@@ -248,6 +248,10 @@ _STATUS_BY_CODE = {
 }
 
 
+# a refusal of bad params is reported as REFUSED once it reached the guard (exit 3)
+_CODE_BY_STATUS = {status: code for code, status in _STATUS_BY_CODE.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class StepResult:
     step: str
@@ -277,10 +281,7 @@ class Outcome:
 
     @property
     def exit_code(self) -> ExitCode:
-        for code, status in _STATUS_BY_CODE.items():
-            if status is self.status:
-                return code
-        return ExitCode.ERROR
+        return _CODE_BY_STATUS.get(self.status, ExitCode.ERROR)
 
     def to_dict(self) -> dict[str, JsonValue]:
         return {

@@ -1,0 +1,176 @@
+"""Drain and undrain through the real Redis registry: states, weights, waiting, timeout, audit."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from gpucon.actions import drain
+from gpucon.actions.audit import AuditLog, read_audit
+from gpucon.actions.guard import execute
+from gpucon.actions.plan import ExitCode, Outcome, OutcomeStatus, ProgressEvent, StepStatus
+from gpucon.actions.registry_snapshot import read_registry
+from gpucon.controls.base import Controls
+from gpucon.controls.registry import AUDIT_STREAM, RedisRegistry
+from gpucon.lab import registry_scripts as rs
+from gpucon.lab.registration import BackendRecord, register_backends
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(redis_url, decode_responses=True)
+    register_backends(
+        c,
+        [
+            BackendRecord("b1", "http://127.0.0.1:1", "m", "h/gpu0/gi1", weight=2.0),
+            BackendRecord("b2", "http://127.0.0.1:2", "m", "h/gpu0/gi2", weight=1.0),
+        ],
+    )
+    yield c
+    c.close()
+
+
+def controls_for(redis_url: str, tmp_path: Path, operator: str = "ann@h1") -> Controls:
+    registry = RedisRegistry.from_url(redis_url)
+    return Controls(registry, AuditLog(tmp_path / "audit.jsonl", registry.append_audit), operator)
+
+
+def assign(c: redis.Redis, backend: str, entry_id: str) -> None:
+    """What the reference scheduler does when it hands an entry to a backend."""
+    ok = c.eval(rs.ASSIGN_LUA, 2, rs.backend_key(backend), rs.assigned_key(backend), entry_id)
+    assert ok[0] == 1
+
+
+def answer(c: redis.Redis, backend: str, entry_id: str) -> None:
+    """What it does when the backend answered."""
+    c.eval(rs.RELEASE_LUA, 2, rs.backend_key(backend), rs.assigned_key(backend), entry_id)
+
+
+def test_drain_waits_for_inflight_and_pending_then_marks_drained(
+    client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    assign(client, "b1", "1-0")
+    assign(client, "b1", "2-0")
+    snapshot, version = read_registry(client)
+    plan = drain.plan_drain(snapshot, {"backend": "b1", "reason": "xid 79", "timeout_s": 10})
+    controls = controls_for(redis_url, tmp_path)
+    events: list[ProgressEvent] = []
+    result: list[Outcome] = []
+    worker = threading.Thread(
+        target=lambda: result.append(execute(drain.apply_drain, plan, controls, events.append))
+    )
+    worker.start()
+    deadline = time.monotonic() + 5
+    while client.hget("gpucon:backend:b1", "state") != "draining":
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    # draining: weight 0, the old weight remembered, and the scheduler can assign no new entry
+    assert client.hget("gpucon:backend:b1", "weight") == "0"
+    assert client.hget("gpucon:backend:b1", "weight_before_drain") == "2.0"
+    refused = client.eval(rs.ASSIGN_LUA, 2, rs.backend_key("b1"), rs.assigned_key("b1"), "3-0")
+    assert refused[0] == 0
+    time.sleep(0.3)
+    assert worker.is_alive()  # still waiting: two entries in flight
+    assert any(e.status is StepStatus.RUNNING and "2 in flight" in e.text for e in events)
+    answer(client, "b1", "1-0")
+    answer(client, "b1", "2-0")
+    worker.join(timeout=5)
+    outcome = result[0]
+    assert outcome.status is OutcomeStatus.OK, outcome
+    state = client.hgetall("gpucon:backend:b1")
+    assert state["state"] == "drained"
+    assert state["owner"] == "ann@h1" and state["reason"] == "xid 79"
+    assert int(client.get("gpucon:registry:version") or 0) == version + 2
+    assert client.hget("gpucon:backend:b2", "state") == "active"  # untouched
+    # the lock is gone once the action finished
+    assert client.exists("gpucon:lock:b1") == 0
+
+    # audit: intent first, then each step, then the outcome — in the file and in the stream
+    records = read_audit(tmp_path / "audit.jsonl")
+    assert [r.event for r in records] == ["intent", "step", "step", "step", "outcome"]
+    assert [r.step for r in records[1:4]] == ["draining:b1", "wait:b1", "drained:b1"]
+    assert {r.digest for r in records} == {plan.digest}
+    assert {r.operator for r in records} == {"ann@h1"}
+    assert records[-1].status == "ok"
+    stream: Any = client.xrange(AUDIT_STREAM)
+    assert [f["event"] for _, f in stream] == [r.event for r in records]
+    assert stream[0][1]["target"] == "b1"
+
+    # undrain restores the weight it had
+    snapshot, _ = read_registry(client)
+    undo = drain.plan_undrain(snapshot, {"backend": "b1"})
+    outcome2 = execute(drain.apply_undrain, undo, controls, lambda e: None)
+    assert outcome2.ok, outcome2
+    state = client.hgetall("gpucon:backend:b1")
+    assert state["state"] == "active" and float(state["weight"]) == 2.0
+    assert "weight_before_drain" not in state
+
+
+def test_drain_timeout_leaves_draining_with_owner_and_reason(
+    client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    assign(client, "b1", "1-0")  # never answered
+    snapshot, _ = read_registry(client)
+    plan = drain.plan_drain(
+        snapshot, {"backend": "b1", "reason": "bad card", "timeout_s": 0.5, "poll_s": 0.05}
+    )
+    controls = controls_for(redis_url, tmp_path, operator="bob@h2")
+    started = time.monotonic()
+    outcome = execute(drain.apply_drain, plan, controls, lambda e: None)
+    assert time.monotonic() - started < 3
+    assert outcome.status is OutcomeStatus.TIMEOUT
+    assert outcome.exit_code is ExitCode.TIMEOUT
+    assert "1 in flight, 1 pending" in outcome.message
+    assert "state=draining" in outcome.state_left
+    state = client.hgetall("gpucon:backend:b1")
+    assert state["state"] == "draining" and state["weight"] == "0"
+    assert state["owner"] == "bob@h2" and state["reason"] == "bad card"
+    records = read_audit(tmp_path / "audit.jsonl")
+    assert records[0].event == "intent"
+    assert (records[-2].step, records[-2].status) == ("wait:b1", "failed")
+    assert (records[-1].event, records[-1].status) == ("outcome", "timeout")
+    assert client.exists("gpucon:lock:b1") == 0
+
+
+def test_registry_writes_bump_the_version_and_name_the_client(
+    client: redis.Redis, redis_url: str
+) -> None:
+    registry = RedisRegistry.from_url(redis_url)
+    before = registry.version()
+    registry.begin_drain("b2", "ann@h1", "test")
+    registry.mark_state("b2", "drained", "ann@h1", "test")
+    registry.undrain("b2", "ann@h1", "test", default_weight=5.0)
+    assert registry.version() == before + 3
+    assert registry.backend("b2") is not None
+    assert float(client.hget("gpucon:backend:b2", "weight") or 0) == 1.0
+    names = [c["name"] for c in client.client_list()]
+    assert "gpucon-actions" in names
+    with pytest.raises(Exception, match="no backend named 'ghost'"):
+        registry.begin_drain("ghost", "ann@h1", "test")
+    registry.close()
+
+
+def test_audit_stream_is_capped(
+    client: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gpucon.controls.registry as registry_module
+
+    monkeypatch.setattr(registry_module, "AUDIT_MAXLEN", 10)
+    registry = RedisRegistry.from_url(redis_url)
+    for i in range(600):
+        registry.append_audit({"event": "intent", "n": i, "text": json.dumps({"i": i})})
+    # MAXLEN ~ trims whole stream nodes (100 entries each): far fewer than written remain
+    assert 10 <= client.xlen(AUDIT_STREAM) <= 200
+    newest: Any = client.xrevrange(AUDIT_STREAM, count=1)
+    newest = newest[0][1]
+    assert newest["n"] == "599"
+    registry.close()

@@ -1,0 +1,97 @@
+"""Rebalance through the real registry: all weights at once, and a stale plan is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import redis
+
+from gpucon.actions import drain, rebalance
+from gpucon.actions.audit import AuditLog, read_audit
+from gpucon.actions.guard import execute
+from gpucon.actions.plan import ExitCode, OutcomeStatus
+from gpucon.actions.registry_snapshot import read_registry
+from gpucon.controls.base import Controls
+from gpucon.controls.registry import RedisRegistry
+from gpucon.lab.registration import BackendRecord, register_backends
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def client(redis_url: str) -> redis.Redis:
+    c = redis.Redis.from_url(redis_url, decode_responses=True)
+    register_backends(
+        c,
+        [
+            BackendRecord("b1", "http://127.0.0.1:1", "m", "h/gpu0/gi1", weight=1.0),
+            BackendRecord("b2", "http://127.0.0.1:2", "m", "h/gpu0/gi2", weight=1.0),
+            BackendRecord("b3", "http://127.0.0.1:3", "m", "h/gpu1", weight=1.0),
+        ],
+    )
+    return c
+
+
+def controls_for(redis_url: str, tmp_path: Path) -> Controls:
+    registry = RedisRegistry.from_url(redis_url)
+    return Controls(registry, AuditLog(tmp_path / "audit.jsonl", registry.append_audit), "ann@h1")
+
+
+def weights(c: redis.Redis) -> dict[str, float]:
+    return {n: float(c.hget(f"gpucon:backend:{n}", "weight") or "nan") for n in ("b1", "b2", "b3")}
+
+
+def test_rebalance_applies_all_weights_in_one_version(
+    client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    snapshot, version = read_registry(client)
+    plan = rebalance.plan_rebalance(
+        snapshot, {"weights": {"b1": 3.0, "b2": 0.5}, "registry_version": version}
+    )
+    outcome = execute(rebalance.apply_rebalance, plan, controls_for(redis_url, tmp_path), print)
+    assert outcome.ok, outcome
+    assert weights(client) == {"b1": 3.0, "b2": 0.5, "b3": 1.0}
+    assert int(client.get("gpucon:registry:version") or 0) == version + 1
+    assert outcome.details["registry_version"] == version + 1
+
+
+def test_stale_rebalance_plan_is_refused_and_changes_nothing(
+    client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    snapshot, version = read_registry(client)
+    stale = rebalance.plan_rebalance(
+        snapshot, {"weights": {"b1": 4.0, "b3": 0.25}, "registry_version": version}
+    )
+    # a colleague drains b2 after the plan was made
+    controls = controls_for(redis_url, tmp_path)
+    fresh_snapshot, _ = read_registry(client)
+    other = drain.plan_drain(fresh_snapshot, {"backend": "b2", "timeout_s": 5})
+    assert execute(drain.apply_drain, other, controls, lambda e: None).ok
+    before = weights(client)
+    outcome = execute(rebalance.apply_rebalance, stale, controls, lambda e: None)
+    assert outcome.status is OutcomeStatus.REFUSED
+    assert outcome.exit_code is ExitCode.REFUSED
+    assert f"made at registry version {version}" in outcome.message
+    assert "plan again" in outcome.message
+    assert weights(client) == before  # nothing written
+    log = read_audit(tmp_path / "audit.jsonl")
+    assert [(r.event, r.status) for r in log[-3:]] == [
+        ("intent", ""),
+        ("step", "failed"),
+        ("outcome", "refused"),
+    ]
+
+
+def test_rebalance_to_an_unknown_backend_is_refused_by_the_registry(
+    client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    snapshot, version = read_registry(client)
+    plan = rebalance.plan_rebalance(snapshot, {"weights": {"b1": 2.0}, "registry_version": version})
+    client.delete("gpucon:backend:b1")  # removed behind our back, without a version bump
+    registry = RedisRegistry.from_url(redis_url)
+    with pytest.raises(Exception, match=r"weights\.b1: no backend named 'b1'"):
+        registry.set_weights({"b1": 2.0}, version, "ann@h1", "test")
+    outcome = execute(rebalance.apply_rebalance, plan, controls_for(redis_url, tmp_path), print)
+    assert outcome.status is OutcomeStatus.REFUSED
+    assert client.exists("gpucon:backend:b1") == 0
