@@ -1,0 +1,177 @@
+"""The registry control over the simulated fleet: the same actions move the demo's traffic.
+
+``SimRegistry`` speaks the ``RegistryControl`` protocol to a ``gpucon.sim.fleet.SimFleet``
+(its ``set_backend_state``, ``set_weights``, ``backend``, ``backend_names``,
+``registry_version`` and ``pending_for``). What Redis keeps beside the backends — the weight
+before a drain, the per-target locks — lives here, in one store per fleet object shared by every
+SimRegistry of that fleet, so two consoles on one simulated fleet contend as they would on Redis.
+``build_sim_controls`` refuses in read-only mode, like ``build_controls``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpucon.actions.plan import BadParams, JsonValue, LockHeld, StalePlan
+from gpucon.controls.base import (
+    BackendRecord,
+    Controls,
+    LockLease,
+    default_operator,
+    refuse_if_read_only,
+)
+
+
+@dataclass
+class _FleetStore:
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    weight_before_drain: dict[str, float] = field(default_factory=dict)
+    # target -> (lease, expires_at)
+    locks: dict[str, tuple[LockLease, float]] = field(default_factory=dict)
+
+
+_STORES: weakref.WeakKeyDictionary[Any, _FleetStore] = weakref.WeakKeyDictionary()
+_STORES_LOCK = threading.Lock()
+
+
+def _store_for(fleet: Any) -> _FleetStore:
+    with _STORES_LOCK:
+        store = _STORES.get(fleet)
+        if store is None:
+            store = _STORES[fleet] = _FleetStore()
+        return store
+
+
+class SimRegistry:
+    """RegistryControl over a SimFleet."""
+
+    def __init__(self, fleet: Any, clock: Callable[[], float] = time.time) -> None:
+        self.fleet = fleet
+        self.clock = clock
+        self._store = _store_for(fleet)
+
+    def version(self) -> int:
+        return int(self.fleet.registry_version())
+
+    def _backend_or_fail(self, name: str) -> Any:
+        backend = self.fleet.backend(name)
+        if backend is None:
+            raise BadParams("backend", f"no backend named {name!r} in the simulated fleet")
+        return backend
+
+    def backend(self, name: str) -> BackendRecord | None:
+        b = self.fleet.backend(name)
+        if b is None:
+            return None
+        return BackendRecord(
+            name=name,
+            state=str(b.state),
+            weight=b.weight,
+            inflight=b.inflight,
+            owner=b.owner,
+            reason=b.reason,
+            weight_before_drain=self._store.weight_before_drain.get(name),
+        )
+
+    def backend_names(self) -> tuple[str, ...]:
+        return tuple(sorted(self.fleet.backend_names()))
+
+    def pending_for(self, name: str) -> int:
+        return int(self.fleet.pending_for(name))
+
+    def begin_drain(self, name: str, owner: str, reason: str) -> float | None:
+        with self._store.lock:
+            b = self._backend_or_fail(name)
+            before = self._store.weight_before_drain.get(name)
+            if str(b.state) not in ("draining", "drained") or before is None:
+                before = b.weight
+            if before is not None:
+                self._store.weight_before_drain[name] = float(before)
+            self.fleet.set_weights({name: 0.0})
+            self.fleet.set_backend_state(name, "draining", owner, reason)
+            return None if before is None else float(before)
+
+    def mark_state(self, name: str, state: str, owner: str, reason: str) -> None:
+        with self._store.lock:
+            self._backend_or_fail(name)
+            self.fleet.set_backend_state(name, state, owner, reason)
+
+    def undrain(self, name: str, owner: str, reason: str, default_weight: float) -> float:
+        with self._store.lock:
+            self._backend_or_fail(name)
+            weight = self._store.weight_before_drain.pop(name, default_weight)
+            self.fleet.set_weights({name: weight})
+            self.fleet.set_backend_state(name, "active", owner, reason)
+            return weight
+
+    def set_weights(
+        self, weights: Mapping[str, float], expected_version: int | None, owner: str, reason: str
+    ) -> int:
+        with self._store.lock:
+            current = self.version()
+            if expected_version is not None and current != expected_version:
+                raise StalePlan(expected_version, current)
+            for name in weights:
+                if self.fleet.backend(name) is None:
+                    raise BadParams(f"weights.{name}", f"no backend named {name!r}")
+            self.fleet.set_weights({n: float(w) for n, w in weights.items()})
+            return self.version()
+
+    def acquire_lock(self, target: str, holder: str, action: str, ttl_s: float) -> LockLease:
+        with self._store.lock:
+            now = self.clock()
+            held = self._store.locks.get(target)
+            if held is not None and held[1] > now:
+                lease = held[0]
+                raise LockHeld(target, lease.holder, lease.since, lease.action)
+            lease = LockLease(target, uuid.uuid4().hex, holder, now, action)
+            self._store.locks[target] = (lease, now + ttl_s)
+            return lease
+
+    def renew_lock(self, lease: LockLease, ttl_s: float) -> bool:
+        with self._store.lock:
+            held = self._store.locks.get(lease.target)
+            if held is None or held[0].token != lease.token or held[1] <= self.clock():
+                return False
+            self._store.locks[lease.target] = (held[0], self.clock() + ttl_s)
+            return True
+
+    def release_lock(self, lease: LockLease) -> bool:
+        with self._store.lock:
+            held = self._store.locks.get(lease.target)
+            if held is None or held[0].token != lease.token:
+                return False
+            del self._store.locks[lease.target]
+            return True
+
+    def append_audit(self, record: Mapping[str, JsonValue]) -> None:
+        """The simulator has no audit stream; the JSONL file keeps the record."""
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+def build_sim_controls(
+    fleet: Any,
+    *,
+    read_only: bool,
+    audit_path: Path | None = None,
+    operator: str | None = None,
+) -> Controls:
+    """Controls that steer the simulated fleet; raises ReadOnlyError when ``read_only``."""
+    refuse_if_read_only(read_only)
+    from gpucon.actions.audit import AuditLog
+    from gpucon.config import default_state_dir
+
+    return Controls(
+        registry=SimRegistry(fleet),
+        audit=AuditLog(audit_path or default_state_dir() / "audit.jsonl"),
+        operator=operator or default_operator(),
+    )
