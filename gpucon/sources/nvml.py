@@ -30,8 +30,6 @@ from gpucon.model.ids import gpu_slot_id, mig_slot_id
 from gpucon.model.reading import Reading, failed_reading
 from gpucon.sources.base import describe_error
 from gpucon.sources.nvml_calls import (
-    ERROR_GPU_IS_LOST,
-    ERROR_INVALID_ARGUMENT,
     ERROR_UNINITIALIZED,
     Garbage,
     NvmlCallError,
@@ -245,21 +243,21 @@ class NvmlSource:
     def _mig_slot(self, static: GpuStatic, mig: MigDevice, state: _ReadState) -> Slot:
         garbage = state.garbage
         what = f"gpu{static.index}/gi{mig.gi_id}"
+        activity, metric = None, None
         try:
             used, total = self._memory(mig.handle, garbage, what)
             processes = self._processes(mig.handle, garbage)
+            if static.gpm_supported:
+                key = (static.uuid, mig.gi_id)
+                found = self._gpm.activity(key, static.handle, mig.gi_id, garbage)
+                if found is not None:
+                    activity, metric = found.best()
         except NvmlCallError as exc:
-            if exc.code not in (ERROR_INVALID_ARGUMENT, ERROR_GPU_IS_LOST):
-                raise
-            # the instance went away (re-slice): refresh the layout on the next read
+            # e.g. the instance went away in a re-slice: this slot is unknown, the others stay,
+            # and the layout is read again on the next read
             state.errors.append(f"{what}: {exc}")
-            self.invalidate()
+            self._after_call_error(exc)
             used, total, processes = None, None, ()
-        activity, metric = None, None
-        if static.gpm_supported:
-            found = self._gpm.activity((static.uuid, mig.gi_id), static.handle, mig.gi_id, garbage)
-            if found is not None:
-                activity, metric = found.best()
         return Slot(
             id=mig_slot_id(self.host, static.index, mig.gi_id),
             kind=SlotKind.MIG,

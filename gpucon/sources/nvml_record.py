@@ -71,7 +71,9 @@ class RecordingNvml:
 
     # --- labels -------------------------------------------------------------------------
     def _label(self, handle: Any) -> str:
-        address = pointer_address(handle) or 0
+        address = pointer_address(handle)
+        if address is None:  # not a ctypes handle (e.g. a stand-in's): keep its own label
+            return str(handle_label(handle))
         return self._labels.setdefault(address, f"handle@{len(self._labels)}")
 
     def _name_handles(self, fn: str, args: tuple[Any, ...], result: Any) -> None:
@@ -97,7 +99,7 @@ class RecordingNvml:
             return [self.encode(v) for v in value]
         if isinstance(value, ctypes._SimpleCData):
             return self.encode(value.value)
-        if isinstance(value, ctypes._Pointer):
+        if isinstance(value, ctypes._Pointer) or hasattr(value, "nvml_label"):
             return {"handle": self._label(value)}
         if isinstance(value, ctypes.Structure):
             fields = {name: self.encode(getattr(value, name)) for name, *_ in value._fields_}

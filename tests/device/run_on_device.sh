@@ -1,0 +1,54 @@
+#!/bin/bash
+# Everything the NVML/MPS work runs on the GPU machine, in one call of the device tool:
+#   bash tests/device/run_on_device.sh            (OUT=folder for results; default /tmp/out)
+# 1. MPS: raw answers of nvidia-cuda-mps-control on a private pipe dir (to check the parsers)
+# 2. record tests/fixtures/nvml/h200.json (NvmlSource over real NVML, GPU under a CUDA load)
+# 3. the gpu-marked tests (tests/device)  4. benchmarks/nvml_bench.py
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+LOG=$OUT/log.txt
+{
+  date -u; nvidia-smi; nvidia-smi -q | grep -iE "MIG|Product Name|Driver|CUDA" | head -20
+  python3 -c "import pynvml,sys; print('nvidia-ml-py', pynvml.__version__ if hasattr(pynvml,'__version__') else '?', sys.version)"
+  which nvidia-cuda-mps-control
+} >"$LOG" 2>&1
+
+# --- 1. MPS exploration -------------------------------------------------------------------
+(
+  P=/tmp/mpsx/pipe; L=/tmp/mpsx/log; mkdir -p $P $L
+  export CUDA_MPS_PIPE_DIRECTORY=$P CUDA_MPS_LOG_DIRECTORY=$L
+  mps() { echo "== $1"; echo "$1" | timeout 10 nvidia-cuda-mps-control; echo "rc=$?"; }
+  echo "== before start (no daemon)"; echo get_server_list | timeout 5 nvidia-cuda-mps-control; echo "rc=$?"
+  timeout 10 nvidia-cuda-mps-control -d; echo "start rc=$?"; sleep 0.5; ls -la $P
+  mps get_server_list; mps get_default_active_thread_percentage
+  mps "set_default_active_thread_percentage 50"; mps get_default_active_thread_percentage
+  mps "set_default_device_pinned_mem_limit 0 2G"; mps "get_default_device_pinned_mem_limit 0"
+  mkfifo /tmp/mpsx/hold
+  python3 tests/device/cuda_client.py < /tmp/mpsx/hold > /tmp/mpsx/client.txt 2>&1 &
+  exec 7>/tmp/mpsx/hold
+  for i in $(seq 50); do grep -q ready /tmp/mpsx/client.txt 2>/dev/null && break; sleep 0.2; done
+  cat /tmp/mpsx/client.txt
+  mps get_server_list
+  SP=$(echo get_server_list | timeout 10 nvidia-cuda-mps-control | head -1)
+  mps "get_active_thread_percentage $SP"; mps get_device_client_list
+  exec 7>&-; wait
+  mps quit; sleep 1; ls -la $P; pgrep -a nvidia-cuda-mps
+  echo "== after quit"; echo get_server_list | timeout 5 nvidia-cuda-mps-control; echo "rc=$?"
+  echo "== control.log"; cat $L/control.log
+) >"$OUT/mps_explore.txt" 2>&1
+
+# --- 2. recording under load --------------------------------------------------------------
+python3 tests/device/cuda_load.py 14 >/tmp/load.txt 2>&1 &
+LOADPID=$!
+for i in $(seq 100); do grep -q ready /tmp/load.txt 2>/dev/null && break; sleep 0.1; done
+python3 -m gpucon.sources.nvml_record "$OUT/h200.json" --reads 6 --interval 1.0 >>"$LOG" 2>&1
+echo "record rc=$?" >>"$LOG"; cat /tmp/load.txt >>"$LOG"; wait $LOADPID
+
+# --- 3. gpu-marked tests ------------------------------------------------------------------
+timeout 240 python3 -m pytest tests/device -v -rA -p no:cacheprovider -o addopts="" \
+  >"$OUT/gpu_tests.txt" 2>&1
+echo "pytest rc=$?" >>"$LOG"
+
+# --- 4. benchmark ---------------------------------------------------------------------------
+timeout 180 python3 benchmarks/nvml_bench.py "$OUT/nvml_bench.json" >"$OUT/nvml_bench.md" 2>&1
+echo "bench rc=$?" >>"$LOG"; date -u >>"$LOG"
