@@ -15,29 +15,10 @@ from typing import Any
 
 from gpucon.model.fleet import Gpu, LatencyStats, Slot, SlotKind
 from gpucon.model.ids import gpu_slot_id, mig_slot_id
+from gpucon.sources.problems import Problems
 
 HOST_LABELS = ("Hostname", "hostname")
 MIB = 1024.0 * 1024.0
-MAX_ERRORS_SHOWN = 3
-
-
-@dataclass
-class Problems:
-    """Errors found while parsing, counted per kind so a garbage fleet stays one line."""
-
-    items: list[str] = field(default_factory=list)
-    count: int = 0
-
-    def add(self, text: str) -> None:
-        self.count += 1
-        if len(self.items) < MAX_ERRORS_SHOWN:
-            self.items.append(text)
-
-    def summary(self) -> str | None:
-        if not self.count:
-            return None
-        more = f" (+{self.count - len(self.items)} more)" if self.count > len(self.items) else ""
-        return "; ".join(self.items) + more
 
 
 def sample_value(series: Mapping[str, Any], family: str, problems: Problems) -> float | None:

@@ -18,7 +18,8 @@ from typing import Any
 from gpucon.model.fleet import Health
 from gpucon.model.reading import Reading, failed_reading
 from gpucon.sources.base import describe_error
-from gpucon.sources.prom_parse import Problems, parse_dcgm, parse_triton
+from gpucon.sources.problems import Problems
+from gpucon.sources.prom_parse import parse_dcgm, parse_triton
 from gpucon.sources.promql import DCGM_FAMILIES, render_queries
 
 Results = dict[str, Sequence[Mapping[str, Any]]]
