@@ -1,0 +1,457 @@
+"""Kubernetes source: GPU nodes and the pods that request MIG or GPU resources — list, then watch.
+
+Two background threads (nodes, pods) each LIST once, then WATCH from the list's resourceVersion
+(``timeout_seconds`` per watch request; a stream that ends is resumed from the last version seen,
+without a new LIST). A 410 Gone (resourceVersion too old) re-lists at once; any other error marks
+the source degraded with the error, waits with exponential backoff and re-lists. ``read()`` only
+copies the in-memory cache, so it answers at once and makes no round trip in steady state
+(``Reading.round_trips`` counts the LIST/WATCH requests started since the previous read).
+
+What is read, from raw JSON (the client's models are skipped: faster, and garbage-tolerant):
+- nodes → ``NodeInfo``: labels ``nvidia.com/mig.config`` and ``nvidia.com/mig.config.state``,
+  allocatable ``nvidia.com/gpu`` and ``nvidia.com/mig-*``, cordon (``spec.unschedulable``), and
+  the GPU pods on the node (``gpu_pods``, as ``namespace/name``);
+- pods whose containers request or limit ``nvidia.com/gpu`` or ``nvidia.com/mig-*``. gpucon's
+  convention maps them into the fleet:
+  - label ``gpucon.io/backend: NAME`` → a ``Backend`` fragment (pod, node) for backend NAME;
+  - annotation ``gpucon.io/slot: SLOT_ID`` (``host/gpu0/gi3``, ``host/gpu1`` or ``vm:NAME``) →
+    a ``Slot`` fragment (pod, node, MIG profile from the request) and the backend's ``slot_id``.
+  Pod-IP matching against backend urls is not done here (the source does not see the registry).
+
+The ``kubernetes`` package costs ~0.15–0.6 s to import: it is imported in the watch threads, never
+before the first frame. The client is configured from a kubeconfig (or in-cluster config).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpucon.model.fleet import Backend, Health, NodeInfo, Slot, SlotKind
+from gpucon.model.ids import parse_slot_id
+from gpucon.model.reading import Reading
+from gpucon.sources.base import describe_error
+
+GPU_RESOURCE = "nvidia.com/gpu"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
+BACKEND_LABEL = "gpucon.io/backend"
+SLOT_ANNOTATION = "gpucon.io/slot"
+_ERRNO_TEXT = re.compile(r"\[Errno -?\d+\] ([^\"')]+)")
+
+
+def api_client_from_config(kubeconfig: str | None, context: str | None) -> Any:
+    """An official ``kubernetes`` ApiClient: from ``kubeconfig`` (or the default one), or the
+    in-cluster service account when no kubeconfig is named and one is mounted."""
+    from kubernetes import config
+
+    if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        from kubernetes import client
+
+        return client.ApiClient()
+    return config.new_client_from_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
+
+
+def describe_api_error(exc: BaseException) -> str:
+    """An API error as ``HTTP 429 TooManyRequests: <the API's message>``; others as usual."""
+    status = getattr(exc, "status", None)
+    body = getattr(exc, "body", None)
+    if isinstance(status, int) and status > 0:
+        reason = getattr(exc, "reason", None) or ""
+        message = ""
+        if body:
+            try:
+                parsed = json.loads(body)
+                reason = parsed.get("reason") or reason
+                message = parsed.get("message") or ""
+            except (ValueError, AttributeError):
+                message = str(body)[:200]
+        return f"HTTP {status} {reason}: {message}" if message else f"HTTP {status} {reason}"
+    if type(exc).__module__.startswith("urllib3"):
+        # "Max retries exceeded ... (Caused by NewConnectionError(... [Errno 111] Connection
+        # refused))" says less, at length, than "cannot reach 127.0.0.1:6443: Connection refused"
+        errno_text = _ERRNO_TEXT.search(str(exc))
+        pool = getattr(exc, "pool", None)
+        where = f"{pool.host}:{pool.port}" if pool is not None else "the API server"
+        what = errno_text.group(1) if errno_text else type(getattr(exc, "reason", exc)).__name__
+        return f"cannot reach {where}: {what}"
+    return describe_error(exc)
+
+
+def _gpu_requests(pod: dict[str, Any]) -> dict[str, str]:
+    """GPU and MIG resources the pod's containers request (or limit), by resource name."""
+    found: dict[str, str] = {}
+    spec = pod.get("spec") or {}
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        resources = (container or {}).get("resources") or {}
+        for kind in ("limits", "requests"):
+            for name, qty in (resources.get(kind) or {}).items():
+                if name == GPU_RESOURCE or str(name).startswith(MIG_RESOURCE_PREFIX):
+                    found[str(name)] = str(qty)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPod:
+    """What the source keeps of one pod that requests GPU or MIG resources."""
+
+    namespace: str
+    name: str
+    node: str | None
+    ip: str | None
+    phase: str | None
+    requests: tuple[tuple[str, str], ...]
+    backend: str | None
+    slot_id: str | None
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def mig_profile(self) -> str | None:
+        for name, _ in self.requests:
+            if name.startswith(MIG_RESOURCE_PREFIX):
+                return name[len(MIG_RESOURCE_PREFIX) :]
+        return None
+
+
+def gpu_pod(obj: dict[str, Any]) -> GpuPod | None:
+    """The GpuPod of a raw pod object, or None when it requests no GPU or MIG resource."""
+    requests = _gpu_requests(obj)
+    if not requests:
+        return None
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    slot_id = (meta.get("annotations") or {}).get(SLOT_ANNOTATION)
+    if slot_id is not None:
+        try:
+            parse_slot_id(str(slot_id))
+        except ValueError:
+            slot_id = None  # a malformed annotation maps the pod to no slot
+    backend = (meta.get("labels") or {}).get(BACKEND_LABEL)
+    return GpuPod(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or "?"),
+        node=(obj.get("spec") or {}).get("nodeName"),
+        ip=status.get("podIP"),
+        phase=status.get("phase"),
+        requests=tuple(sorted(requests.items())),
+        backend=str(backend) if backend else None,
+        slot_id=str(slot_id) if slot_id else None,
+    )
+
+
+def node_info(obj: dict[str, Any]) -> NodeInfo | None:
+    """The NodeInfo of a raw node object, or None for a node without GPUs."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    allocatable = (obj.get("status") or {}).get("allocatable") or {}
+    has_gpus = MIG_CONFIG_LABEL in labels or any(
+        k == GPU_RESOURCE or str(k).startswith(MIG_RESOURCE_PREFIX) for k in allocatable
+    )
+    if not has_gpus:
+        return None
+    return NodeInfo(
+        name=str(meta.get("name") or "?"),
+        mig_config=labels.get(MIG_CONFIG_LABEL),
+        mig_config_state=labels.get(MIG_CONFIG_STATE_LABEL),
+        unschedulable=bool((obj.get("spec") or {}).get("unschedulable")),
+        allocatable=tuple(
+            (str(k), str(v))
+            for k, v in sorted(allocatable.items())
+            if k == GPU_RESOURCE or str(k).startswith(MIG_RESOURCE_PREFIX)
+        ),
+    )
+
+
+def pod_fragments(pods: list[GpuPod]) -> tuple[tuple[Backend, ...], tuple[Slot, ...]]:
+    """Backend and Slot fragments for pods that follow the gpucon label/annotation convention."""
+    backends: list[Backend] = []
+    slots: list[Slot] = []
+    for pod in pods:
+        if pod.backend:
+            backends.append(Backend(pod.backend, slot_id=pod.slot_id, pod=pod.ref, node=pod.node))
+        if pod.slot_id:
+            parsed = parse_slot_id(pod.slot_id)
+            slots.append(
+                Slot(
+                    id=pod.slot_id,
+                    kind=SlotKind(parsed.kind),
+                    host=parsed.host,
+                    gpu_index=parsed.gpu_index,
+                    gi_id=parsed.gi_id,
+                    profile=pod.mig_profile,
+                    pod=pod.ref,
+                    node=pod.node,
+                )
+            )
+    return tuple(backends), tuple(slots)
+
+
+class _Watched:
+    """One resource kept in memory by LIST then WATCH in a background thread."""
+
+    def __init__(
+        self,
+        what: str,
+        list_fn: Callable[..., Any],
+        parse: Callable[[dict[str, Any]], Any],
+        key: Callable[[dict[str, Any]], str],
+        source: KubeSource,
+    ) -> None:
+        self.what = what
+        self._list_fn = list_fn
+        self._parse = parse
+        self._key = key
+        self._source = source
+        self.items: dict[str, Any] = {}
+        self.resource_version: str | None = None
+        self.synced = threading.Event()
+        self.first_list_done = threading.Event()  # the first LIST answered, or failed
+        self.error: str | None = None
+        self.requests = 0  # LIST and WATCH requests started
+        self.lists = 0
+        self._watch: Any = None
+        self.thread = threading.Thread(target=self._run, name=f"gpucon-kube-{what}", daemon=True)
+
+    def _apply(self, kind: str, obj: dict[str, Any]) -> None:
+        key = self._key(obj)
+        parsed = None if kind == "DELETED" else self._parse(obj)
+        with self._source._lock:
+            if parsed is None:
+                self.items.pop(key, None)
+            else:
+                self.items[key] = parsed
+            self._source._version += 1
+
+    def _list(self) -> None:
+        src = self._source
+        self.requests += 1
+        self.lists += 1
+        resp = self._list_fn(_preload_content=False, _request_timeout=src.timeout_s)
+        try:
+            status = int(resp.status)
+            data = resp.data
+        finally:
+            resp.release_conn()
+        if not 200 <= status < 300:
+            from kubernetes.client import ApiException
+
+            raise ApiException(status=status, reason="list failed", body=data)
+        body = json.loads(data)
+        items = {}
+        for obj in body.get("items") or []:
+            parsed = self._parse(obj)
+            if parsed is not None:
+                items[self._key(obj)] = parsed
+        with src._lock:
+            self.items = items
+            self.resource_version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+            self.error = None
+            src._version += 1
+        self.synced.set()
+        self.first_list_done.set()
+
+    def _watch_once(self) -> None:
+        from kubernetes import watch
+
+        src = self._source
+        self._watch = watch.Watch()  # type: ignore[no-untyped-call]
+        if src._stop.is_set():  # closed while this thread was between requests
+            return
+        self.requests += 1
+        stream = self._watch.stream(
+            lambda **kw: self._list_fn(**kw),
+            resource_version=self.resource_version,
+            timeout_seconds=int(src.watch_timeout_s),
+            _request_timeout=(src.timeout_s, src.watch_timeout_s + src.timeout_s),
+        )
+        for event in stream:
+            obj = event.get("raw_object")
+            if not isinstance(obj, dict):
+                continue
+            version = (obj.get("metadata") or {}).get("resourceVersion")
+            if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                self._apply(str(event["type"]), obj)
+            if version:
+                self.resource_version = str(version)
+            if self.error is not None:
+                self.error = None  # events flow again
+
+    def _run(self) -> None:
+        src = self._source
+        failures = 0
+        need_list = True
+        while not src._stop.is_set():
+            try:
+                if need_list:
+                    self._list()
+                    need_list = False
+                    failures = 0
+                self._watch_once()
+            except Exception as exc:
+                if src._stop.is_set():
+                    break
+                if getattr(exc, "status", None) == 410:
+                    need_list = True  # our resourceVersion is too old: re-list now
+                    continue
+                failures += 1
+                delay = min(src.backoff_max_s, src.backoff_s * 2 ** (failures - 1))
+                self.error = f"{self.what}: {describe_api_error(exc)} (retry in {delay:.0f}s)"
+                self.first_list_done.set()
+                need_list = True
+                src._stop.wait(delay)
+
+    def stop(self) -> None:
+        w = self._watch
+        if w is not None:
+            w.stop()
+
+
+class KubeSource:
+    """GPU nodes and GPU pods of one cluster, kept current by watches."""
+
+    name = "kube"
+
+    def __init__(
+        self,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        namespace: str | None = None,
+        timeout_s: float = 5.0,
+        *,
+        cadence_s: float = 1.0,
+        watch_timeout_s: float = 300.0,
+        backoff_s: float = 1.0,
+        backoff_max_s: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.context = context
+        self.namespace = namespace
+        self.timeout_s = timeout_s
+        self.cadence_s = cadence_s
+        self.watch_timeout_s = watch_timeout_s
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._version = 0
+        self._watched: tuple[_Watched, ...] = ()
+        self._start_error: str | None = None
+        self._requests_reported = 0
+        self._built: tuple[int, tuple[NodeInfo, ...], tuple[Backend, ...], tuple[Slot, ...]] = (
+            -1,
+            (),
+            (),
+            (),
+        )
+
+    def _start(self) -> None:
+        from kubernetes import client
+
+        api = client.CoreV1Api(api_client_from_config(self.kubeconfig, self.context))
+        if self.namespace is None:
+            list_pods: Callable[..., Any] = api.list_pod_for_all_namespaces
+        else:
+            namespace = self.namespace
+
+            def list_pods(**kw: Any) -> Any:
+                return api.list_namespaced_pod(namespace, **kw)
+
+        def key(obj: dict[str, Any]) -> str:
+            meta = obj.get("metadata") or {}
+            return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+        self._watched = (
+            _Watched("nodes", api.list_node, node_info, key, self),
+            _Watched("pods", list_pods, gpu_pod, key, self),
+        )
+        for w in self._watched:
+            w.thread.start()
+
+    def read(self) -> Reading:
+        started = self._clock()
+        perf = time.perf_counter()
+        if not self._watched and not self._stop.is_set():
+            try:
+                self._start()
+                self._start_error = None
+            except Exception as exc:  # a bad kubeconfig: say so, try again next read
+                self._start_error = f"kubeconfig: {describe_error(exc)}"
+        if self._start_error is not None:
+            return self._reading(started, perf, Health.DOWN, self._start_error)
+        deadline = time.monotonic() + self.timeout_s
+        for w in self._watched:  # only the first read waits, for the initial LIST
+            w.first_list_done.wait(max(0.0, deadline - time.monotonic()))
+        errors = [w.error for w in self._watched if w.error]
+        if not all(w.synced.is_set() for w in self._watched):
+            unsynced = [w.what for w in self._watched if not w.synced.is_set()]
+            detail = "; ".join(errors) or f"no answer in {self.timeout_s:.0f}s"
+            return self._reading(
+                started, perf, Health.DOWN, f"initial list of {', '.join(unsynced)}: {detail}"
+            )
+        health = Health.DEGRADED if errors else Health.OK
+        return self._reading(started, perf, health, "; ".join(errors) or None)
+
+    def _reading(self, started: float, perf: float, health: Health, error: str | None) -> Reading:
+        nodes, backends, slots = self._fleet() if health is not Health.DOWN else ((), (), ())
+        requests = sum(w.requests for w in self._watched)
+        trips, self._requests_reported = requests - self._requests_reported, requests
+        return Reading(
+            source=self.name,
+            health=health,
+            taken_at=started,
+            duration_s=time.perf_counter() - perf,
+            error=error,
+            nodes=nodes,
+            backends=backends,
+            slots=slots,
+            round_trips=trips,
+        )
+
+    def _fleet(self) -> tuple[tuple[NodeInfo, ...], tuple[Backend, ...], tuple[Slot, ...]]:
+        """The cache as fleet fragments, rebuilt only when a watch event changed it."""
+        with self._lock:
+            if self._built[0] == self._version:
+                return self._built[1:]
+            version = self._version
+            node_items = dict(self._watched[0].items)
+            pods: list[GpuPod] = sorted(self._watched[1].items.values(), key=lambda p: p.ref)
+        by_node: dict[str, list[str]] = {}
+        for pod in pods:
+            if pod.node:
+                by_node.setdefault(pod.node, []).append(pod.ref)
+        nodes = tuple(
+            NodeInfo(
+                n.name,
+                n.mig_config,
+                n.mig_config_state,
+                n.unschedulable,
+                n.allocatable,
+                tuple(by_node.get(n.name, ())),
+            )
+            for _, n in sorted(node_items.items())
+        )
+        backends, slots = pod_fragments(pods)
+        self._built = (version, nodes, backends, slots)
+        return nodes, backends, slots
+
+    def close(self) -> None:
+        """Stop the watches; a watch request still being opened is stopped once it is open."""
+        self._stop.set()
+        deadline = time.monotonic() + 2.0
+        for w in self._watched:
+            while w.thread.is_alive() and time.monotonic() < deadline:
+                w.stop()
+                w.thread.join(timeout=0.05)

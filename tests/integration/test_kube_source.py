@@ -1,0 +1,272 @@
+"""KubeSource (official client) against the stand-in Kubernetes API server: list, then watch."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gpucon.model.fleet import Health, SlotKind
+from gpucon.model.reading import Reading
+from gpucon.sources.base import Source
+from gpucon.sources.kube import KubeSource
+from tests.helpers.kube_standin import KubeStandIn, RecordedRequest
+from tests.helpers.servers import free_port, wait_until
+
+pytestmark = pytest.mark.integration
+
+MIG = "nvidia.com/mig-3g.40gb"
+
+
+def populate(standin: KubeStandIn) -> None:
+    """Two GPU nodes, a CPU node, GPU pods following the gpucon convention and others."""
+    standin.add_node(
+        "gpu-a",
+        labels={"nvidia.com/mig.config": "all-3g.40gb", "nvidia.com/mig.config.state": "success"},
+        allocatable={MIG: "2", "cpu": "64", "memory": "512Gi"},
+    )
+    standin.add_node("gpu-b", allocatable={"nvidia.com/gpu": "8"}, unschedulable=True)
+    standin.add_node("cpu-a", allocatable={"cpu": "32"})
+    standin.add_pod(
+        "ml",
+        "llm-a-0",
+        "gpu-a",
+        {MIG: "1"},
+        labels={"gpucon.io/backend": "llm-a", "app": "llm"},
+        annotations={"gpucon.io/slot": "gpu-a/gpu0/gi1"},
+        pod_ip="10.1.0.5",
+    )
+    standin.add_pod("ml", "batch-0", "gpu-b", {"nvidia.com/gpu": "2"}, labels={"app": "batch"})
+    standin.add_pod("web", "frontend-0", "cpu-a", {"cpu": "1"})
+
+
+@pytest.fixture
+def standin() -> Iterator[KubeStandIn]:
+    server = KubeStandIn().start()
+    populate(server)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def kubeconfig(standin: KubeStandIn, tmp_path: Path) -> str:
+    return str(standin.write_kubeconfig(tmp_path / "kubeconfig"))
+
+
+@pytest.fixture
+def source(kubeconfig: str) -> Iterator[KubeSource]:
+    src = KubeSource(kubeconfig=kubeconfig, timeout_s=5.0, watch_timeout_s=30.0, backoff_s=0.1)
+    yield src
+    src.close()
+
+
+def lists(standin: KubeStandIn) -> list[RecordedRequest]:
+    return [r for r in standin.recorded("GET") if not r.is_watch]
+
+
+def watches(standin: KubeStandIn) -> list[RecordedRequest]:
+    return [r for r in standin.recorded("GET") if r.is_watch]
+
+
+def read_until(
+    source: KubeSource, check: Callable[[Reading], bool], timeout_s: float = 5.0
+) -> Reading:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        reading = source.read()
+        if check(reading) or time.monotonic() > deadline:
+            return reading
+        time.sleep(0.02)
+
+
+def pod_refs(reading: Reading) -> set[str]:
+    return {p for n in reading.nodes for p in n.gpu_pods}
+
+
+def test_lists_nodes_and_gpu_pods_then_watches(source: KubeSource, standin: KubeStandIn) -> None:
+    assert isinstance(source, Source)
+    reading = source.read()
+    assert reading.health is Health.OK, reading.error
+    nodes = {n.name: n for n in reading.nodes}
+    assert set(nodes) == {"gpu-a", "gpu-b"}  # the CPU node is not a GPU node
+    assert nodes["gpu-a"].mig_config == "all-3g.40gb"
+    assert nodes["gpu-a"].mig_config_state == "success"
+    assert nodes["gpu-a"].allocatable == ((MIG, "2"),)
+    assert nodes["gpu-a"].unschedulable is False
+    assert nodes["gpu-a"].gpu_pods == ("ml/llm-a-0",)
+    assert nodes["gpu-b"].unschedulable is True
+    assert nodes["gpu-b"].allocatable == (("nvidia.com/gpu", "8"),)
+    assert nodes["gpu-b"].gpu_pods == ("ml/batch-0",)
+
+    (backend,) = reading.backends
+    assert (backend.name, backend.pod, backend.node) == ("llm-a", "ml/llm-a-0", "gpu-a")
+    assert backend.slot_id == "gpu-a/gpu0/gi1"
+    (slot,) = reading.slots
+    assert slot.id == "gpu-a/gpu0/gi1" and slot.kind is SlotKind.MIG
+    assert (slot.host, slot.gpu_index, slot.gi_id) == ("gpu-a", 0, 1)
+    assert (slot.pod, slot.node, slot.profile) == ("ml/llm-a-0", "gpu-a", "3g.40gb")
+
+    assert sorted(r.path for r in lists(standin)) == ["/api/v1/nodes", "/api/v1/pods"]
+    wait_until(lambda: len(watches(standin)) == 2, what="the two watches")
+    watch_from = {r.path: r.query.get("resourceVersion") for r in watches(standin)}
+    assert set(watch_from) == {"/api/v1/nodes", "/api/v1/pods"}
+    assert all(v and v.isdigit() for v in watch_from.values())  # from the list's version
+    assert reading.round_trips + source.read().round_trips == 4  # two LISTs, two WATCHes
+
+
+def test_watch_events_reach_the_next_read_without_polling(
+    source: KubeSource, standin: KubeStandIn
+) -> None:
+    source.read()
+    standin.add_pod(
+        "ml",
+        "llm-b-0",
+        "gpu-a",
+        {MIG: "1"},
+        labels={"gpucon.io/backend": "llm-b"},
+        pod_ip="10.1.0.6",
+    )
+    added = read_until(source, lambda r: "ml/llm-b-0" in pod_refs(r))
+    assert "llm-b" in {b.name for b in added.backends}
+
+    standin.update_pod("ml", "llm-b-0", {"metadata": {"labels": {"gpucon.io/backend": "llm-c"}}})
+    modified = read_until(source, lambda r: "llm-c" in {b.name for b in r.backends})
+    assert {b.name for b in modified.backends} == {"llm-a", "llm-c"}
+
+    standin.delete_pod("ml", "llm-b-0")
+    deleted = read_until(source, lambda r: "ml/llm-b-0" not in pod_refs(r))
+    assert {b.name for b in deleted.backends} == {"llm-a"}
+
+    standin.update_node("gpu-a", {"spec": {"unschedulable": True}})
+    standin.update_node(
+        "gpu-a", {"metadata": {"labels": {"nvidia.com/mig.config.state": "pending"}}}
+    )
+    cordoned = read_until(source, lambda r: any(n.mig_config_state == "pending" for n in r.nodes))
+    gpu_a = next(n for n in cordoned.nodes if n.name == "gpu-a")
+    assert gpu_a.unschedulable is True
+
+    steady = [source.read() for _ in range(20)]
+    assert all(r.round_trips == 0 for r in steady)
+    assert len(lists(standin)) == 2  # still only the initial LIST of nodes and of pods
+    assert len(watches(standin)) == 2  # and the one watch of each
+
+
+def test_a_watch_that_ends_resumes_from_its_version_without_a_list(
+    source: KubeSource, standin: KubeStandIn
+) -> None:
+    source.read()
+    wait_until(lambda: len(watches(standin)) == 2, what="the two watches")
+    standin.drop_watches()
+    standin.add_pod("ml", "llm-d-0", "gpu-a", {MIG: "1"}, labels={"gpucon.io/backend": "llm-d"})
+    reading = read_until(source, lambda r: "ml/llm-d-0" in pod_refs(r))
+    assert reading.health is Health.OK
+    assert "ml/llm-d-0" in pod_refs(reading)
+    wait_until(lambda: len(watches(standin)) == 4, what="the two resumed watches")
+    assert len(lists(standin)) == 2
+    resumed = [r.query["resourceVersion"] for r in watches(standin)[2:]]
+    assert all(int(v) > 1000 for v in resumed)
+
+
+def test_410_gone_re_lists(source: KubeSource, standin: KubeStandIn) -> None:
+    source.read()
+    wait_until(lambda: len(watches(standin)) == 2, what="the two watches")
+    standin.expire_resource_versions()  # ends the watches; their versions are now too old
+    standin.add_pod("ml", "llm-e-0", "gpu-a", {MIG: "1"}, labels={"gpucon.io/backend": "llm-e"})
+    reading = read_until(source, lambda r: "llm-e" in {b.name for b in r.backends})
+    assert reading.health is Health.OK, reading.error
+    assert "llm-e" in {b.name for b in reading.backends}
+    assert sorted(r.path for r in lists(standin)) == [
+        "/api/v1/nodes",
+        "/api/v1/nodes",
+        "/api/v1/pods",
+        "/api/v1/pods",
+    ]
+
+
+def test_api_server_down_is_degraded_with_last_data_then_recovers(
+    source: KubeSource, standin: KubeStandIn, tmp_path: Path
+) -> None:
+    assert source.read().health is Health.OK
+    standin.stop()
+    down = read_until(source, lambda r: r.health is not Health.OK)
+    assert down.health is Health.DEGRADED
+    assert down.error is not None and "retry in" in down.error
+    assert {n.name for n in down.nodes} == {"gpu-a", "gpu-b"}  # the last known state, marked stale
+    t0 = time.perf_counter()
+    source.read()
+    assert time.perf_counter() - t0 < 0.5  # reading never waits on the dead server
+
+    with KubeStandIn(port=standin.port) as again:  # the API server comes back
+        populate(again)
+        again.add_pod("ml", "llm-f-0", "gpu-a", {MIG: "1"}, labels={"gpucon.io/backend": "llm-f"})
+        recovered = read_until(source, lambda r: r.health is Health.OK, timeout_s=10.0)
+        assert recovered.health is Health.OK, recovered.error
+        assert "llm-f" in {b.name for b in recovered.backends}
+        assert {r.path for r in lists(again)} == {"/api/v1/nodes", "/api/v1/pods"}
+
+
+def test_unreachable_api_server_is_down_not_an_exception(tmp_path: Path) -> None:
+    dead = KubeStandIn(port=free_port())  # never started: nothing listens there
+    path = dead.write_kubeconfig(tmp_path / "kubeconfig")
+    src = KubeSource(kubeconfig=str(path), timeout_s=1.0, backoff_s=0.1)
+    try:
+        reading = src.read()
+    finally:
+        src.close()
+    assert reading.health is Health.DOWN
+    assert reading.error is not None and "initial list" in reading.error
+    assert f"cannot reach 127.0.0.1:{dead.port}: Connection refused" in reading.error
+    assert reading.nodes == () and reading.backends == ()
+
+
+def test_missing_kubeconfig_is_down_with_the_path(tmp_path: Path) -> None:
+    src = KubeSource(kubeconfig=str(tmp_path / "nope"), timeout_s=1.0)
+    reading = src.read()
+    src.close()
+    assert reading.health is Health.DOWN
+    assert reading.error is not None and "kubeconfig" in reading.error
+
+
+def test_namespace_scoped_source_watches_only_that_namespace(
+    kubeconfig: str, standin: KubeStandIn
+) -> None:
+    standin.add_pod("other", "x-0", "gpu-a", {MIG: "1"}, labels={"gpucon.io/backend": "x"})
+    src = KubeSource(kubeconfig=kubeconfig, namespace="ml", timeout_s=5.0)
+    try:
+        reading = src.read()
+    finally:
+        src.close()
+    assert {b.name for b in reading.backends} == {"llm-a"}
+    assert {r.path for r in standin.recorded("GET")} == {
+        "/api/v1/nodes",
+        "/api/v1/namespaces/ml/pods",
+    }
+
+
+def test_malformed_slot_annotation_maps_to_no_slot(
+    source: KubeSource, standin: KubeStandIn
+) -> None:
+    standin.add_pod(
+        "ml",
+        "odd-0",
+        "gpu-a",
+        {MIG: "1"},
+        labels={"gpucon.io/backend": "odd"},
+        annotations={"gpucon.io/slot": "not a slot id\x1b[31m"},
+    )
+    reading = read_until(source, lambda r: "odd" in {b.name for b in r.backends})
+    odd = next(b for b in reading.backends if b.name == "odd")
+    assert odd.slot_id is None
+    assert {s.id for s in reading.slots} == {"gpu-a/gpu0/gi1"}
+
+
+def test_close_stops_the_watch_threads(kubeconfig: str) -> None:
+    src = KubeSource(kubeconfig=kubeconfig, timeout_s=5.0, watch_timeout_s=300.0)
+    assert src.read().health is Health.OK
+    threads = [w.thread for w in src._watched]
+    t0 = time.perf_counter()
+    src.close()
+    assert time.perf_counter() - t0 < 2.0
+    assert not any(t.is_alive() for t in threads)
