@@ -242,7 +242,12 @@ class LabStack:
             lines.append(f"backend     {b.name:<10} {b.url}  weight {b.weight:g}")
         if self.options.scheduler:
             lines.append(f"scheduler   stream {self.options.stream}, group {self.options.group}")
-        lines.append(f"prometheus  {self.prometheus_url or 'not started (binary not installed)'}")
+        if self.prometheus_url:
+            lines.append(f"prometheus  {self.prometheus_url}")
+        elif self.options.prometheus:
+            lines.append("prometheus  not started: the prometheus binary is not installed")
+        else:
+            lines.append("prometheus  not started (--no-prometheus)")
         lines.append(f"config      {self.config_path}")
         lines.append(f"logs        {self.directory}")
         return lines

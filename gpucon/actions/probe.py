@@ -1,0 +1,270 @@
+"""The load probe as an action (tier 1): plan pure, apply through the probe engine.
+
+``plan(snapshot, params)`` picks the target from the config's probe targets only (passed in
+``params["probe_targets"]``), checks count, rate, concurrency and duration against that
+target's caps (BadParams naming the field) and says what will be sent where. ``apply`` runs
+``gpucon.controls.probe`` with a progress bar's worth of events and returns the report in the
+outcome's ``details``; the report's one-line summary is a step result, so the audit log has it.
+``add_arguments``/``run`` are the ``gpucon probe`` verb (called by ``gpucon.actions.cli``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpucon.actions.plan import (
+    BadParams,
+    BlastRadius,
+    Outcome,
+    OutcomeStatus,
+    Plan,
+    Precondition,
+    Progress,
+    ProgressEvent,
+    Step,
+    StepStatus,
+    Tier,
+)
+from gpucon.config import ProbeTarget
+from gpucon.model.fleet import BackendState
+from gpucon.model.snapshot import Snapshot
+
+PROGRESS_EVERY_S = 0.1
+
+
+def _target(params: Mapping[str, Any]) -> ProbeTarget:
+    name = params.get("target")
+    targets: Sequence[ProbeTarget] = params.get("probe_targets") or ()
+    if not isinstance(name, str) or not name.strip():
+        raise BadParams("target", "which probe target? (a name from the config's probe_targets)")
+    for t in targets:
+        if t.name == name:
+            return t
+    known = ", ".join(t.name for t in targets) or "none configured"
+    raise BadParams("target", f"{name!r} is not a configured probe target (known: {known})")
+
+
+def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
+    """The probe plan; refuses unknown targets and out-of-bounds params before anything runs."""
+    from gpucon.controls.probe import check_bounds
+
+    target = _target(params)
+    bounds = check_bounds(target, dict(params))
+    via_queue = bool(params.get("via_queue", False))
+    redis_url = params.get("redis_url")
+    stream = str(params.get("stream") or "gen:queue")
+    pre: list[Precondition] = []
+    backend = snapshot.backends.get(target.name)
+    if backend is not None and not via_queue:
+        pre.append(
+            Precondition(
+                "backend", True, f"{target.name} is {backend.state} (a direct probe reaches it)"
+            )
+        )
+    active = [b.name for b in snapshot.backends.values() if b.state is BackendState.ACTIVE]
+    if via_queue:
+        pre.append(
+            Precondition(
+                "queue",
+                bool(redis_url),
+                f"the queue {stream} is configured" if redis_url else "no [redis] configured",
+            )
+        )
+        pre.append(
+            Precondition(
+                "serving",
+                bool(active),
+                f"{len(active)} active backend(s) serve the queue"
+                if active
+                else "no active backend serves the queue: every request would time out",
+            )
+        )
+    where = f"through the queue {stream}" if via_queue else f"directly to {target.url}"
+    send = (
+        f"send up to {bounds.count} requests at {bounds.rate_per_s:g}/s, at most "
+        f"{bounds.concurrency} at once, for at most {bounds.duration_s:g} s, {where} "
+        f"(model {target.model})"
+    )
+    steps = (
+        Step("probe", send),
+        Step("report", "report offered/achieved rate, p50/p90/p95/p99, errors, stability"),
+    )
+    return Plan(
+        action="probe",
+        target=target.name,
+        tier=Tier.REVERSIBLE,
+        preconditions=tuple(pre),
+        steps=steps,
+        blast_radius=BlastRadius(
+            tuple(active) if via_queue else (target.name,),
+            (backend.slot_id,) if backend is not None and backend.slot_id and not via_queue else (),
+            None,
+        ),
+        undo="nothing to undo: a probe only sends a bounded number of requests",
+        params={
+            "target": {"name": target.name, "url": target.url, "model": target.model},
+            "count": bounds.count,
+            "rate": bounds.rate_per_s,
+            "concurrency": bounds.concurrency,
+            "duration": bounds.duration_s,
+            "timeout": bounds.timeout_s,
+            "via_queue": via_queue,
+            "redis_url": redis_url if via_queue else None,
+            "stream": stream,
+        },
+        summary=f"probe {target.name}: {send}",
+        made_at=snapshot.taken_at,
+    )
+
+
+def summary_line(report: Mapping[str, Any]) -> str:
+    lat = report["latency_ms"]
+
+    def ms(key: str) -> str:
+        return "n/a" if lat.get(key) is None else f"{lat[key]:.1f}"
+
+    stable = {True: "stable", False: "NOT stable", None: "too short to judge"}[report["stable"]]
+    errors = ", ".join(f"{k}: {v}" for k, v in sorted(report["errors"].items())) or "none"
+    return (
+        f"{report['succeeded']}/{report['sent']} ok; offered {report['offered_rate']:.1f}/s, "
+        f"achieved {report['achieved_rate']:.1f}/s; p50 {ms('p50')} p90 {ms('p90')} "
+        f"p95 {ms('p95')} p99 {ms('p99')} ms; errors: {errors}; {stable}"
+    )
+
+
+def apply(plan: Plan, controls: Any, progress: Progress) -> Outcome:
+    """Run the planned probe (blocking: call from a worker thread, never the UI thread)."""
+    from gpucon.controls.probe import ProbeBounds, ProbeProgress, probe_target
+
+    p = plan.params
+    t = p["target"]
+    target = ProbeTarget(name=t["name"], url=t["url"], model=t["model"])
+    bounds = ProbeBounds(p["count"], p["rate"], p["concurrency"], p["duration"], p["timeout"])
+    last = [0.0]
+
+    def on_progress(pp: ProbeProgress) -> None:
+        now = time.monotonic()
+        if now - last[0] < PROGRESS_EVERY_S and pp.completed + pp.errors < pp.sent:
+            return
+        last[0] = now
+        text = f"{pp.sent}/{pp.total} sent, {pp.completed} ok, {pp.errors} errors"
+        fraction = (pp.completed + pp.errors) / pp.total if pp.total else None
+        progress(ProgressEvent("probe", StepStatus.RUNNING, text, fraction))
+
+    progress(ProgressEvent("probe", StepStatus.STARTED, plan.steps[0].text))
+    try:
+        result = probe_target(
+            target, bounds, via_queue=bool(p["via_queue"]), redis_url=p.get("redis_url"),
+            stream=str(p["stream"]), on_progress=on_progress,
+        )  # fmt: skip
+    except Exception as exc:
+        text = f"{type(exc).__name__}: {exc}"
+        progress(ProgressEvent("probe", StepStatus.FAILED, text))
+        return Outcome(plan.action, plan.target, OutcomeStatus.FAILED, text, plan.digest)
+    report = result.to_dict()
+    progress(ProgressEvent("probe", StepStatus.DONE, f"sent {result.sent} requests"))
+    line = summary_line(report)
+    progress(ProgressEvent("report", StepStatus.STARTED, "measuring"))
+    progress(ProgressEvent("report", StepStatus.DONE, line))
+    status = OutcomeStatus.OK if result.succeeded > 0 else OutcomeStatus.FAILED
+    message = f"probe of {plan.target}: {line}"
+    return Outcome(plan.action, plan.target, status, message, plan.digest, details=report)
+
+
+# --- the ``gpucon probe`` verb ------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
+    parser.add_argument("target", metavar="TARGET", help="a probe target named in the config")
+    parser.add_argument("--count", type=float, default=None, help="requests (cap: max_requests)")
+    parser.add_argument("--rate", type=float, default=None, help="requests/s (max_rate_per_s)")
+    parser.add_argument("--concurrency", type=float, default=1, help="at once (max_concurrency)")
+    parser.add_argument("--duration", type=float, default=None, help="seconds (max_duration_s)")
+    parser.add_argument("--timeout", type=float, default=10.0, help="per request, seconds")
+    parser.add_argument("--via-queue", action="store_true", help="through the Redis queue")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan, send nothing")
+    parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    parser.add_argument("--json", action="store_true", help="print plan and outcome as JSON")
+
+
+def params_from_args(args: argparse.Namespace, config: Any) -> dict[str, Any]:
+    fleet = config.fleet
+    params: dict[str, Any] = {
+        "target": args.target,
+        "probe_targets": fleet.probe_targets,
+        "via_queue": bool(args.via_queue),
+        "timeout": args.timeout,
+        "concurrency": args.concurrency,
+    }
+    for name in ("count", "rate", "duration"):
+        value = getattr(args, name)
+        if value is not None:
+            params[name] = value
+    if fleet.redis is not None:
+        params["redis_url"] = fleet.redis.url
+        params["stream"] = fleet.redis.streams[0] if fleet.redis.streams else "gen:queue"
+    return params
+
+
+class _ProgressBar:
+    """One updating line on a terminal (stderr), a line per step otherwise."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, event: ProgressEvent) -> None:
+        from gpucon.actions.cli import _safe
+
+        if event.status is StepStatus.RUNNING:
+            if not self.tty:
+                return
+            filled = int(20 * (event.fraction or 0.0))
+            bar = "#" * filled + "." * (20 - filled)
+            sys.stderr.write(f"\r  probe [{bar}] {_safe(event.text)}   ")
+            sys.stderr.flush()
+            return
+        if self.tty and event.step == "probe" and event.status is not StepStatus.STARTED:
+            sys.stderr.write("\n")
+        print(_safe(f"  [{event.status}] {event.step}: {event.text}"), file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpucon.actions import cli
+    from gpucon.actions.guard import execute
+    from gpucon.actions.plan import ActionError, ExitCode, Refused
+    from gpucon.controls.base import ReadOnlyError
+
+    read_only = bool(args.read_only or args.noc)
+    try:
+        config = cli._load_config(args)
+        params = params_from_args(args, config)
+        context = cli._live_context(args, read_only)
+        try:
+            snapshot, _version = context.read()
+            the_plan = plan(snapshot, params)
+            cli._show_plan(the_plan, args.json)
+            if args.dry_run:
+                return int(ExitCode.OK if the_plan.ok else ExitCode.REFUSED)
+            if not the_plan.ok:
+                failed = "; ".join(f"{p.name}: {p.text}" for p in the_plan.failed_preconditions)
+                raise Refused(f"precondition failed: {failed}")
+            if read_only:
+                raise ReadOnlyError()
+            if not args.yes:
+                cli._confirm(the_plan)
+            controls = context.controls()
+            try:
+                outcome = execute(apply, the_plan, controls, _ProgressBar())
+            finally:
+                controls.close()
+        finally:
+            context.close()
+    except ActionError as error:
+        cli._err(cli._safe(f"gpucon probe: {error}"))
+        return int(error.exit_code)
+    cli._show_outcome(outcome, args.json)
+    return int(outcome.exit_code)
