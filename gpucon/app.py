@@ -46,6 +46,14 @@ class GpuconApp(App[int]):
         Binding("q", "quit", "Quit", id="quit"),
         Binding("question_mark", "help", "Help", id="help"),
         Binding("t", "next_theme", "Theme", show=False, id="theme"),
+        Binding(
+            "ctrl+p",
+            "command_palette",
+            "Commands",
+            show=False,
+            priority=True,
+            id="command_palette",
+        ),
     ]
 
     def __init__(
@@ -164,9 +172,10 @@ class GpuconApp(App[int]):
         seen: set[str] = set()
         for active in self.screen.active_bindings.values():
             b = active.binding
-            if not b.description or (b.id or b.action) in seen:
+            # bindings without an id are Textual's own (scrolling, focus); ctrl+q quits too
+            if not b.description or not (b.id or b.action == "quit") or b.key in seen:
                 continue
-            seen.add(b.id or b.action)
+            seen.add(b.key)
             rows.append((self.get_key_display(b), b.id or "", b.description))
         note = "READ-ONLY: no action can write; action keys do not exist." if self.read_only else ""
         self.push_screen(HelpScreen(rows, note))
@@ -227,5 +236,4 @@ def known_binding_ids() -> set[str]:
         for b in cls.BINDINGS:
             if isinstance(b, Binding) and b.id:
                 ids.add(b.id)
-    ids.add("command_palette")
     return ids

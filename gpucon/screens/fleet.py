@@ -135,12 +135,18 @@ class FleetScreen(Screen[None]):
 
     def next_page(self) -> None:
         """Show the next page of the table, then the alerts page, then start again."""
-        pages = max(1, -(-self.table.row_count // self.table.page_rows))
-        self.page = (self.page + 1) % (pages + 1)
-        on_alerts = self.page == pages
-        self.set_class(on_alerts, "-alerts-page")
-        if not on_alerts:
-            self.table.show_page(self.page)
+        table = self.table
+        if self.has_class("-alerts-page"):
+            self.page = 0
+            self.remove_class("-alerts-page")
+            table.show_page(0)
+            return
+        pages = max(1, -(-table.row_count // table.page_rows))
+        self.page += 1
+        if self.page >= pages:
+            self.add_class("-alerts-page")
+        else:
+            table.show_page(self.page)
 
 
 class ActionFleetScreen(FleetScreen):

@@ -1,0 +1,170 @@
+"""The fleet screen driven with Pilot: data, sort, filter, detail, help, palette, keymap."""
+
+from __future__ import annotations
+
+from gpucon.messages import SnapshotArrived
+from gpucon.screens.detail import DetailScreen
+from gpucon.screens.help import HelpScreen
+from gpucon.widgets.slot_rows import COLUMNS
+from tests.ui.rig import Rig, table_lines, table_of
+
+SIZE = (160, 45)
+
+
+async def test_table_fills_with_every_slot_and_backend() -> None:
+    app = Rig().app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        table = table_of(app)
+        assert table.row_count == 11
+        lines = table_lines(app)
+        assert lines[0].startswith("HOST")
+        assert any("sdxl-gpu-a-gi1" in line for line in lines)
+        assert any("n/a" in line and "gi9" in line for line in lines)  # unknown activity
+        status = app.screen.query_one("#status").render()
+        assert "DEMO" in str(status) and "hand ok" in str(status)
+
+
+async def test_snapshot_message_is_replaceable_and_applied() -> None:
+    rig = Rig()
+    app = rig.app()
+    first, second = rig.step(), rig.step()
+    assert SnapshotArrived(second).can_replace(SnapshotArrived(first))
+    async with app.run_test(size=SIZE) as pilot:
+        app.post_message(SnapshotArrived(first))
+        app.post_message(SnapshotArrived(second))
+        await pilot.pause()
+        assert app.snapshot is second
+
+
+async def test_sort_keys_and_header_click() -> None:
+    app = Rig().app()
+    async with app.run_test(size=SIZE) as pilot:
+        table = table_of(app)
+        assert table.order.sort_key == "activity" and table.order.reverse
+        await pilot.press("s")
+        assert table.order.sort_key == "trend"
+        await pilot.press("S")
+        assert table.order.sort_key == "trend" and not table.order.reverse
+        # click the BACKEND header: sort by backend
+        x = next(x for c, x, _ in table._columns() if c.key == "backend")
+        await pilot.click(table, offset=(x + 1, 0))
+        assert table.order.sort_key == "backend"
+        names = [k[1] for k in table.order.keys]
+        assert names == sorted(names, reverse=table.order.reverse)
+        await pilot.click(table, offset=(x + 1, 0))
+        assert [k[1] for k in table.order.keys] == sorted(names, reverse=table.order.reverse)
+        assert "BACKEND ▼" in table_lines(app)[0] or "BACKEND ▲" in table_lines(app)[0]
+
+
+async def test_filter_with_slash_then_escape() -> None:
+    app = Rig().app()
+    async with app.run_test(size=SIZE) as pilot:
+        table = table_of(app)
+        await pilot.press("slash", "b", "e", "r", "t")
+        assert table.row_count == 1
+        await pilot.press("enter")
+        assert table.has_focus and table.row_count == 1
+        await pilot.press("escape")
+        assert table.row_count == 11
+
+
+async def test_cursor_keys_and_enter_open_detail() -> None:
+    rig = Rig()
+    app = rig.app()
+    async with app.run_test(size=SIZE) as pilot:
+        table = table_of(app)
+        await pilot.press("end")
+        assert table.cursor == table.row_count - 1
+        await pilot.press("home", "down", "down", "up")
+        assert table.cursor == 1
+        slot_id = table.order.keys[1][0]
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailScreen)
+        assert app.screen.slot_id == slot_id
+        app.show_snapshot(rig.step())  # the detail follows new snapshots
+        await pilot.pause()
+        info = app.screen.query_one("#detail-info").render()
+        assert slot_id in str(info)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, DetailScreen)
+
+
+async def test_detail_names_the_activity_metric_and_mps() -> None:
+    app = Rig().app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.open_detail("vm:vm-gpu-a-1")
+        await pilot.pause()
+        info = str(app.screen.query_one("#detail-info").render())
+        assert "nvidia-smi utilization" in info
+        assert "MPS share" in info and "sd-a: 60%" in info
+        backends = str(app.screen.query_one("#detail-backends").render())
+        assert "sd-vm-gpu-a-1-a" in backends and "sd-vm-gpu-a-1-b" in backends
+        app.pop_screen()
+        app.open_detail("gpu-a/gpu0/gi9")
+        await pilot.pause()
+        assert "n/a: no source reports activity" in str(
+            app.screen.query_one("#detail-info").render()
+        )
+
+
+async def test_click_selects_and_double_click_opens() -> None:
+    app = Rig().app()
+    async with app.run_test(size=SIZE) as pilot:
+        table = table_of(app)
+        await pilot.click(table, offset=(5, 3))
+        assert table.cursor == 2
+        await pilot.click(table, offset=(5, 3), times=2)
+        assert isinstance(app.screen, DetailScreen)
+
+
+async def test_help_lists_keys_with_their_ids() -> None:
+    app = Rig().app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = str(app.screen.query_one("#help-text").render())
+        for binding_id in ("filter", "sort", "open_detail", "quit", "drain"):
+            assert binding_id in text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_keys_are_remappable_from_config() -> None:
+    app = Rig().app(keys={"filter": "f", "sort": "o", "quit": "x"})
+    async with app.run_test(size=SIZE) as pilot:
+        table = table_of(app)
+        await pilot.press("o")
+        assert table.order.sort_key == "trend"
+        await pilot.press("f", "b", "e", "r", "t", "enter")
+        assert table.row_count == 1
+        await pilot.press("x")
+        await pilot.pause()
+    assert app.return_code == 0
+
+
+async def test_unknown_key_id_gives_one_notification() -> None:
+    app = Rig().app(keys={"no_such_binding": "z"})
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert [n.message for n in app._notifications] == [
+            "[ui.keys]: unknown binding id 'no_such_binding'"
+        ]
+
+
+async def test_command_palette_offers_gpucon_commands() -> None:
+    app = Rig().app()
+    async with app.run_test(size=SIZE) as pilot:
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for column in COLUMNS:
+            assert f"Sort by {column.title}" in titles
+        assert "Filter slots" in titles and "Drain" in titles
+        sort_by_host = next(
+            c for c in app.get_system_commands(app.screen) if c.title == "Sort by HOST"
+        )
+        sort_by_host.callback()
+        await pilot.pause()
+        assert table_of(app).order.sort_key == "host"
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        assert app.screen.__class__.__name__ == "CommandPalette"

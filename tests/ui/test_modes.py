@@ -1,0 +1,128 @@
+"""Read-only and NOC modes, actions seam, themes."""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpucon.app import ACTIONS
+from gpucon.screens.fleet import ActionFleetScreen, FleetScreen
+from tests.ui.fleet_fixture import HandSource
+from tests.ui.rig import Rig, table_of
+
+SIZE = (160, 45)
+
+
+def binding_ids(app: Any) -> set[str]:
+    return {a.binding.id for a in app.screen.active_bindings.values() if a.binding.id}
+
+
+async def test_read_only_has_no_action_bindings_and_no_controls() -> None:
+    app = Rig().app(read_only=True, controls=object())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.controls is None
+        assert type(app.screen) is FleetScreen
+        assert not hasattr(app.screen, "action_act")
+        assert not binding_ids(app) & set(ACTIONS)
+        assert "READ-ONLY" in str(app.screen.query_one("#status").render())
+        before = list(app._notifications)
+        await pilot.press("d", "u", "b", "p", "A")
+        await pilot.pause()
+        assert list(app._notifications) == before  # nothing happened at all
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Drain" not in titles
+
+
+async def test_noc_is_read_only_high_contrast_and_cycles_pages() -> None:
+    rig = Rig(source=HandSource(hosts=8))
+    app = rig.app(noc=True, controls=object(), page_s=3600)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await pilot.pause()
+        assert app.read_only and app.controls is None
+        assert app.theme == "gpucon-noc"
+        status = str(app.screen.query_one("#status").render())
+        assert "NOC" in status and "READ-ONLY" in status and "hand ok" in status
+        assert time.strftime("%H:%M:%S", time.localtime(rig.clock.now)) in status  # the clock
+        screen = app.screen
+        assert isinstance(screen, FleetScreen)
+        table = table_of(app)
+        pages = -(-table.row_count // table.page_rows)
+        assert pages > 1
+        screen.next_page()
+        await pilot.pause()
+        assert round(table.scroll_y) == table.page_rows
+        for _ in range(pages - 1):
+            screen.next_page()
+        await pilot.pause()
+        assert screen.has_class("-alerts-page")
+        screen.next_page()
+        assert not screen.has_class("-alerts-page") and screen.page == 0
+
+
+async def test_action_keys_hand_over_to_the_actions_flow(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[Any, ...]] = []
+    flow = types.ModuleType("gpucon.screens.actions_flow")
+    flow.start_action = lambda *args: calls.append(args)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "gpucon.screens.actions_flow", flow)
+    app = Rig().app()
+    async with app.run_test(size=SIZE) as pilot:
+        assert type(app.screen) is ActionFleetScreen
+        table = table_of(app)
+        await pilot.press("d")
+        assert len(calls) == 1
+        got_app, name, snapshot, slot_id, backend = calls[0]
+        assert (got_app, name, snapshot) == (app, "drain", app.snapshot)
+        assert (slot_id, backend) == table.cursor_key
+        await pilot.press("u", "b", "p", "A")
+        assert [c[1] for c in calls] == ["drain", "undrain", "rebalance", "probe", "audit"]
+
+
+async def test_action_without_flow_says_not_available(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gpucon.screens.actions_flow", None)  # import fails
+    app = Rig().app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.start_action("drain", "x", "y")
+        await pilot.pause()
+        assert any("not available yet" in n.message for n in app._notifications)
+
+
+async def test_themes_are_registered_with_app_variables() -> None:
+    app = Rig().app(theme="gpucon-light")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.theme == "gpucon-light"
+        for name in ("gpucon-dark", "gpucon-light", "gpucon-noc"):
+            assert name in app.available_themes
+        for var in ("util-hot", "latency-breach", "stale"):
+            assert var in app.theme_variables
+        await pilot.press("t")
+        assert app.theme == "gpucon-noc"
+
+
+async def test_bad_theme_gives_one_notification_not_a_crash(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.toml"
+    broken.write_text('name = "mine"\nprimary = "not a colour"\n')
+    for theme in ("no-such-theme", str(broken)):
+        app = Rig().app(theme=theme)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            assert app.theme == "gpucon-dark"
+            assert len(app._notifications) == 1
+            assert "using gpucon-dark" in next(iter(app._notifications)).message
+
+
+async def test_theme_file_is_loaded(tmp_path: Path) -> None:
+    good = tmp_path / "mine.toml"
+    good.write_text('name = "mine"\nprimary = "#ff00ff"\n[variables]\nstale = "#123456"\n')
+    app = Rig().app(theme=str(good))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.theme == "mine"
+        assert app.theme_variables["stale"] == "#123456"
+        assert "util-hot" in app.theme_variables  # from the defaults

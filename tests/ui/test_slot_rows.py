@@ -1,0 +1,95 @@
+"""The slot table's pure parts: rows from a snapshot, column layout, sort and filter order."""
+
+from __future__ import annotations
+
+from gpucon.model.fleet import Health
+from gpucon.widgets import fmt
+from gpucon.widgets.slot_cells import cell
+from gpucon.widgets.slot_rows import COLUMNS, RowKey, RowOrder, RowValues, build_rows, layout
+from tests.ui.fleet_fixture import FrozenClock, HandSource, advance, hub_with
+
+
+def snapshot_rows() -> dict[RowKey, RowValues]:
+    source, clock = HandSource(), FrozenClock()
+    hub = hub_with(source, clock)
+    return build_rows(advance(hub, source, clock, 3), 2500.0)
+
+
+def test_one_row_per_slot_and_backend() -> None:
+    rows = snapshot_rows()
+    # 6 MIG slices and an H200 with one backend each, 2 VMs with two MPS servers each
+    assert len(rows) == 11
+    vm_rows = [k for k in rows if k[0] == "vm:vm-gpu-a-1"]
+    assert sorted(b for _, b in vm_rows) == ["sd-vm-gpu-a-1-a", "sd-vm-gpu-a-1-b"]
+
+
+def test_unknown_activity_shows_na_not_zero() -> None:
+    rows = snapshot_rows()
+    row = rows[("gpu-a/gpu0/gi9", "sd15-gpu-a-gi9")]
+    assert row.activity is None
+    assert cell("activity", row, 10, "") == ("n/a", "na")
+    assert fmt.pct(None) == "n/a" and fmt.mem(None, None) == "n/a"
+
+
+def test_stale_source_marks_rows() -> None:
+    source, clock = HandSource(), FrozenClock()
+    hub = hub_with(source, clock)
+    advance(hub, source, clock, 2)
+    source.health = Health.DOWN
+    rows = build_rows(advance(hub, source, clock), 2500.0)
+    assert all(r.stale for r in rows.values())
+
+
+def test_layout_fits_and_drops_low_priority_columns_first() -> None:
+    for width in (60, 80, 120, 160, 240):
+        placed = layout(width)
+        right = max(x + w for _, x, w in placed)
+        assert right <= width
+    narrow = {c.key for c, _, _ in layout(80)}
+    assert "trend" not in narrow and "activity" in narrow and "p95" in narrow
+    assert len(layout(300)) == len(COLUMNS)
+
+
+def test_order_sorts_unknowns_last_both_ways() -> None:
+    rows = snapshot_rows()
+    order = RowOrder("activity", reverse=True)
+    order.update(rows)
+    values = [rows[k].activity for k in order.keys]
+    known = [v for v in values if v is not None]
+    assert known == sorted(known, reverse=True)
+    assert values[-1] is None
+    order.set_sort("activity", reverse=False)
+    values = [rows[k].activity for k in order.keys]
+    assert values[-1] is None and values[0] == min(v for v in values if v is not None)
+
+
+def test_filter_matches_host_slot_backend_and_model() -> None:
+    rows = snapshot_rows()
+    order = RowOrder()
+    order.update(rows)
+    order.set_filter("BERT")
+    assert [k[1] for k in order.keys] == ["bert-gpu-b-gi5"]
+    order.set_filter("vm-gpu-a-2")
+    assert len(order.keys) == 2
+    order.set_filter("gpu-b/")
+    assert len(order.keys) == 3
+    order.set_filter("")
+    assert len(order.keys) == len(rows)
+
+
+def test_resorts_only_when_sort_values_change() -> None:
+    rows = snapshot_rows()
+    order = RowOrder("host", reverse=False)
+    order.update(rows)
+    sorts = order.sorts
+    key = next(iter(rows))
+    busier = dict(rows)
+    busier[key] = rows[key]._replace(activity=(rows[key].activity or 0) + 1, inflight=99)
+    changed = order.update(busier)
+    assert changed == {key}
+    assert order.sorts == sorts  # host did not change: no re-sort
+    moved = dict(busier)
+    moved[key] = busier[key]._replace(host="zzz")
+    order.update(moved)
+    assert order.sorts == sorts + 1
+    assert order.keys[-1] == key
