@@ -1,11 +1,12 @@
 """Rebalance: set the scheduler's weights from observed capacity, all at once, version-checked.
 
-The proposal gives each active backend a weight proportional to its capacity: the highest
-throughput it served while its p95 stayed within its SLO (from the snapshot's history and
-latency), or, before there is such data for every active backend, its slot's SM count. Weights
-are scaled so they average 1. Explicit weights (``--set name=w``) replace the proposal. The
-plan records the registry version it was made at; apply writes every weight in one MULTI and
-refuses if the registry moved since (StalePlan). Draining and drained backends keep weight 0.
+The proposal gives each active backend a weight proportional to its capacity among the
+backends serving the same model: the highest throughput it served while its p95 stayed within
+its SLO (from the snapshot's history and latency), or, before there is such data for every one
+of them, its slot's SM count. Each model's weights are scaled so they average 1. Explicit
+weights (``--set name=w``) replace the proposal. The plan records the registry version it was
+made at; apply writes every weight in one MULTI and refuses if the registry moved since
+(StalePlan). Draining and drained backends keep weight 0.
 """
 
 from __future__ import annotations
@@ -62,25 +63,45 @@ def _sm_count(snapshot: Snapshot, backend: Backend) -> float | None:
     return float(slot.sm_count) if slot is not None and slot.sm_count else None
 
 
-def propose_weights(snapshot: Snapshot) -> tuple[dict[str, float], str]:
-    """Proposed weights of the active backends, and the basis they were computed from."""
-    active = _active(snapshot)
-    if not active:
-        return {}, "no active backend"
-    throughput = {b.name: throughput_within_slo(snapshot, b.name) for b in active}
-    sms = {b.name: _sm_count(snapshot, b) for b in active}
+def _propose_group(snapshot: Snapshot, group: list[Backend]) -> tuple[dict[str, float], str]:
+    throughput = {b.name: throughput_within_slo(snapshot, b.name) for b in group}
+    sms = {b.name: _sm_count(snapshot, b) for b in group}
+    raw: dict[str, float | None]
     if all(v is not None for v in throughput.values()):
-        raw, basis = throughput, "throughput within the p95 SLO"
+        raw, basis = dict(throughput), "throughput within the p95 SLO"
     elif all(v is not None for v in sms.values()):
-        raw, basis = sms, "slice SM count (no throughput data yet)"
+        raw, basis = dict(sms), "slice SM count (no throughput data yet)"
     else:
-        raw = {b.name: (b.weight if b.weight is not None else 1.0) for b in active}
+        raw = {b.name: (b.weight if b.weight is not None else 1.0) for b in group}
         basis = "current weights (neither throughput nor SM counts known for every backend)"
     total = sum(v or 0.0 for v in raw.values())
     if total <= 0:
-        return {b.name: 1.0 for b in active}, basis + "; all zero, so equal weights"
+        return {b.name: 1.0 for b in group}, basis + "; all zero, so equal weights"
     scale = len(raw) / total
     return {n: round((v or 0.0) * scale, 3) for n, v in raw.items()}, basis
+
+
+def propose_weights(snapshot: Snapshot) -> tuple[dict[str, float], str]:
+    """Proposed weights of the active backends, and the basis they were computed from.
+
+    Backends are weighed against the others serving the same model (the scheduler chooses
+    among those), and each model's weights average 1.
+    """
+    groups: dict[str, list[Backend]] = {}
+    for b in _active(snapshot):
+        groups.setdefault(b.model or "", []).append(b)
+    if not groups:
+        return {}, "no active backend"
+    weights: dict[str, float] = {}
+    bases: dict[str, str] = {}
+    for model, group in sorted(groups.items()):
+        proposed, basis = _propose_group(snapshot, group)
+        weights.update(proposed)
+        bases[model] = basis
+    distinct = sorted(set(bases.values()))
+    if len(distinct) == 1:
+        return weights, distinct[0]
+    return weights, "; ".join(f"{m or 'no model'}: {b}" for m, b in sorted(bases.items()))
 
 
 def validate_weights(snapshot: Snapshot, weights: Mapping[str, object]) -> dict[str, float]:

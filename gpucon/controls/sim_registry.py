@@ -60,14 +60,20 @@ class SimRegistry:
     def version(self) -> int:
         return int(self.fleet.registry_version())
 
+    def _lookup(self, name: str) -> Any:
+        try:
+            return self.fleet.backend(name)
+        except KeyError:  # SimFleet names an unknown backend with a KeyError
+            return None
+
     def _backend_or_fail(self, name: str) -> Any:
-        backend = self.fleet.backend(name)
+        backend = self._lookup(name)
         if backend is None:
             raise BadParams("backend", f"no backend named {name!r} in the simulated fleet")
         return backend
 
     def backend(self, name: str) -> BackendRecord | None:
-        b = self.fleet.backend(name)
+        b = self._lookup(name)
         if b is None:
             return None
         return BackendRecord(
@@ -119,7 +125,7 @@ class SimRegistry:
             if expected_version is not None and current != expected_version:
                 raise StalePlan(expected_version, current)
             for name in weights:
-                if self.fleet.backend(name) is None:
+                if self._lookup(name) is None:
                     raise BadParams(f"weights.{name}", f"no backend named {name!r}")
             self.fleet.set_weights({n: float(w) for n, w in weights.items()})
             return self.version()

@@ -1,0 +1,360 @@
+"""The action verbs: ``gpucon drain``, ``undrain``, ``rebalance``, ``probe`` and ``audit``.
+
+Each verb plans on the registry as it is now, prints the plan, asks (on a terminal; without
+one it refuses unless ``--yes``), then applies it under the guard (lock, audit) and prints
+each step and the outcome. ``--dry-run`` prints the plan and stops; ``--json`` prints the plan
+and the outcome as JSON on stdout (progress goes to stderr); ``--demo`` acts on a simulated
+fleet instead of the configured one.
+
+Exit codes:
+  0  done (or, with --dry-run, the plan's preconditions pass)
+  1  unexpected error (a system could not be reached, a bug)
+  2  bad parameters: refused before any change; the message names the field
+  3  refused: a precondition failed, the plan was stale, read-only mode, or not confirmed
+  4  another operator holds the target's lock (the message says who, and since when)
+  5  a step failed; the state it left is printed and in the audit log
+  6  a step timed out (e.g. a drain with requests still in flight: the backend stays draining)
+
+Only the standard library is imported at module level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Any
+
+EXIT_CODES_HELP = __doc__.split("Exit codes:")[1].split("Only the standard")[0]
+ACTION_VERBS = ("drain", "undrain", "rebalance")
+
+
+def _probe_module() -> Any:
+    try:
+        return importlib.import_module("gpucon.actions.probe")
+    except ModuleNotFoundError as exc:
+        if exc.name == "gpucon.actions.probe":
+            return None
+        raise
+
+
+def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = "exit codes:" + EXIT_CODES_HELP
+    if command_name == "probe":
+        probe = _probe_module()
+        if probe is not None and hasattr(probe, "add_arguments"):
+            probe.add_arguments(parser, command_name)
+        return
+    if command_name == "audit":
+        parser.add_argument("--json", action="store_true", help="one JSON object per line")
+        parser.add_argument(
+            "--limit", type=int, default=50, metavar="N", help="the newest N records (50)"
+        )
+        parser.add_argument(
+            "--stream",
+            action="store_true",
+            help="read the fleet's Redis stream gpucon:audit instead of this console's file",
+        )
+        return
+    if command_name in ("drain", "undrain"):
+        parser.add_argument("name", metavar="NAME", help="the backend (or, with --node, node)")
+        parser.add_argument("--reason", default=None, help="why (kept in the registry and audit)")
+    if command_name == "drain":
+        parser.add_argument(
+            "--node", action="store_true", help="NAME is a Kubernetes node: drain all its backends"
+        )
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=120.0,
+            metavar="S",
+            help="seconds to wait for in-flight work (120)",
+        )
+        parser.add_argument(
+            "--force", action="store_true", help="drain even the last serving backend"
+        )
+    if command_name == "rebalance":
+        parser.add_argument(
+            "--set",
+            dest="weights",
+            action="append",
+            default=[],
+            metavar="NAME=W",
+            help="set this weight (repeat); without it, weights are proposed from capacity",
+        )
+        parser.add_argument("--reason", default=None, help="why (kept in the registry and audit)")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    parser.add_argument("--json", action="store_true", help="print plan and outcome as JSON")
+    parser.add_argument("--demo", action="store_true", help="act on a simulated fleet")
+
+
+def _parse_weights(items: list[str]) -> dict[str, object]:
+    from gpucon.actions.plan import BadParams
+
+    weights: dict[str, object] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise BadParams("--set", f"expected NAME=WEIGHT, got {item!r}")
+        weights[name.strip()] = value.strip()
+    return weights
+
+
+def params_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The action's params from the command line (validated by the action's plan)."""
+    params: dict[str, Any] = {}
+    if args.command in ("drain", "undrain"):
+        params["node" if getattr(args, "node", False) else "backend"] = args.name
+    if getattr(args, "reason", None) is not None:
+        params["reason"] = args.reason
+    if args.command == "drain":
+        params["timeout_s"] = args.timeout
+        params["force"] = bool(args.force)
+    if args.command == "rebalance" and args.weights:
+        params["weights"] = _parse_weights(args.weights)
+    return params
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpucon.actions.plan import ActionError, ExitCode
+
+    if args.command == "probe":
+        probe = _probe_module()
+        if probe is None or not hasattr(probe, "run"):
+            _err("gpucon probe: not available in this build")
+            return int(ExitCode.ERROR)
+        return int(probe.run(args))
+    try:
+        if args.command == "audit":
+            return _run_audit(args)
+        return _run_action(args)
+    except ActionError as error:
+        _err(f"gpucon {args.command}: {error}")
+        return int(error.exit_code)
+
+
+def _load_config(args: argparse.Namespace, *, allow_missing: bool = False) -> Any:
+    from pathlib import Path
+
+    from gpucon.actions.plan import BadParams
+    from gpucon.config import ConfigError, ConfigMissing, GpuconConfig, load_config
+
+    try:
+        return load_config(Path(args.config) if args.config else None, fleet=args.fleet)
+    except ConfigMissing:
+        if allow_missing:
+            return GpuconConfig()
+        raise BadParams("config", "no config file; see gpucon config") from None
+    except ConfigError as error:
+        raise BadParams("config", str(error)) from None
+
+
+def _run_audit(args: argparse.Namespace) -> int:
+    from gpucon.actions.audit import AuditRecord, format_record, read_audit
+    from gpucon.actions.plan import BadParams
+
+    if args.limit <= 0:
+        raise BadParams("--limit", f"must be a positive number, got {args.limit}")
+    if args.stream:
+        records = _read_stream(args)
+    else:
+        from gpucon.controls.base import audit_path_for
+
+        config = _load_config(args, allow_missing=True)
+        records = read_audit(audit_path_for(config), args.limit)
+    for record in records:
+        assert isinstance(record, AuditRecord)
+        print(json.dumps(record.to_dict()) if args.json else _safe(format_record(record)))
+    return 0
+
+
+def _read_stream(args: argparse.Namespace) -> list[Any]:
+    import redis
+
+    from gpucon.actions.audit import AuditRecord
+    from gpucon.actions.plan import Refused
+    from gpucon.controls.registry import read_audit_stream
+
+    config = _load_config(args)
+    if config.fleet.redis is None:
+        raise Refused(f"fleet {config.fleet.name!r} has no [redis] section: no audit stream")
+    client = redis.Redis.from_url(
+        config.fleet.redis.url,
+        decode_responses=True,
+        socket_timeout=config.fleet.redis.timeout_s,
+        client_name="gpucon-audit-read",
+    )
+    try:
+        rows = read_audit_stream(client, args.limit)
+    finally:
+        client.close()
+    return [AuditRecord.from_dict(row) for row in rows]
+
+
+def _safe(text: str) -> str:
+    """Fleet text on a terminal: control characters (escape sequences) shown, not obeyed."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
+def _run_action(args: argparse.Namespace) -> int:
+    from gpucon.actions.catalog import get_action
+    from gpucon.actions.guard import execute
+    from gpucon.actions.plan import ExitCode, Refused
+
+    spec = get_action(args.command)
+    params = params_from_args(args)
+    read_only = bool(args.read_only or args.noc)
+    context = _demo_context(args) if args.demo else _live_context(args, read_only)
+    try:
+        snapshot, version = context.read()
+        if spec.name == "rebalance":
+            params["registry_version"] = version
+        if spec.name == "drain" and params.get("node"):
+            params["kube"] = context.has_kube
+        plan = spec.plan(snapshot, params)
+        _show_plan(plan, args.json)
+        if args.dry_run:
+            return int(ExitCode.OK if plan.ok else ExitCode.REFUSED)
+        if not plan.ok:
+            failed = "; ".join(f"{p.name}: {p.text}" for p in plan.failed_preconditions)
+            raise Refused(f"precondition failed: {failed}")
+        if read_only or context.read_only:
+            from gpucon.controls.base import ReadOnlyError
+
+            raise ReadOnlyError()
+        if not args.yes:
+            _confirm(plan)
+        controls = context.controls()
+        try:
+            outcome = execute(spec.apply, plan, controls, _print_progress)
+        finally:
+            controls.close()
+    finally:
+        context.close()
+    _show_outcome(outcome, args.json)
+    return int(outcome.exit_code)
+
+
+class _LiveContext:
+    """The configured fleet: a read-only registry connection to plan on, controls to apply."""
+
+    def __init__(self, args: argparse.Namespace, read_only: bool) -> None:
+        import redis
+
+        from gpucon.actions.plan import Refused
+
+        self.config = _load_config(args)
+        self.read_only = read_only or bool(getattr(self.config, "read_only", False))
+        fleet = self.config.fleet
+        if fleet.redis is None:
+            raise Refused(f"fleet {fleet.name!r} has no [redis] section: no registry to act on")
+        self.has_kube = fleet.kube is not None
+        self.client = redis.Redis.from_url(
+            fleet.redis.url,
+            decode_responses=True,
+            socket_timeout=fleet.redis.timeout_s,
+            socket_connect_timeout=fleet.redis.timeout_s,
+            client_name="gpucon-cli-read",
+        )
+
+    def read(self) -> tuple[Any, int]:
+        from gpucon.actions.registry_snapshot import read_registry
+
+        return read_registry(self.client)
+
+    def controls(self) -> Any:
+        from gpucon.controls.base import build_controls
+
+        return build_controls(self.config, self.read_only)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _live_context(args: argparse.Namespace, read_only: bool) -> _LiveContext:
+    return _LiveContext(args, read_only)
+
+
+class _DemoContext:
+    """A simulated fleet, advanced in the background so in-flight work drains."""
+
+    has_kube = False
+    read_only = False
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from gpucon.actions.demo_fleet import DemoFleetRunner
+
+        self.args = args
+        self.runner = DemoFleetRunner.start()
+
+    def read(self) -> tuple[Any, int]:
+        return self.runner.snapshot(), self.runner.fleet.registry_version()
+
+    def controls(self) -> Any:
+        from gpucon.controls.base import audit_path_for
+        from gpucon.controls.sim_registry import build_sim_controls
+
+        config = _load_config(self.args, allow_missing=True)
+        read_only = bool(self.args.read_only or self.args.noc)
+        return build_sim_controls(
+            self.runner.fleet,
+            read_only=read_only,
+            audit_path=audit_path_for(config),
+            operator=config.operator,
+        )
+
+    def close(self) -> None:
+        self.runner.stop()
+
+
+def _demo_context(args: argparse.Namespace) -> _DemoContext:
+    return _DemoContext(args)
+
+
+def _show_plan(plan: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"plan": plan.to_dict()}), flush=True)
+        return
+    from gpucon.actions.render import plan_lines
+
+    for line in plan_lines(plan):
+        print(_safe(line))
+
+
+def _confirm(plan: Any) -> None:
+    from gpucon.actions.plan import Refused, Tier
+
+    if not sys.stdin.isatty():
+        raise Refused("not confirmed: stdin is not a terminal (pass --yes to confirm)")
+    if plan.tier >= Tier.DESTRUCTIVE:
+        answer = input(f"Type {plan.target!r} to {plan.action} it: ")
+        ok = answer.strip() == plan.target
+    elif plan.tier is Tier.DISRUPTIVE:
+        answer = input(f"{plan.action.capitalize()} {plan.target}? [y/N] ")
+        ok = answer.strip().lower() in ("y", "yes")
+    else:
+        answer = input(f"Apply {plan.action}? [y/N] ")
+        ok = answer.strip().lower() in ("y", "yes")
+    if not ok:
+        raise Refused("not confirmed")
+
+
+def _print_progress(event: Any) -> None:
+    _err(_safe(f"  [{event.status}] {event.step}: {event.text}"))
+
+
+def _show_outcome(outcome: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"outcome": outcome.to_dict()}), flush=True)
+        return
+    from gpucon.actions.render import outcome_lines
+
+    for line in outcome_lines(outcome):
+        print(_safe(line))

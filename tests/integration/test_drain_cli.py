@@ -1,0 +1,130 @@
+"""The action verbs end to end against a real redis-server: output, confirmation, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import redis
+
+from gpucon.cli import main
+from gpucon.lab import registry_scripts as rs
+from gpucon.lab.registration import BackendRecord, register_backends
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def client(redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> redis.Redis:
+    monkeypatch.setenv("GPUCON_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("GPUCON_REDIS_URL", redis_url)
+    monkeypatch.setenv("GPUCON_AUDIT_PATH", str(tmp_path / "audit.jsonl"))
+    monkeypatch.setenv("GPUCON_OPERATOR", "cli@test")
+    c = redis.Redis.from_url(redis_url, decode_responses=True)
+    register_backends(
+        c,
+        [
+            BackendRecord("b1", "http://127.0.0.1:1", "m", "h/gpu0/gi1", weight=2.0),
+            BackendRecord("b2", "http://127.0.0.1:2", "m", "h/gpu0/gi2", weight=1.0),
+        ],
+    )
+    return c
+
+
+def test_drain_yes_json_then_undrain(
+    client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["drain", "b1", "--yes", "--json", "--reason", "maintenance"]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert out[0]["plan"]["target"] == "b1" and out[0]["plan"]["tier"] == 2
+    assert out[1]["outcome"]["status"] == "ok"
+    assert [s["step"] for s in out[1]["outcome"]["steps"]] == [
+        "draining:b1",
+        "wait:b1",
+        "drained:b1",
+    ]
+    assert client.hget("gpucon:backend:b1", "state") == "drained"
+    assert client.hget("gpucon:backend:b1", "owner") == "cli@test"
+    assert main(["undrain", "b1", "--yes"]) == 0
+    assert "active again with weight 2" in capsys.readouterr().out
+    assert client.hget("gpucon:backend:b1", "weight") == "2.0"
+    # the audit verb shows both runs, intent first
+    assert main(["audit", "--json", "--limit", "100"]) == 0
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(e["action"], e["event"]) for e in events][:1] == [("drain", "intent")]
+    assert [e["event"] for e in events].count("outcome") == 2
+    assert main(["audit", "--stream"]) == 0
+    assert "cli@test" in capsys.readouterr().out
+
+
+def test_dry_run_changes_nothing(client: redis.Redis, capsys: pytest.CaptureFixture[str]) -> None:
+    version = client.get("gpucon:registry:version")
+    assert main(["drain", "b1", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "drain b1  (tier 2 · disruptive)" in out
+    assert "[pass] others_serving" in out
+    assert "undo: gpucon undrain b1" in out
+    assert client.get("gpucon:registry:version") == version
+    assert client.hget("gpucon:backend:b1", "state") == "active"
+
+
+def test_without_yes_and_without_a_terminal_it_refuses(
+    client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["drain", "b1"]) == 3
+    assert "stdin is not a terminal (pass --yes" in capsys.readouterr().err
+    assert client.hget("gpucon:backend:b1", "state") == "active"
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["drain", "ghost", "--yes"], 2, "backend: unknown backend 'ghost'"),
+        (["drain", "b1", "--yes", "--timeout", "nan"], 2, "timeout_s: must be a finite number"),
+        (["rebalance", "--set", "b1=-3", "--yes"], 2, "weights.b1: must be ≥ 0"),
+        (["rebalance", "--set", "b1=nan", "--yes"], 2, "weights.b1: must be a finite number"),
+        (["rebalance", "--set", "b1", "--yes"], 2, "--set: expected NAME=WEIGHT"),
+        (["rebalance", "--set", "b1=0", "--set", "b2=0", "--yes"], 2, "weights: all active"),
+        (["undrain", "b1", "--yes"], 3, "not drained, nothing to do"),
+        (["--read-only", "drain", "b1", "--yes"], 3, "read-only mode"),
+        (["audit", "--limit", "0"], 2, "--limit: must be a positive number"),
+    ],
+)
+def test_refusals_have_exit_codes_and_name_the_field(
+    client: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    code: int,
+    message: str,
+) -> None:
+    version = client.get("gpucon:registry:version")
+    assert main(argv) == code
+    assert message in capsys.readouterr().err
+    assert client.get("gpucon:registry:version") == version
+
+
+def test_lock_held_exit_code_names_the_holder(
+    client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    holder = json.dumps({"token": "t", "holder": "ann@h1", "since": 1.0e9, "action": "drain"})
+    client.set("gpucon:lock:b1", holder, px=10_000)
+    assert main(["drain", "b1", "--yes"]) == 4
+    assert "b1 is locked by ann@h1 (drain) since 2001-09-09" in capsys.readouterr().out
+    assert client.hget("gpucon:backend:b1", "state") == "active"
+
+
+def test_drain_timeout_exit_code(client: redis.Redis, capsys: pytest.CaptureFixture[str]) -> None:
+    client.eval(rs.ASSIGN_LUA, 2, rs.backend_key("b1"), rs.assigned_key("b1"), "1-0")
+    assert main(["drain", "b1", "--yes", "--timeout", "0.3"]) == 6
+    out = capsys.readouterr().out
+    assert "timeout:" in out and "state: b1: state=draining" in out
+
+
+def test_rebalance_set_applies_all_weights(
+    client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["rebalance", "--set", "b1=1.5", "--set", "b2=3", "--yes"]) == 0
+    assert client.hget("gpucon:backend:b1", "weight") == "1.5"
+    assert client.hget("gpucon:backend:b2", "weight") == "3.0"
+    assert "b1: 2 → 1.5" in capsys.readouterr().out
