@@ -1,21 +1,31 @@
 """Configuration: TOML at ``$XDG_CONFIG_HOME/gpucon/config.toml`` (or ``--config``).
 
-OWNER NOTE (skeleton): the dataclasses below are the contract other modules build on.
-``load_config`` does the strict validation; every error names the file, the key and what was
-expected (ConfigError).
+The dataclasses below are the contract other modules build on. ``load_config`` reads the file
+with tomllib, validates it strictly (unknown keys, wrong types, negative cadences, bad URLs)
+and applies environment overrides (see ``gpucon.config_env``). Every error is a ConfigError
+whose message names the file, the key path (``fleets.prod.redis.url``) and what was expected.
+A missing file is ConfigMissing, whose message says how to write one and offers ``gpucon demo``.
+The effective config remembers where each value came from (``origins``: file, env or default).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from gpucon.model.alerts import AlertThresholds
 
 
 class ConfigError(ValueError):
     """A config value is missing or wrong; the message names file, key and what was expected."""
+
+
+class ConfigMissing(ConfigError):
+    """There is no config file; the message says how to write one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +44,9 @@ class PrometheusConfig:
     cadence_s: float = 5.0
     timeout_s: float = 4.0
     # PromQL templates by metric family; defaults for dcgm-exporter and Triton
+    # (gpucon.sources.promql.DEFAULT_QUERIES); ``{window}`` is replaced by ``rate_window``
     queries: dict[str, str] = field(default_factory=dict)
+    rate_window: str = "1m"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,17 +114,96 @@ class GpuconConfig:
     ui: UiConfig = field(default_factory=UiConfig)
     audit_path: Path | None = None  # None: $XDG_STATE_HOME/gpucon/audit.jsonl
     operator: str | None = None  # None: user@host
+    read_only: bool = False
+    # key path ("fleets.prod.redis.url") -> "file", "env GPUCON_REDIS_URL", "--fleet", ...
+    origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def fleet(self) -> FleetConfig:
         return self.fleets[self.default_fleet]
 
+    def origin(self, key_path: str) -> str:
+        return self.origins.get(key_path, "default")
 
-def default_config_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+
+def default_config_path(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "gpucon" / "config.toml"
 
 
-def default_state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+def default_state_dir(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "gpucon"
+
+
+MINIMAL_EXAMPLE = """\
+[fleets.local.redis]
+url = "redis://127.0.0.1:6379/0"
+streams = ["gen:queue"]
+group = "g1"
+
+[fleets.local.prometheus]
+url = "http://127.0.0.1:9090"
+
+[fleets.local.nvml]
+"""
+
+
+def missing_config_message(path: Path) -> str:
+    return (
+        f"no gpucon config at {path}.\n"
+        f"Write one there (or pass --config PATH, or set GPUCON_CONFIG), for example:\n\n"
+        f"{MINIMAL_EXAMPLE}\n"
+        f"examples/config.toml in the source tree covers every source and setting.\n"
+        f"To look around without any setup, run: gpucon demo"
+    )
+
+
+def load_config(
+    path: Path | None = None,
+    env: Mapping[str, str] = os.environ,
+    *,
+    fleet: str | None = None,
+) -> GpuconConfig:
+    """Read, validate and override the config; ``fleet`` (``--fleet``) picks the fleet.
+
+    ``path`` None: ``$GPUCON_CONFIG``, else ``$XDG_CONFIG_HOME/gpucon/config.toml``. With no
+    file, environment variables that name a source (GPUCON_REDIS_URL, ...) are enough;
+    otherwise ConfigMissing is raised.
+    """
+    from gpucon.config_env import apply_env, env_names_a_source
+    from gpucon.config_schema import parse_document
+
+    if path is None:
+        path = Path(env["GPUCON_CONFIG"]) if env.get("GPUCON_CONFIG") else default_config_path(env)
+    path = path.expanduser()
+    if path.is_file():
+        try:
+            with path.open("rb") as fh:
+                document: dict[str, Any] = tomllib.load(fh)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+        config = parse_document(document, path)
+    elif path.exists():
+        raise ConfigError(f"{path}: expected a file, found something else (a directory?)")
+    elif env_names_a_source(env):
+        config = GpuconConfig(path=None, fleets={"default": FleetConfig()}, origins={})
+    else:
+        raise ConfigMissing(missing_config_message(path))
+    config = apply_env(config, env)
+    if fleet is not None:
+        origins = dict(config.origins)
+        origins["fleet"] = "--fleet"
+        config = replace(config, default_fleet=fleet, origins=origins)
+    if config.default_fleet not in config.fleets:
+        known = ", ".join(sorted(config.fleets)) or "none"
+        where = config.origin("fleet")
+        raise ConfigError(
+            f"{config.path or '(no file)'}: fleet: expected one of the configured fleets "
+            f"({known}), got {config.default_fleet!r} (from {where})"
+        )
+    return config

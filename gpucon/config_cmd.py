@@ -1,0 +1,115 @@
+"""``gpucon config check``: validate the config and print what would be used, and from where.
+
+Prints the effective values (file, environment or default, per value) as TOML-like lines,
+the fleet that would open, and exits 2 with the error (file, key, expectation) on a bad or
+missing config. Standard library only at module level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpucon.config import GpuconConfig
+
+SOURCE_NAMES = ("nvml", "libvirt", "prometheus", "redis", "kube")
+
+
+def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
+    parser.add_argument(
+        "action",
+        nargs="?",
+        choices=["check"],
+        default="check",
+        help="check: validate and print the effective config (the default)",
+    )
+
+
+def _value(value: object) -> str:
+    if isinstance(value, Path):
+        value = str(value)
+    if isinstance(value, tuple):
+        value = list(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _table(
+    lines: list[str], config: GpuconConfig, key: str, obj: Any, skip: tuple[str, ...] = ()
+) -> None:
+    lines.append(f"[{key}]")
+    fields = [f for f in dataclasses.fields(obj) if f.name not in skip]
+    width = max((len(f.name) for f in fields), default=0)
+    for f in fields:
+        value = getattr(obj, f.name)
+        if isinstance(value, dict):
+            continue
+        lines.append(
+            f"{f.name:<{width}} = {_value(value):<40} # {config.origin(f'{key}.{f.name}')}"
+        )
+    for f in fields:
+        value = getattr(obj, f.name)
+        if isinstance(value, dict) and value:
+            lines.append(f"[{key}.{f.name}]")
+            for k, v in value.items():
+                lines.append(f"{k} = {_value(v)}  # {config.origin(f'{key}.{f.name}.{k}')}")
+    lines.append("")
+
+
+def describe_config(config: GpuconConfig) -> list[str]:
+    """The effective config as TOML-like lines, each value followed by where it came from."""
+    lines = [
+        f"# config file: {config.path or '(none: environment only)'}",
+        f"# opens fleet {config.default_fleet!r} (from {config.origin('fleet')})",
+        "",
+    ]
+    for key in ("read_only", "operator", "audit_path"):
+        lines.append(f"{key} = {_value(getattr(config, key))}  # {config.origin(key)}")
+    lines.append("")
+    _table(lines, config, "ui", config.ui, skip=("keys",))
+    if config.ui.keys:
+        lines.append("[keys]")
+        lines += [
+            f"{k} = {_value(v)}  # {config.origin(f'keys.{k}')}" for k, v in config.ui.keys.items()
+        ]
+        lines.append("")
+    if config.slo_p95_ms:
+        lines.append("[slo]")
+        lines += [
+            f"{k} = {_value(v)}  # {config.origin(f'slo.{k}')}"
+            for k, v in config.slo_p95_ms.items()
+        ]
+        lines.append("")
+    _table(lines, config, "alerts", config.alerts)
+    for name, fleet in config.fleets.items():
+        chosen = "  (opens)" if name == config.default_fleet else ""
+        lines.append(f"# -- fleet {name}{chosen}")
+        configured = [s for s in SOURCE_NAMES if getattr(fleet, s) is not None]
+        lines.append(f"# sources, in merge order: {', '.join(configured) or 'none'}")
+        for source in configured:
+            _table(lines, config, f"fleets.{name}.{source}", getattr(fleet, source))
+        for i, target in enumerate(fleet.probe_targets):
+            _table(lines, config, f"fleets.{name}.probe_targets[{i}]", target)
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpucon.config import ConfigError, load_config
+
+    path = Path(args.config) if getattr(args, "config", None) else None
+    try:
+        config = load_config(path, fleet=getattr(args, "fleet", None))
+    except ConfigError as exc:
+        print(f"gpucon: config error: {exc}", file=sys.stderr)
+        return 2
+    if getattr(args, "read_only", False) and not config.read_only:
+        config = dataclasses.replace(
+            config, read_only=True, origins={**config.origins, "read_only": "--read-only"}
+        )
+    print("\n".join(describe_config(config)).rstrip())
+    print("\nconfig OK")
+    return 0

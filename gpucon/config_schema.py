@@ -1,0 +1,310 @@
+"""Strict validation of a parsed config document into the dataclasses of ``gpucon.config``.
+
+One generic builder checks each table against its dataclass's fields and types: unknown keys,
+wrong types, non-positive durations, bad URLs and bad names are refused with a ConfigError
+naming the file, the key path and what was expected. The few tables with their own shape
+(fleets, ``[slo]``, ``[keys]``, PromQL templates) have small dedicated checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from gpucon.config import (
+    ConfigError,
+    FleetConfig,
+    GpuconConfig,
+    KubeConfig,
+    LibvirtConfig,
+    NvmlConfig,
+    ProbeTarget,
+    PrometheusConfig,
+    RedisConfig,
+    UiConfig,
+)
+from gpucon.model.alerts import AlertThresholds
+
+T = TypeVar("T")
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+URL_SCHEMES: dict[type, tuple[str, ...]] = {
+    RedisConfig: ("redis", "rediss", "unix"),
+    PrometheusConfig: ("http", "https"),
+    ProbeTarget: ("http", "https"),
+}
+SOURCE_TABLES: dict[str, type] = {
+    "redis": RedisConfig,
+    "prometheus": PrometheusConfig,
+    "nvml": NvmlConfig,
+    "libvirt": LibvirtConfig,
+    "kube": KubeConfig,
+}
+TOP_LEVEL_KEYS = ("fleet", "operator", "audit_path", "read_only")
+TOP_LEVEL_TABLES = ("ui", "keys", "slo", "alerts", "fleets")
+
+
+def _type_name(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return type(value).__name__
+
+
+class Checker:
+    """Validation helpers bound to one file, so every error names it."""
+
+    def __init__(self, path: Path | None, variable: str | None = None) -> None:
+        self.path = path
+        self.variable = variable  # set when checking an environment variable
+        self.origins: dict[str, str] = {}
+
+    def fail(
+        self, key: str, expected: str, value: object = None, *, got: str | None = None
+    ) -> typing.NoReturn:
+        shown = got if got is not None else f"{_type_name(value)} {value!r}"
+        where = (
+            f"environment {self.variable} ({key})"
+            if self.variable
+            else f"{self.path or '(no file)'}: {key}"
+        )
+        raise ConfigError(f"{where}: expected {expected}, got {shown}")
+
+    def table(self, value: object, key: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.fail(key, "a table", value)
+        return typing.cast(dict[str, Any], value)
+
+    def no_unknown(self, table: Mapping[str, Any], allowed: tuple[str, ...], key: str) -> None:
+        for name in table:
+            if name not in allowed:
+                where = f"{key}.{name}" if key else name
+                self.fail(
+                    where, f"one of the known keys ({', '.join(allowed)})", got="an unknown key"
+                )
+
+    def number(self, value: object, key: str, *, positive: bool = False) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.fail(key, "a number", value)
+        number = float(typing.cast(float, value))
+        if not math.isfinite(number):
+            self.fail(key, "a finite number", value)
+        if positive and number <= 0:
+            self.fail(key, "a number greater than 0", value)
+        if not positive and number < 0:
+            self.fail(key, "a number of 0 or more", value)
+        return number
+
+    def integer(self, value: object, key: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(key, "an integer", value)
+        if value <= 0:
+            self.fail(key, "an integer greater than 0", value)
+        return value
+
+    def string(self, value: object, key: str, *, allow_empty: bool = False) -> str:
+        if not isinstance(value, str):
+            self.fail(key, "a string", value)
+        text = value
+        if not allow_empty and not text.strip():
+            self.fail(key, "a non-empty string", value)
+        if any(ord(ch) < 32 for ch in text):
+            self.fail(key, "a string without control characters", value)
+        return text
+
+    def name(self, value: object, key: str) -> str:
+        text = self.string(value, key)
+        if not NAME_RE.match(text):
+            self.fail(key, "a name of letters, digits, '_', '.', ':' or '-'", value)
+        return text
+
+    def boolean(self, value: object, key: str) -> bool:
+        if not isinstance(value, bool):
+            self.fail(key, "true or false", value)
+        return value
+
+    def url(self, value: object, key: str, schemes: tuple[str, ...]) -> str:
+        text = self.string(value, key)
+        expected = " or ".join(f"{s}://" for s in schemes) + " URL"
+        try:
+            parts = urlsplit(text)
+            _ = parts.port  # raises on a non-numeric port
+        except ValueError:
+            self.fail(key, expected, text)
+        if parts.scheme not in schemes or (parts.scheme != "unix" and not parts.hostname):
+            self.fail(key, expected, text)
+        if parts.scheme == "unix" and not parts.path:
+            self.fail(key, "a unix:// URL with a socket path", text)
+        return text
+
+    def string_list(self, value: object, key: str) -> tuple[str, ...]:
+        if not isinstance(value, list) or not value:
+            self.fail(key, "a non-empty array of strings", value)
+        items = typing.cast(list[object], value)
+        return tuple(self.string(item, f"{key}[{i}]") for i, item in enumerate(items))
+
+    def string_map(self, value: object, key: str) -> dict[str, str]:
+        table = self.table(value, key)
+        return {k: self.string(v, f"{key}.{k}") for k, v in table.items()}
+
+    # -- dataclasses -----------------------------------------------------------------------
+
+    def build(self, cls: type[T], value: object, key: str, **fixed: Any) -> T:
+        """An instance of dataclass ``cls`` from a TOML table, each field checked by its type."""
+        table = self.table(value, key)
+        hints = typing.get_type_hints(cls)
+        fields = [f for f in dataclasses.fields(cls) if f.name not in fixed]  # type: ignore[arg-type]
+        self.no_unknown(table, tuple(f.name for f in fields), key)
+        kwargs: dict[str, Any] = dict(fixed)
+        for f in fields:
+            sub = f"{key}.{f.name}"
+            if f.name not in table:
+                no_default = dataclasses.MISSING
+                if f.default is no_default and f.default_factory is no_default:
+                    self.fail(sub, f"a value ({_describe(hints[f.name])})", got="nothing")
+                continue
+            kwargs[f.name] = self.field_value(cls, f.name, hints[f.name], table[f.name], sub)
+            self.origins[sub] = "file"
+        return cls(**kwargs)
+
+    def field_value(self, cls: type, name: str, hint: object, value: object, key: str) -> object:
+        if name == "url" and cls in URL_SCHEMES:
+            return self.url(value, key, URL_SCHEMES[cls])
+        if name == "uri":
+            text = self.string(value, key)
+            if "://" not in text:
+                self.fail(key, "a libvirt URI such as qemu:///system", value)
+            return text
+        if name == "queries":
+            return self.queries(value, key)
+        if name == "kubeconfig":
+            return str(Path(self.string(value, key)).expanduser())
+        if hint is float:
+            return self.number(value, key, positive=name.endswith("_s") or name.startswith("max_"))
+        if hint is int:
+            return self.integer(value, key)
+        if hint is bool:
+            return self.boolean(value, key)
+        if hint is str or hint == (str | None):
+            return self.string(value, key, allow_empty=cls is NvmlConfig and name == "host")
+        if hint == tuple[str, ...]:
+            return self.string_list(value, key)
+        if hint == dict[str, str]:
+            return self.string_map(value, key)
+        raise TypeError(f"config field {cls.__name__}.{name}: no check for {hint!r}")
+
+    def queries(self, value: object, key: str) -> dict[str, str]:
+        from gpucon.sources.promql import DEFAULT_QUERIES
+
+        table = self.string_map(value, key)
+        for family in table:
+            self.origins[f"{key}.{family}"] = "file"
+            if family not in DEFAULT_QUERIES:
+                known = ", ".join(DEFAULT_QUERIES)
+                self.fail(
+                    f"{key}.{family}", f"a known metric family ({known})", got="an unknown one"
+                )
+        return table
+
+
+def _describe(hint: object) -> str:
+    names: dict[object, str] = {
+        float: "a number",
+        int: "an integer",
+        str: "a string",
+        bool: "true or false",
+    }
+    return names.get(hint, "a value")
+
+
+def parse_fleet(check: Checker, name: str, value: object) -> FleetConfig:
+    key = f"fleets.{name}"
+    check.name(name, f"{key} (the fleet's name)")
+    table = check.table(value, key)
+    check.no_unknown(table, (*SOURCE_TABLES, "probe_targets"), key)
+    kwargs: dict[str, Any] = {"name": name}
+    for source, cls in SOURCE_TABLES.items():
+        if source in table:
+            kwargs[source] = check.build(cls, table[source], f"{key}.{source}")
+            check.origins[f"{key}.{source}"] = "file"
+    if "probe_targets" in table:
+        targets = table["probe_targets"]
+        if not isinstance(targets, list):
+            check.fail(f"{key}.probe_targets", "an array of tables ([[...probe_targets]])", targets)
+        built = [
+            check.build(ProbeTarget, t, f"{key}.probe_targets[{i}]") for i, t in enumerate(targets)
+        ]
+        names = [t.name for t in built]
+        for i, target_name in enumerate(names):
+            if names.index(target_name) != i:
+                check.fail(f"{key}.probe_targets[{i}].name", "a unique name", target_name)
+        kwargs["probe_targets"] = tuple(built)
+    return FleetConfig(**kwargs)
+
+
+def parse_document(document: Mapping[str, Any], path: Path | None) -> GpuconConfig:
+    """Validate a whole config document (as tomllib returns it)."""
+    check = Checker(path)
+    check.no_unknown(document, (*TOP_LEVEL_KEYS, *TOP_LEVEL_TABLES), "")
+    fleets_table = check.table(document.get("fleets", {}), "fleets")
+    if not fleets_table:
+        check.fail("fleets", "at least one [fleets.NAME.SOURCE] table", got="no fleets")
+    fleets = {name: parse_fleet(check, name, value) for name, value in fleets_table.items()}
+    default_fleet = next(iter(fleets))
+    check.origins["fleet"] = "first fleet in the file"
+    if "fleet" in document:
+        default_fleet = check.name(document["fleet"], "fleet")
+        check.origins["fleet"] = "file"
+    ui_table = check.table(document.get("ui", {}), "ui")
+    ui = check.build(UiConfig, ui_table, "ui", keys={})
+    keys = check.string_map(document.get("keys", {}), "keys")
+    for binding in keys:
+        check.name(binding, f"keys.{binding} (a binding id)")
+        check.origins[f"keys.{binding}"] = "file"
+    ui = dataclasses.replace(ui, keys=keys)
+    slo = {
+        model: check.number(ms, f"slo.{model}", positive=True)
+        for model, ms in check.table(document.get("slo", {}), "slo").items()
+    }
+    for model in slo:
+        check.origins[f"slo.{model}"] = "file"
+    alerts = check.build(AlertThresholds, document.get("alerts", {}), "alerts")
+    audit_path = None
+    if "audit_path" in document:
+        audit_path = Path(check.string(document["audit_path"], "audit_path")).expanduser()
+        check.origins["audit_path"] = "file"
+    operator = None
+    if "operator" in document:
+        operator = check.string(document["operator"], "operator")
+        check.origins["operator"] = "file"
+    read_only = False
+    if "read_only" in document:
+        read_only = check.boolean(document["read_only"], "read_only")
+        check.origins["read_only"] = "file"
+    return GpuconConfig(
+        path=path,
+        fleets=fleets,
+        default_fleet=default_fleet,
+        alerts=alerts,
+        slo_p95_ms=slo,
+        ui=ui,
+        audit_path=audit_path,
+        operator=operator,
+        read_only=read_only,
+        origins=dict(check.origins),
+    )
