@@ -116,7 +116,10 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
 
     merged_slots: dict[str, Slot] = {}
     for s in merge_by_key(slots, slot_join_key).values():
-        merged_slots[s.id] = s
+        # a fragment that names the slot only by id (Kubernetes: no GPU UUID) joins the slot
+        # with that id instead of replacing it
+        existing = merged_slots.get(s.id)
+        merged_slots[s.id] = s if existing is None else overlay(existing, s)
     # origins of slots: every source whose fragment joined into the merged slot
     join_to_id = {slot_join_key(s): s.id for s in merged_slots.values()}
     for r in readings:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpucon.model.fleet import Health, SlotKind
+from gpucon.model.fleet import Health, Slot, SlotKind
+from gpucon.model.merge import merge_readings
 from gpucon.model.reading import Reading
 from gpucon.sources.base import Source
 from gpucon.sources.kube import KubeSource
@@ -270,3 +271,28 @@ def test_close_stops_the_watch_threads(kubeconfig: str) -> None:
     src.close()
     assert time.perf_counter() - t0 < 2.0
     assert not any(t.is_alive() for t in threads)
+
+
+def test_pod_slot_fragment_joins_the_nvml_slot_of_the_same_id(source: KubeSource) -> None:
+    nvml = Reading(
+        "nvml",
+        Health.OK,
+        0.0,
+        slots=(
+            Slot(
+                "gpu-a/gpu0/gi1",
+                SlotKind.MIG,
+                host="gpu-a",
+                gpu_uuid="GPU-aaaa",
+                gi_id=1,
+                mem_used_mib=512.0,
+            ),
+        ),
+    )
+    kube = source.read()
+    for order in ([nvml, kube], [kube, nvml]):
+        merged = merge_readings(order)
+        slot = merged.slots["gpu-a/gpu0/gi1"]
+        assert (slot.gpu_uuid, slot.mem_used_mib) == ("GPU-aaaa", 512.0)  # from NVML
+        assert (slot.pod, slot.node) == ("ml/llm-a-0", "gpu-a")  # from Kubernetes
+        assert merged.origins["slot:gpu-a/gpu0/gi1"] == {"nvml", "kube"}
