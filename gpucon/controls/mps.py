@@ -97,22 +97,26 @@ class MpsControl:
         return self._run([self.executable], text + "\n", f"MPS command {text!r}").stdout.strip()
 
     def quit(self, wait_s: float = 5.0) -> None:
-        """Ask the daemon to quit and wait until it no longer answers."""
+        """Ask the daemon to quit and wait until it has exited (its pid file is removed)."""
         self.command("quit")
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            if not self.control_pipe().exists():
+            if not self.pid_file().exists():
                 return
             time.sleep(0.05)
         if self.is_running():
             raise MpsError(f"MPS command 'quit': daemon still answers after {wait_s:g}s")
 
-    def control_pipe(self) -> Path:
+    def control_socket(self) -> Path:
         return self.pipe_dir / "control"
+
+    def pid_file(self) -> Path:
+        """Written by the daemon while it runs; removed when it exits (the socket stays)."""
+        return self.pipe_dir / "nvidia-cuda-mps-control.pid"
 
     def is_running(self) -> bool:
         """True when a daemon answers on this pipe directory."""
-        if not self.control_pipe().exists():
+        if not self.pid_file().exists():
             return False
         try:
             self.command("get_default_active_thread_percentage")

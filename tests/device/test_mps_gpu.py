@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,7 +30,7 @@ def control(tmp_path: Path) -> Iterator[MpsControl]:
         pytest.skip("nvidia-cuda-mps-control is not installed here")
     ctl = MpsControl(pipe_dir=tmp_path / "mps-pipe", log_dir=tmp_path / "mps-log", timeout_s=10)
     yield ctl
-    if ctl.control_pipe().exists():
+    if ctl.pid_file().exists():
         with contextlib.suppress(MpsError):
             ctl.quit(wait_s=10)
 
@@ -69,7 +70,9 @@ def test_daemon_start_client_query_set_quit(control: MpsControl) -> None:
         if client.poll() is None:
             client.kill()
             client.wait()
+    started = time.monotonic()
     control.quit(wait_s=15)
+    assert time.monotonic() - started < 5, "quit is seen when the daemon exits"
     assert not control.is_running()
     log = (control.log_dir / "control.log").read_text()
     assert "quit" in log.lower()

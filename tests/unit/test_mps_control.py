@@ -24,19 +24,21 @@ from gpucon.controls.mps import (
 from gpucon.model.fleet import MpsState
 
 STANDIN = r"""#!/bin/sh
-# STAND-IN for nvidia-cuda-mps-control (tests only): records argv/stdin, fakes the daemon.
+# STAND-IN for nvidia-cuda-mps-control (tests only): records argv/stdin, fakes the daemon
+# as seen on the H200 (driver 580): pid file while running, socket left after quit.
 log="$MPS_STANDIN_LOG"
 state="$CUDA_MPS_PIPE_DIRECTORY"
+pid="$state/nvidia-cuda-mps-control.pid"
 echo "argv:$*" >> "$log"
 echo "pipe:$CUDA_MPS_PIPE_DIRECTORY log:$CUDA_MPS_LOG_DIRECTORY" >> "$log"
 if [ "$1" = "-d" ]; then
-  [ -e "$state/control" ] && { echo "An instance of this daemon is already running" >&2; exit 1; }
-  : > "$state/control"; echo 100.0 > "$state/pct"; exit 0
+  [ -e "$pid" ] && { echo "An instance of this daemon is already running" >&2; exit 1; }
+  : > "$state/control"; echo $$ > "$pid"; echo 100.0 > "$state/pct"; exit 0
 fi
 read -r line
 echo "stdin:$line" >> "$log"
 [ -n "$MPS_STANDIN_HANG" ] && sleep 5
-[ -e "$state/control" ] || { echo "Cannot find MPS control daemon process" >&2; exit 1; }
+[ -e "$pid" ] || { echo "Cannot find MPS control daemon process" >&2; exit 1; }
 set -- $line
 case "$1" in
   get_server_list) cat "$state/servers" 2>/dev/null ;;
@@ -45,7 +47,7 @@ case "$1" in
   get_active_thread_percentage) cat "$state/pct" ;;
   set_default_device_pinned_mem_limit) echo "$3" > "$state/limit_$2" ;;
   get_default_device_pinned_mem_limit) cat "$state/limit_$2" 2>/dev/null || echo "None" ;;
-  quit) rm -f "$state/control" ;;
+  quit) rm -f "$pid" ;;  # the real daemon leaves its socket
   *) echo "Unrecognized command $1" >&2; exit 1 ;;
 esac
 """
@@ -85,6 +87,7 @@ def test_start_query_set_quit_round_trip(control: MpsControl) -> None:
     )
     control.quit(wait_s=1.0)
     assert not control.is_running()
+    assert control.control_socket().exists()  # like the real daemon, which leaves it
     log = standin_log(control)
     assert "argv:-d" in log
     assert "stdin:set_default_active_thread_percentage 60" in log
