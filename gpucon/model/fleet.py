@@ -201,3 +201,5 @@ class NodeInfo:
     allocatable: tuple[tuple[str, str], ...] = field(default=())
     # "namespace/name" of the pods on this node that request GPU or MIG resources
     gpu_pods: tuple[str, ...] = ()
+    # (pod IP, "namespace/name") of those pods: backends whose url host is the IP get the pod
+    gpu_pod_ips: tuple[tuple[str, str], ...] = ()

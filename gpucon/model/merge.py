@@ -73,6 +73,30 @@ def _netloc(url: str | None) -> str | None:
         return None
 
 
+def attach_pods_by_ip(
+    backends: dict[str, Backend], nodes: Iterable[NodeInfo]
+) -> dict[str, Backend]:
+    """Backends with no pod get the GPU pod whose IP is their url's host (Kubernetes)."""
+    pod_by_ip = {ip: (ref, n.name) for n in nodes for ip, ref in n.gpu_pod_ips}
+    if not pod_by_ip:
+        return backends
+    attached: dict[str, Backend] = {}
+    for name, b in backends.items():
+        host = _url_host(b.url) if b.pod is None else None
+        hit = pod_by_ip.get(host) if host else None
+        attached[name] = (
+            b if hit is None else dataclasses.replace(b, pod=hit[0], node=b.node or hit[1])
+        )
+    return attached
+
+
+def _url_host(url: str | None) -> str | None:
+    try:
+        return urlsplit(url).hostname if url else None
+    except ValueError:  # a malformed url from the registry matches no pod
+        return None
+
+
 def resolve_latency(
     latency: Iterable[LatencyStats], backends: dict[str, Backend]
 ) -> dict[str, LatencyStats]:
@@ -131,12 +155,14 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
         if b.slot_id is not None:
             for src in origins.get(f"backend:{b.name}", ()):
                 note(f"slot:{b.slot_id}", src)
+    merged_nodes = {str(k): v for k, v in merge_by_key(nodes, lambda n: n.name).items()}
+    merged_backends = attach_pods_by_ip(merged_backends, merged_nodes.values())
     return MergedFleet(
         gpus={str(k): v for k, v in merge_by_key(gpus, lambda g: g.uuid).items()},
         slots=merged_slots,
         backends=merged_backends,
         queues={str(k): v for k, v in merge_by_key(queues, lambda q: q.stream).items()},
         latency=resolve_latency(latency, merged_backends),
-        nodes={str(k): v for k, v in merge_by_key(nodes, lambda n: n.name).items()},
+        nodes=merged_nodes,
         origins={k: frozenset(v) for k, v in origins.items()},
     )

@@ -16,7 +16,10 @@ What is read, from raw JSON (the client's models are skipped: faster, and garbag
   - label ``gpucon.io/backend: NAME`` → a ``Backend`` fragment (pod, node) for backend NAME;
   - annotation ``gpucon.io/slot: SLOT_ID`` (``host/gpu0/gi3``, ``host/gpu1`` or ``vm:NAME``) →
     a ``Slot`` fragment (pod, node, MIG profile from the request) and the backend's ``slot_id``.
-  Pod-IP matching against backend urls is not done here (the source does not see the registry).
+  - otherwise a backend whose url's host is a GPU pod's IP gets that pod when the hub merges
+    (``NodeInfo.gpu_pod_ips``, ``gpucon.model.merge.attach_pods_by_ip``).
+  Put this source after Redis in the hub's priority order: a Backend fragment's ``state``
+  defaults to ``active`` and must not hide the registry's ``draining``.
 
 The ``kubernetes`` package costs ~0.15–0.6 s to import: it is imported in the watch threads, never
 before the first frame. The client is configured from a kubeconfig (or in-cluster config).
@@ -429,9 +432,12 @@ class KubeSource:
             node_items = dict(self._watched[0].items)
             pods: list[GpuPod] = sorted(self._watched[1].items.values(), key=lambda p: p.ref)
         by_node: dict[str, list[str]] = {}
+        ips_by_node: dict[str, list[tuple[str, str]]] = {}
         for pod in pods:
             if pod.node:
                 by_node.setdefault(pod.node, []).append(pod.ref)
+                if pod.ip:
+                    ips_by_node.setdefault(pod.node, []).append((pod.ip, pod.ref))
         nodes = tuple(
             NodeInfo(
                 n.name,
@@ -440,6 +446,7 @@ class KubeSource:
                 n.unschedulable,
                 n.allocatable,
                 tuple(by_node.get(n.name, ())),
+                tuple(ips_by_node.get(n.name, ())),
             )
             for _, n in sorted(node_items.items())
         )

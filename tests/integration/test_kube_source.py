@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucon.model.fleet import Health, Slot, SlotKind
+from gpucon.model.fleet import Backend, BackendState, Health, Slot, SlotKind
 from gpucon.model.merge import merge_readings
 from gpucon.model.reading import Reading
 from gpucon.sources.base import Source
@@ -296,3 +296,24 @@ def test_pod_slot_fragment_joins_the_nvml_slot_of_the_same_id(source: KubeSource
         assert (slot.gpu_uuid, slot.mem_used_mib) == ("GPU-aaaa", 512.0)  # from NVML
         assert (slot.pod, slot.node) == ("ml/llm-a-0", "gpu-a")  # from Kubernetes
         assert merged.origins["slot:gpu-a/gpu0/gi1"] == {"nvml", "kube"}
+
+
+def test_backend_without_label_gets_its_pod_by_ip(source: KubeSource, standin: KubeStandIn) -> None:
+    standin.add_pod("ml", "plain-0", "gpu-a", {MIG: "1"}, pod_ip="10.1.0.9")  # no gpucon label
+    kube = read_until(source, lambda r: "ml/plain-0" in pod_refs(r))
+    gpu_a = next(n for n in kube.nodes if n.name == "gpu-a")
+    assert ("10.1.0.9", "ml/plain-0") in gpu_a.gpu_pod_ips
+    registry = Reading(
+        "redis",
+        Health.OK,
+        0.0,
+        backends=(
+            Backend("plain", url="http://10.1.0.9:8000", state=BackendState.DRAINING),
+            Backend("elsewhere", url="http://10.9.9.9:8000"),
+        ),
+    )
+    merged = merge_readings([registry, kube])
+    plain = merged.backends["plain"]
+    assert (plain.pod, plain.node, plain.state) == ("ml/plain-0", "gpu-a", BackendState.DRAINING)
+    assert merged.backends["elsewhere"].pod is None
+    assert merged.backends["llm-a"].pod == "ml/llm-a-0"  # matched by its label
