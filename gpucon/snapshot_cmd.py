@@ -1,0 +1,160 @@
+"""``gpucon snapshot [--json] [--demo]``: read every source once and print one snapshot.
+
+The live fleet comes from the config (``--config``, ``--fleet``); ``--demo`` reads the
+simulator instead (``--seed``, ``--scenario``, ``--size``). ``--json`` prints a stable shape:
+``{"taken_at", "seq", "fleet", "gpus", "slots", "backends", "queues", "latency", "sources",
+"alerts"}``, each a list sorted by its key; otherwise a short text table. Exit status 1 when
+every source is down, 2 on a config error. Untrusted text
+(names, labels, errors) is printed with control codes removed; JSON escapes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpucon.model.snapshot import Snapshot
+
+
+def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON (a stable shape)")
+    parser.add_argument("--demo", action="store_true", help="the simulated fleet, no setup")
+    parser.add_argument("--seed", type=int, default=7, help="simulator seed (default 7)")
+    parser.add_argument("--scenario", metavar="NAME", default=None, help="simulated incident")
+    parser.add_argument("--size", type=int, metavar="N", default=None, help="simulate N GPUs")
+
+
+def jsonable(value: Any) -> Any:
+    """Dataclasses, enums, tuples and mappings as plain JSON values."""
+    if isinstance(value, enum.IntEnum):
+        return value.name.lower()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, float) and value != value:  # NaN is not JSON
+        return None
+    return value
+
+
+def snapshot_document(snapshot: Snapshot, fleet: str) -> dict[str, Any]:
+    """The JSON shape of ``gpucon snapshot --json``."""
+
+    def items(mapping: Any) -> list[Any]:
+        return [jsonable(mapping[k]) for k in sorted(mapping)]
+
+    return {
+        "taken_at": snapshot.taken_at,
+        "seq": snapshot.seq,
+        "fleet": fleet,
+        "gpus": items(snapshot.gpus),
+        "slots": items(snapshot.slots),
+        "backends": items(snapshot.backends),
+        "queues": items(snapshot.queues),
+        "latency": items(snapshot.latency),
+        "sources": items(snapshot.sources),
+        "alerts": [jsonable(a) for a in snapshot.alerts],
+    }
+
+
+def _num(value: float | None, unit: str = "", digits: int = 0) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
+    """A short text view: sources, slots with their backends, queues, alerts."""
+    from gpucon.widgets.safe_text import clean
+
+    lines = [f"fleet {clean(fleet)} · {len(snapshot.slots)} slots · seq {snapshot.seq}"]
+    for name in sorted(snapshot.sources):
+        s = snapshot.sources[name]
+        error = f"  {clean(s.error)}" if s.error else ""
+        lines.append(f"  source {name:<11} {s.health.value:<9}{error}")
+    lines.append("")
+    lines.append(f"{'SLOT':<28} {'PROFILE':<14} {'ACTIVITY':>8} {'MEM MiB':>15}  BACKENDS")
+    for sid in sorted(snapshot.slots):
+        slot = snapshot.slots[sid]
+        mem = f"{_num(slot.mem_used_mib)}/{_num(slot.mem_total_mib)}"
+        backends = ", ".join(
+            f"{clean(b.name)}({b.state.value})" for b in snapshot.backends_on(slot.id)
+        )
+        lines.append(
+            f"{clean(sid)[:28]:<28} {clean(slot.profile or '')[:14]:<14} "
+            f"{_num(slot.activity_pct, '%'):>8} {mem:>15}  {backends}"
+        )
+    if snapshot.queues:
+        lines.append("")
+        lines.append(f"{'QUEUE':<20} {'LEN':>7} {'PENDING':>8} {'LAG':>7} {'OLDEST':>8}")
+        for stream in sorted(snapshot.queues):
+            q = snapshot.queues[stream]
+            lines.append(
+                f"{clean(stream)[:20]:<20} {_num(q.length):>7} {_num(q.pending):>8} "
+                f"{_num(q.lag):>7} {_num(q.oldest_age_s, 's', 1):>8}"
+            )
+    if snapshot.alerts:
+        lines.append("")
+        for alert in snapshot.alerts:
+            lines.append(
+                f"! {alert.severity.name.lower():<8} {clean(alert.target)}: {clean(alert.message)}"
+            )
+    return lines
+
+
+def _demo_hub(args: argparse.Namespace) -> Any:
+    import importlib
+
+    from gpucon.hub import Hub
+
+    try:
+        sim = importlib.import_module("gpucon.sources.sim")
+    except ModuleNotFoundError:
+        raise SystemExit("gpucon snapshot --demo: the simulator is not in this build") from None
+    try:
+        source = sim.SimSource.for_demo(args.seed, args.scenario, args.size)
+    except ValueError as exc:
+        raise SystemExit(f"gpucon snapshot: {exc}") from None
+    return Hub([source])
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    if args.demo:
+        hub, fleet = _demo_hub(args), "demo"
+    else:
+        from gpucon.config import ConfigError, load_config
+        from gpucon.sources.factory import build_hub
+
+        try:
+            config = load_config(Path(args.config) if args.config else None, fleet=args.fleet)
+        except ConfigError as exc:
+            print(f"gpucon: {exc}", file=sys.stderr)
+            return 2
+        fleet = config.default_fleet
+        hub = build_hub(config, fleet)
+        if not hub.sources:
+            print(f"gpucon: fleet {fleet!r} names no source; see gpucon config", file=sys.stderr)
+            return 2
+    try:
+        hub.poll_once()
+        snapshot = hub.tick()
+    finally:
+        hub.stop()
+    if args.json:
+        json.dump(snapshot_document(snapshot, fleet), sys.stdout, indent=1, sort_keys=False)
+        sys.stdout.write("\n")
+    else:
+        print("\n".join(snapshot_text(snapshot, fleet)))
+    from gpucon.model.fleet import Health
+
+    statuses = snapshot.sources.values()
+    return 1 if statuses and all(s.health is Health.DOWN for s in statuses) else 0

@@ -1,0 +1,61 @@
+"""``gpucon snapshot`` on a config naming a real redis-server: JSON shape, text, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import redis
+
+from gpucon.cli import main
+from tests.helpers.servers import free_port
+
+pytestmark = pytest.mark.integration
+
+KEYS = ["taken_at", "seq", "fleet", "gpus", "slots", "backends", "queues", "latency", "sources",
+        "alerts"]  # fmt: skip
+
+
+def config_file(tmp_path: Path, url: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(f'[fleets.lab.redis]\nurl = "{url}"\nstreams = ["gen:queue"]\n')
+    return path
+
+
+def test_snapshot_json_has_a_stable_shape(
+    redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r = redis.Redis.from_url(redis_url)
+    r.xgroup_create("gen:queue", "g1", id="$", mkstream=True)
+    r.xadd("gen:queue", {"p": "1"})
+    r.sadd("gpucon:backends", "b1")
+    r.hset("gpucon:backend:b1", mapping={"slot": "h/gpu0", "state": "draining", "weight": "0",
+                                         "url": "http://h:8000", "model": "sdxl"})  # fmt: skip
+    r.close()
+    assert main(["snapshot", "--json", "--config", str(config_file(tmp_path, redis_url))]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert list(doc) == KEYS
+    assert doc["fleet"] == "lab"
+    (backend,) = doc["backends"]
+    assert (backend["name"], backend["state"], backend["weight"]) == ("b1", "draining", 0.0)
+    (queue,) = doc["queues"]
+    assert (queue["stream"], queue["length"], queue["lag"]) == ("gen:queue", 1, 1)
+    (source,) = doc["sources"]
+    assert (source["name"], source["health"]) == ("redis", "ok")
+
+
+def test_snapshot_text_and_down_source_exit_status(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    down = f"redis://127.0.0.1:{free_port()}/0"
+    assert main(["snapshot", "--config", str(config_file(tmp_path, down))]) == 1
+    out = capsys.readouterr().out
+    assert "source redis" in out and "down" in out and "ConnectionError" in out
+
+
+def test_snapshot_config_error_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[fleets.lab.redis]\nurl = "http://nope"\n')
+    assert main(["snapshot", "--config", str(path)]) == 2
+    assert "fleets.lab.redis.url" in capsys.readouterr().err

@@ -1,0 +1,78 @@
+"""Sources built from a fleet's config, in merge order; a missing module reads as down."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+from gpucon.config import (
+    FleetConfig,
+    GpuconConfig,
+    KubeConfig,
+    LibvirtConfig,
+    NvmlConfig,
+    PrometheusConfig,
+    RedisConfig,
+)
+from gpucon.model.alerts import AlertThresholds
+from gpucon.model.fleet import Health
+from gpucon.sources.factory import UnavailableSource, build_hub, build_sources
+
+FULL = FleetConfig(
+    name="prod",
+    kube=KubeConfig(context="c"),
+    redis=RedisConfig(url="redis://10.0.0.1:6379/0", streams=("q",), cadence_s=0.5),
+    prometheus=PrometheusConfig(url="http://p:9090", queries={"pending": "up"}),
+    libvirt=LibvirtConfig(uri="test:///default"),
+    nvml=NvmlConfig(host="h1"),
+)
+
+
+def test_sources_in_merge_priority_order_with_their_settings() -> None:
+    sources = build_sources(FULL)
+    assert [s.name for s in sources] == ["nvml", "libvirt", "prometheus", "redis", "kube"]
+    redis_source: Any = sources[3]
+    assert (redis_source.url, redis_source.streams, redis_source.cadence_s) == (
+        "redis://10.0.0.1:6379/0", ("q",), 0.5,
+    )  # fmt: skip
+    prom: Any = sources[2]
+    assert prom.queries["pending"] == "up"
+    for s in sources:
+        s.close()
+
+
+def test_only_configured_sources() -> None:
+    assert [s.name for s in build_sources(FleetConfig(redis=RedisConfig()))] == ["redis"]
+    assert build_sources(FleetConfig()) == []
+
+
+def test_a_missing_module_becomes_a_down_source_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a None entry in sys.modules makes the import fail as if the module were absent
+    monkeypatch.setitem(sys.modules, "gpucon.sources.kube", None)
+    sources = build_sources(FleetConfig(kube=KubeConfig(), redis=RedisConfig()))
+    assert [s.name for s in sources] == ["redis", "kube"]
+    kube = sources[1]
+    assert isinstance(kube, UnavailableSource)
+    reading = kube.read()
+    assert reading.health is Health.DOWN
+    assert reading.error is not None and "gpucon.sources.kube" in reading.error
+
+
+def test_hub_gets_thresholds_slos_and_refresh() -> None:
+    config = GpuconConfig(
+        fleets={"a": FleetConfig(name="a", redis=RedisConfig())},
+        default_fleet="a",
+        alerts=AlertThresholds(queue_wait_ms=50.0),
+        slo_p95_ms={"sdxl": 900.0},
+    )
+    hub = build_hub(config)
+    assert [s.name for s in hub.sources] == ["redis"]
+    assert hub.thresholds.queue_wait_ms == 50.0
+    assert hub.slo_p95_ms_by_model == {"sdxl": 900.0}
+    with pytest.raises(KeyError, match="not configured"):
+        build_hub(config, "nope")
+    hub.stop()
