@@ -96,15 +96,20 @@ class ReplayNvml:
     def clear_injections(self) -> None:
         self._injected.clear()
 
+    def replayed(self, fn: str) -> Callable[..., Any]:
+        """The stand-in's own answer function for ``fn`` (to wrap in an override)."""
+        return lambda *args: self._call(fn, args)
+
+    def override(self, fn: str, function: Callable[..., Any]) -> None:
+        """Answer ``fn`` with ``function`` from now on (e.g. a wrapper of ``replayed(fn)``)."""
+        self.__dict__[fn] = function
+
     # --- the pynvml surface -----------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("nvml"):
             return getattr(pynvml, name)
 
-        def replayed(*args: Any) -> Any:
-            return self._call(name, args)
-
-        return replayed
+        return self.replayed(name)
 
     def _call(self, fn: str, args: tuple[Any, ...]) -> Any:
         self.log.append(fn)
@@ -134,7 +139,7 @@ class ReplayNvml:
             self._sample_content[pointer_address(args[-1]) or 0] = f"gpm:{held}"
             return args[-1]
         if fn == GPM_METRICS_GET:
-            return _fill_metrics(args[0], result)
+            return _fill_metrics(args[0], result or {})
         return self._decode(result)
 
     def _new_sample(self) -> Any:
