@@ -152,7 +152,10 @@ def alert_line(alert: Alert, now: float, style: str) -> Text:
 class AlertsPanel(TextPanel):
     """Active alerts, worst and then newest first (the order Snapshot.alerts already has)."""
 
+    snapshot: Snapshot | None = None
+
     def show_snapshot(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f"ALERTS ({len(snapshot.alerts)})\n", style="bold")
         if not snapshot.alerts:
@@ -162,7 +165,16 @@ class AlertsPanel(TextPanel):
             Severity.WARNING: self.theme_style("util-hot"),
             Severity.INFO: "dim",
         }
-        for alert in snapshot.alerts[:200]:
+        # only what fits is built: a fleet in trouble can have thousands of alerts
+        room = max(1, (self.size.height or 24) - 2)
+        shown = snapshot.alerts[:room]
+        for alert in shown:
             text.append_text(alert_line(alert, snapshot.taken_at, styles[alert.severity]))
             text.append("\n")
+        if len(snapshot.alerts) > len(shown):
+            text.append(f"… and {len(snapshot.alerts) - len(shown)} more", style="dim")
         self.show_text(text)
+
+    def on_resize(self) -> None:
+        if self.snapshot is not None:
+            self.show_snapshot(self.snapshot)

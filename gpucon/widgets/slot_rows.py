@@ -102,35 +102,43 @@ def _gpu_label(slot: Slot) -> str:
     return f"{index} {name}".strip()
 
 
-def _row(
-    slot: Slot | None,
-    slot_id: str,
-    backend: Backend | None,
-    lat: LatencyStats | None,
-    slo: float | None,
-    stale: bool,
-) -> RowValues:
-    return RowValues(
-        slot_id=clean(slot_id),
-        host=clean(slot.host or (slot.vm.host if slot.vm else None) or "") if slot else "",
-        gpu=_gpu_label(slot) if slot else "",
-        slot=_slot_label(slot) if slot else clean(slot_id),
-        profile=clean(slot.profile or "") if slot else "",
-        activity=slot.activity_pct if slot else None,
-        metric=clean(slot.activity_metric or "") if slot else "",
-        mem_used=slot.mem_used_mib if slot else None,
-        mem_total=slot.mem_total_mib if slot else None,
-        backend=clean(backend.name) if backend else "",
-        model=clean(backend.model or "") if backend else "",
-        weight=backend.weight if backend else None,
-        state=backend.state.value if backend else "",
-        inflight=backend.inflight if backend else None,
-        p95=lat.p95_ms if lat else None,
-        slo=slo if backend else None,
-        rps=lat.req_per_s if lat else None,
-        ready=backend.ready if backend else None,
-        stale=stale,
+_NO_SLOT: tuple[object, ...] = ("", "", "", "", None, "", None, None)
+_NO_BACKEND: tuple[object, ...] = ("", "", None, "", None, None, None, None, None)
+
+
+def _slot_part(slot: Slot) -> tuple[object, ...]:
+    """The slot's columns (all but the id), computed once for all its backends."""
+    host = slot.host or (slot.vm.host if slot.vm else None) or ""
+    return (
+        clean(host),
+        _gpu_label(slot),
+        _slot_label(slot),
+        clean(slot.profile or ""),
+        slot.activity_pct,
+        clean(slot.activity_metric or ""),
+        slot.mem_used_mib,
+        slot.mem_total_mib,
     )
+
+
+def _backend_part(b: Backend, lat: LatencyStats | None, slo: float | None) -> tuple[object, ...]:
+    return (
+        clean(b.name),
+        clean(b.model or ""),
+        b.weight,
+        b.state.value,
+        b.inflight,
+        None if lat is None else lat.p95_ms,
+        slo,
+        None if lat is None else lat.req_per_s,
+        b.ready,
+    )
+
+
+def _make(
+    slot_id: str, slot_part: tuple[object, ...], backend_part: tuple[object, ...], stale: bool
+) -> RowValues:
+    return RowValues._make((slot_id, *slot_part, *backend_part, stale))
 
 
 def build_rows(snapshot: Snapshot, default_slo_ms: float) -> dict[RowKey, RowValues]:
@@ -138,30 +146,35 @@ def build_rows(snapshot: Snapshot, default_slo_ms: float) -> dict[RowKey, RowVal
     gets a row of its own."""
     stale_sources = snapshot.stale_sources()
     origins = snapshot.origins
+    empty: frozenset[str] = frozenset()
 
     def is_stale(key: str) -> bool:
-        return bool(stale_sources) and bool(origins.get(key, frozenset()) & stale_sources)
+        return bool(stale_sources) and bool(origins.get(key, empty) & stale_sources)
 
     on_slot: dict[str, list[Backend]] = {}
     for b in snapshot.backends.values():
         on_slot.setdefault(b.slot_id or "", []).append(b)
     rows: dict[RowKey, RowValues] = {}
     slos = snapshot.slo_p95_ms
+    latency = snapshot.latency
     for sid, slot in snapshot.slots.items():
         backends = on_slot.pop(sid, None)
         slot_stale = is_stale(f"slot:{sid}")
+        part = _slot_part(slot)
+        shown_id = clean(sid)
         if not backends:
-            rows[(sid, "")] = _row(slot, sid, None, None, None, slot_stale)
+            rows[(sid, "")] = _make(shown_id, part, _NO_BACKEND, slot_stale)
             continue
         for b in backends:
             stale = slot_stale or is_stale(f"backend:{b.name}")
-            slo = slos.get(b.name, default_slo_ms)
-            rows[(sid, b.name)] = _row(slot, sid, b, snapshot.latency.get(b.name), slo, stale)
+            bpart = _backend_part(b, latency.get(b.name), slos.get(b.name, default_slo_ms))
+            rows[(sid, b.name)] = _make(shown_id, part, bpart, stale)
     for sid, backends in on_slot.items():
+        shown_id = clean(sid)
+        no_slot = (*_NO_SLOT[:2], shown_id, *_NO_SLOT[3:])
         for b in backends:
-            slo = slos.get(b.name, default_slo_ms)
-            stale = is_stale(f"backend:{b.name}")
-            rows[(sid, b.name)] = _row(None, sid, b, snapshot.latency.get(b.name), slo, stale)
+            bpart = _backend_part(b, latency.get(b.name), slos.get(b.name, default_slo_ms))
+            rows[(sid, b.name)] = _make(shown_id, no_slot, bpart, is_stale(f"backend:{b.name}"))
     return rows
 
 

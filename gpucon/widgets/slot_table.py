@@ -191,7 +191,8 @@ class SlotTable(ScrollView, can_focus=True):
         cursor = styles["cursor"] if is_cursor else None
         stale = styles["stale"] if row.stale else None
         segments: list[Segment] = []
-        gap = Segment(" ", cursor and styles[""] + cursor)
+        blank = styles[""] + cursor if cursor is not None else styles[""]
+        gap = Segment(" ", blank)
         for column, _, w in self._columns():
             text, style_name = cell(column.key, row, w, spark)
             style = styles[style_name]
@@ -202,7 +203,7 @@ class SlotTable(ScrollView, can_focus=True):
             if segments:
                 segments.append(gap)
             segments.append(Segment(pad(text, w, column.right), style))
-        return Strip(segments).adjust_cell_length(width, cursor and styles[""] + cursor)
+        return Strip(segments).adjust_cell_length(width, blank)
 
     def _render_header(self, width: int) -> Strip:
         header_key = (width, self.order.sort_key, self.order.reverse)
