@@ -27,6 +27,7 @@ before the first frame. The client is configured from a kubeconfig (or in-cluste
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -114,6 +115,8 @@ class GpuPod:
     requests: tuple[tuple[str, str], ...]
     backend: str | None
     slot_id: str | None
+    # (Backend, Slot) fragments, built by gpu_pod() so that a read only collects them
+    fragments: tuple[Backend | None, Slot | None] = (None, None)
 
     @property
     def ref(self) -> str:
@@ -141,7 +144,7 @@ def gpu_pod(obj: dict[str, Any]) -> GpuPod | None:
         except ValueError:
             slot_id = None  # a malformed annotation maps the pod to no slot
     backend = (meta.get("labels") or {}).get(BACKEND_LABEL)
-    return GpuPod(
+    pod = GpuPod(
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name") or "?"),
         node=(obj.get("spec") or {}).get("nodeName"),
@@ -151,6 +154,7 @@ def gpu_pod(obj: dict[str, Any]) -> GpuPod | None:
         backend=str(backend) if backend else None,
         slot_id=str(slot_id) if slot_id else None,
     )
+    return dataclasses.replace(pod, fragments=_fragments(pod))
 
 
 def node_info(obj: dict[str, Any]) -> NodeInfo | None:
@@ -176,28 +180,34 @@ def node_info(obj: dict[str, Any]) -> NodeInfo | None:
     )
 
 
+def _fragments(pod: GpuPod) -> tuple[Backend | None, Slot | None]:
+    """The Backend and Slot fragments of a pod that follows the gpucon label/annotation rule."""
+    backend = (
+        Backend(pod.backend, slot_id=pod.slot_id, pod=pod.ref, node=pod.node)
+        if pod.backend
+        else None
+    )
+    slot = None
+    if pod.slot_id:
+        parsed = parse_slot_id(pod.slot_id)
+        slot = Slot(
+            id=pod.slot_id,
+            kind=SlotKind(parsed.kind),
+            host=parsed.host,
+            gpu_index=parsed.gpu_index,
+            gi_id=parsed.gi_id,
+            profile=pod.mig_profile,
+            pod=pod.ref,
+            node=pod.node,
+        )
+    return backend, slot
+
+
 def pod_fragments(pods: list[GpuPod]) -> tuple[tuple[Backend, ...], tuple[Slot, ...]]:
-    """Backend and Slot fragments for pods that follow the gpucon label/annotation convention."""
-    backends: list[Backend] = []
-    slots: list[Slot] = []
-    for pod in pods:
-        if pod.backend:
-            backends.append(Backend(pod.backend, slot_id=pod.slot_id, pod=pod.ref, node=pod.node))
-        if pod.slot_id:
-            parsed = parse_slot_id(pod.slot_id)
-            slots.append(
-                Slot(
-                    id=pod.slot_id,
-                    kind=SlotKind(parsed.kind),
-                    host=parsed.host,
-                    gpu_index=parsed.gpu_index,
-                    gi_id=parsed.gi_id,
-                    profile=pod.mig_profile,
-                    pod=pod.ref,
-                    node=pod.node,
-                )
-            )
-    return tuple(backends), tuple(slots)
+    """Backend and Slot fragments of ``pods`` (built once per pod, when its event arrives)."""
+    backends = tuple(p.fragments[0] for p in pods if p.fragments[0] is not None)
+    slots = tuple(p.fragments[1] for p in pods if p.fragments[1] is not None)
+    return backends, slots
 
 
 class _Watched:
