@@ -151,6 +151,8 @@ def _run_lab(args: argparse.Namespace) -> int:
     stopping = {"now": False}
 
     def on_signal(signum: int, frame: object) -> None:
+        if stopping["now"]:
+            return  # a second signal must not interrupt the cleanup
         stopping["now"] = True
         raise KeyboardInterrupt
 
@@ -169,8 +171,11 @@ def _run_lab(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        stopping["now"] = True
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C twice: still clean up
         stack.stop()
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         print("gpucon lab: stopped everything it started", flush=True)
     return 0
 

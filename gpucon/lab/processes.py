@@ -41,6 +41,16 @@ def gpucon_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "gpucon.cli", *args]
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it if the lab dies without cleaning up (SIGKILL)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 class ManagedProcess:
     """One child in its own session/process group, logging to ``log_path``."""
 
@@ -62,6 +72,7 @@ class ManagedProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
 
     def alive(self) -> bool:

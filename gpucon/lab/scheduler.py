@@ -128,11 +128,13 @@ class Scheduler:
         self._redis: aioredis.Redis | None = None
         self._reader: aioredis.Redis | None = None
         self._http: httpx.AsyncClient | None = None
+        self._stopping = asyncio.Event()
 
     # --- lifecycle -------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
         cfg = self.config
+        self._stopping = stop
         self._redis = aioredis.Redis.from_url(
             cfg.redis_url,
             decode_responses=True,
@@ -353,6 +355,8 @@ class Scheduler:
             candidates = self.eligible(model, excluded)
             backend = choose_backend(candidates, self._rng)
             if backend is None:
+                if self._stopping.is_set():
+                    return  # left pending in the group: another consumer claims it
                 if excluded and not self.eligible(model, set()):
                     excluded.clear()
                 await asyncio.sleep(0.05)  # wait for a backend to become eligible
