@@ -404,8 +404,10 @@ class KubeSource:
                 self._start_error = f"kubeconfig: {describe_error(exc)}"
         if self._start_error is not None:
             return self._reading(started, perf, Health.DOWN, self._start_error)
-        deadline = time.monotonic() + self.timeout_s
-        for w in self._watched:  # only the first read waits, for the initial LIST
+        # only the first read waits, for the initial LIST, and ends within its own timeout
+        # (the client's import already took part of it), so the hub never sees it overrun
+        deadline = time.monotonic() + 0.9 * self.timeout_s - (time.perf_counter() - perf)
+        for w in self._watched:
             w.first_list_done.wait(max(0.0, deadline - time.monotonic()))
         errors = [w.error for w in self._watched if w.error]
         if not all(w.synced.is_set() for w in self._watched):

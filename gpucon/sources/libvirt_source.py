@@ -188,12 +188,20 @@ class _CachedDefinition:
     error: str | None = None
 
 
-def _read_only_connection(uri: str) -> Any:
-    import libvirt
-
+def _import_libvirt() -> Any:
+    try:
+        import libvirt
+    except ImportError as exc:
+        raise RuntimeError(
+            "libvirt-python is not installed (pip install 'gpucon[libvirt]')"
+        ) from exc
     # libvirt prints every error to stderr by default, which would tear the console's screen
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
-    return libvirt.openReadOnly(uri)
+    return libvirt
+
+
+def _read_only_connection(uri: str) -> Any:
+    return _import_libvirt().openReadOnly(uri)
 
 
 class LibvirtSource:
@@ -236,8 +244,7 @@ class LibvirtSource:
                 return failed_reading(self.name, started, time.perf_counter() - perf, error)
 
     def _read(self, started: float, perf: float) -> Reading:
-        import libvirt
-
+        libvirt = _import_libvirt()
         trips = 0
         if self._conn is None:
             self._conn = self._connect(self.uri)
