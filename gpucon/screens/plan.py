@@ -1,0 +1,137 @@
+"""The plan/confirm screen: what an action will do, and the confirmation its tier asks for.
+
+It shows the target, tier, preconditions (pass/fail), steps, blast radius and undo. Cancel has
+focus when it opens, so Enter on a stray keypress cancels. Tier 1: an "Apply" button. Tier 2:
+the button names the exact target ("Drain b1"). Tier 3: a dry-run banner and an input where
+the target's name must be typed before the button unlocks. A plan with a failed precondition
+cannot be confirmed. Dismisses with True (confirmed) or False. Fleet text is ``Text``, never
+markup.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Static
+
+from gpucon.actions.plan import Plan, Tier
+from gpucon.actions.render import TIER_NAMES
+from gpucon.widgets.safe_text import clean
+
+TIER_STYLES = {
+    Tier.REVERSIBLE: "bold green",
+    Tier.DISRUPTIVE: "bold yellow",
+    Tier.DESTRUCTIVE: "bold red",
+}
+
+
+def plan_text(plan: Plan) -> Text:
+    """The plan as styled text; every fleet-derived string goes through ``clean``."""
+    text = Text()
+    text.append(f"{plan.action} ", style="bold")
+    text.append(clean(plan.target), style="bold reverse")
+    text.append("   ")
+    text.append(TIER_NAMES[plan.tier], style=TIER_STYLES[plan.tier])
+    text.append(f"   plan {plan.digest}\n", style="dim")
+    if plan.summary:
+        text.append(clean(plan.summary) + "\n")
+    text.append("\nPreconditions\n", style="bold underline")
+    for p in plan.preconditions:
+        text.append(" PASS " if p.ok else " FAIL ", style="bold green" if p.ok else "bold red")
+        text.append(f" {clean(p.name)}: {clean(p.text)}\n")
+    if not plan.preconditions:
+        text.append(" (none)\n", style="dim")
+    text.append("\nSteps\n", style="bold underline")
+    for i, step in enumerate(plan.steps, 1):
+        text.append(f" {i}. ", style="bold")
+        text.append(clean(step.text) + "\n")
+    radius = plan.blast_radius
+    text.append("\nBlast radius  ", style="bold underline")
+    text.append(radius.describe() + "\n")
+    if radius.backends:
+        text.append(" backends: " + clean(", ".join(radius.backends)) + "\n")
+    if radius.slots:
+        text.append(" slots: " + clean(", ".join(radius.slots)) + "\n")
+    text.append("\nUndo  ", style="bold underline")
+    text.append(clean(plan.undo) + "\n")
+    return text
+
+
+def confirm_label(plan: Plan) -> str:
+    if plan.tier is Tier.REVERSIBLE:
+        return "Apply"
+    return f"{plan.action.capitalize()} {clean(plan.target)}"
+
+
+class PlanScreen(ModalScreen[bool]):
+    """Shows a plan and asks for the confirmation its tier needs."""
+
+    DEFAULT_CSS = """
+    PlanScreen { align: center middle; }
+    PlanScreen #plan-box {
+        width: 90%; max-width: 120; height: auto; max-height: 90%;
+        border: thick $accent; background: $surface; padding: 0 1;
+    }
+    PlanScreen #plan-body { height: auto; }
+    PlanScreen #dry-run { color: $warning; text-style: bold; height: auto; }
+    PlanScreen #confirm-name { margin: 1 0 0 0; }
+    PlanScreen #plan-buttons { height: auto; align-horizontal: right; margin: 1 0 0 0; }
+    PlanScreen #plan-buttons Button { margin: 0 0 0 2; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="cancel_plan"),
+    ]
+    AUTO_FOCUS = "#cancel"
+
+    def __init__(self, plan: Plan) -> None:
+        super().__init__()
+        self.plan = plan
+
+    def compose(self) -> ComposeResult:
+        plan = self.plan
+        with VerticalScroll(id="plan-box"):
+            if plan.tier is Tier.DESTRUCTIVE:
+                yield Static(
+                    Text("DRY RUN: this is what would happen; nothing has changed yet."),
+                    id="dry-run",
+                )
+            yield Static(plan_text(plan), id="plan-body")
+            if not plan.ok:
+                yield Static(
+                    Text("A precondition failed: this plan cannot be applied.", style="bold red"),
+                    id="plan-blocked",
+                )
+            if plan.tier is Tier.DESTRUCTIVE:
+                yield Input(placeholder=f"type {clean(plan.target)} to unlock", id="confirm-name")
+            with Horizontal(id="plan-buttons"):
+                yield Button("Cancel", id="cancel", variant="primary")
+                yield Button(
+                    confirm_label(plan),
+                    id="confirm",
+                    variant="error" if plan.tier >= Tier.DISRUPTIVE else "warning",
+                    disabled=not plan.ok or plan.tier is Tier.DESTRUCTIVE,
+                )
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "confirm-name":
+            typed = event.value.strip() == self.plan.target
+            self.query_one("#confirm", Button).disabled = not (typed and self.plan.ok)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "confirm" and not event.button.disabled:
+            self.dismiss(True)
+        else:
+            self.dismiss(False)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)

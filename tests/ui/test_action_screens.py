@@ -1,0 +1,257 @@
+"""Plan, progress and audit screens, and the whole flow from a key's call to a drained backend."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from textual.app import App, ComposeResult
+from textual.widgets import Button, Input, Static
+
+from gpucon.actions import drain
+from gpucon.actions.audit import AuditLog, read_audit
+from gpucon.actions.plan import (
+    BlastRadius,
+    Outcome,
+    OutcomeStatus,
+    Plan,
+    Precondition,
+    ProgressEvent,
+    Step,
+    StepStatus,
+    Tier,
+)
+from gpucon.actions.registry_snapshot import read_registry
+from gpucon.controls.base import Controls
+from gpucon.controls.registry import RedisRegistry
+from gpucon.lab.registration import BackendRecord, register_backends
+from gpucon.model.snapshot import Snapshot
+from gpucon.screens import actions_flow
+from gpucon.screens.audit import AuditScreen
+from gpucon.screens.plan import PlanScreen
+from gpucon.screens.progress import ProgressScreen
+
+SIZE = (120, 40)
+
+
+def make_plan(tier: Tier, target: str = "b1", ok: bool = True) -> Plan:
+    return Plan(
+        action="drain" if tier is Tier.DISRUPTIVE else "reslice",
+        target=target,
+        tier=tier,
+        preconditions=(Precondition("state", ok, "active" if ok else "already drained"),),
+        steps=(Step("a", "do the first thing"), Step("b", "do the second thing")),
+        blast_radius=BlastRadius(("b1",), ("h/gpu0/gi1",), 25.0),
+        undo="gpucon undrain b1",
+    )
+
+
+class Host(App[None]):
+    """A bare app: the screens under test are pushed onto it; ``answers`` keeps dismissals."""
+
+    def __init__(self, controls: Any = None, snapshot: Snapshot | None = None) -> None:
+        super().__init__()
+        self.controls = controls
+        self.snapshot = snapshot
+        self.answers: list[bool | None] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("host")
+
+
+def focused_id(app: App[Any]) -> str | None:
+    return app.focused.id if app.focused is not None else None
+
+
+async def test_tier1_plan_has_cancel_focused_and_enter_cancels() -> None:
+    app = Host()
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(PlanScreen(make_plan(Tier.REVERSIBLE)), app.answers.append)
+        await pilot.pause()
+        assert focused_id(app) == "cancel"
+        assert str(app.screen.query_one("#confirm", Button).label) == "Apply"
+        body = str(app.screen.query_one("#plan-body", Static).render())
+        for part in ("PASS", "do the first thing", "1 backend(s), 1 slot(s), 25%", "undrain b1"):
+            assert part in body
+        await pilot.press("enter")  # a stray Enter cancels
+        await pilot.pause()
+        assert app.answers == [False]
+
+
+async def test_tier2_confirm_button_names_the_target_and_confirms() -> None:
+    app = Host()
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(PlanScreen(make_plan(Tier.DISRUPTIVE)), app.answers.append)
+        await pilot.pause()
+        assert focused_id(app) == "cancel"
+        assert str(app.screen.query_one("#confirm", Button).label) == "Drain b1"
+        await pilot.click("#confirm")
+        await pilot.pause()
+        assert app.answers == [True]
+
+
+async def test_tier3_needs_the_target_typed_and_shows_dry_run() -> None:
+    app = Host()
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(PlanScreen(make_plan(Tier.DESTRUCTIVE, "node-a/gpu0")), app.answers.append)
+        await pilot.pause()
+        screen = app.screen
+        assert "DRY RUN" in str(screen.query_one("#dry-run", Static).render())
+        confirm = screen.query_one("#confirm", Button)
+        assert confirm.disabled
+        await pilot.click("#confirm")
+        await pilot.pause()
+        assert app.answers == []  # a disabled button does nothing
+        screen.query_one("#confirm-name", Input).focus()
+        await pilot.press(*"node-a/gpu")
+        await pilot.pause()
+        assert confirm.disabled  # not the whole name yet
+        await pilot.press("0")
+        await pilot.pause()
+        assert not confirm.disabled
+        await pilot.click("#confirm")
+        await pilot.pause()
+        assert app.answers == [True]
+
+
+async def test_failed_precondition_cannot_be_confirmed_and_escape_cancels() -> None:
+    app = Host()
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(PlanScreen(make_plan(Tier.DISRUPTIVE, ok=False)), app.answers.append)
+        await pilot.pause()
+        assert app.screen.query_one("#confirm", Button).disabled
+        assert "FAIL" in str(app.screen.query_one("#plan-body", Static).render())
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.answers == [False]
+
+
+async def test_fleet_text_is_shown_literally_never_as_markup() -> None:
+    hostile = "[bold red]evil[/]\x1b[2J"
+    app = Host()
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(PlanScreen(make_plan(Tier.DISRUPTIVE, target=hostile)))
+        await pilot.pause()
+        body = str(app.screen.query_one("#plan-body", Static).render())
+        assert "[bold red]evil[/]" in body and "\x1b" not in body
+        assert "\x1b" not in str(app.screen.query_one("#confirm", Button).label)
+
+
+async def test_progress_screen_streams_steps_and_closes_only_when_finished() -> None:
+    app = Host()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = ProgressScreen(make_plan(Tier.DISRUPTIVE))
+        app.push_screen(screen, app.answers.append)
+        await pilot.pause()
+        screen.add_event(ProgressEvent("wait:b1", StepStatus.STARTED, "waiting"))
+        screen.add_event(ProgressEvent("wait:b1", StepStatus.RUNNING, "3 in flight"))
+        screen.add_event(ProgressEvent("wait:b1", StepStatus.RUNNING, "1 in flight"))
+        await pilot.pause()
+        steps = str(screen.query_one("#progress-steps", Static).render())
+        assert "1 in flight" in steps and "3 in flight" not in steps  # one line per step
+        assert screen.query_one("#close", Button).disabled
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen  # still running: it stays
+        screen.add_event(ProgressEvent("wait:b1", StepStatus.FAILED, "timed out"))
+        screen.finish(
+            Outcome("drain", "b1", OutcomeStatus.TIMEOUT, "timed out", "d", state_left="draining")
+        )
+        await pilot.pause()
+        outcome = str(screen.query_one("#progress-outcome", Static).render())
+        assert "TIMEOUT: timed out" in outcome and "state: draining" in outcome
+        assert focused_id(app) == "close"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is not screen
+
+
+@pytest.fixture
+def registry_client(redis_url: str) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(redis_url, decode_responses=True)
+    register_backends(
+        c,
+        [
+            BackendRecord("b1", "http://127.0.0.1:1", "m", "h/gpu0/gi1", weight=2.0),
+            BackendRecord("b2", "http://127.0.0.1:2", "m", "h/gpu0/gi2", weight=1.0),
+        ],
+    )
+    yield c
+    c.close()
+
+
+async def wait_for(pilot: Any, check: Any, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await pilot.pause(0.05)
+
+
+@pytest.mark.integration
+async def test_drain_flow_from_key_to_drained_backend(
+    registry_client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    registry = RedisRegistry.from_url(redis_url)
+    controls = Controls(registry, AuditLog(tmp_path / "audit.jsonl"), "ui@test")
+    snapshot, _ = read_registry(registry_client)
+    app = Host(controls, snapshot)
+    async with app.run_test(size=SIZE) as pilot:
+        actions_flow.start_action(app, "drain", snapshot, "h/gpu0/gi1", "b1")
+        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await pilot.pause()
+        assert focused_id(app) == "cancel"
+        assert str(app.screen.query_one("#confirm", Button).label) == "Drain b1"
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
+        progress = app.screen
+        assert isinstance(progress, ProgressScreen)
+        await wait_for(pilot, lambda: progress.finished)
+        assert progress.outcome is not None and progress.outcome.ok
+        assert registry_client.hget("gpucon:backend:b1", "state") == "drained"
+        steps = str(progress.query_one("#progress-steps", Static).render())
+        assert "draining:b1" in steps and "drained:b1" in steps
+        # cancel leaves everything as it was
+        await pilot.press("escape")  # close the progress screen
+        await wait_for(pilot, lambda: app.screen is not progress)
+        snapshot2, _ = read_registry(registry_client)
+        actions_flow.start_action(app, "undrain", snapshot2, None, "b1")
+        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await pilot.pause()
+        assert focused_id(app) == "cancel"
+        await pilot.press("enter")  # Cancel has focus
+        await pilot.pause()
+        assert registry_client.hget("gpucon:backend:b1", "state") == "drained"
+        # the audit screen shows what happened
+        actions_flow.start_action(app, "audit", None, None, None)
+        await wait_for(pilot, lambda: isinstance(app.screen, AuditScreen))
+        audit = app.screen
+        assert isinstance(audit, AuditScreen)
+        await wait_for(pilot, lambda: bool(audit.records))
+        text = str(audit.query_one("#audit-body", Static).render())
+        assert "intent" in text and "ui@test" in text and "drained:b1" in text
+    assert read_audit(tmp_path / "audit.jsonl")[0].event == "intent"
+    registry.close()
+
+
+async def test_without_controls_actions_only_notify(tmp_path: Path) -> None:
+    app = Host(None, Snapshot(taken_at=0.0))
+    async with app.run_test(size=SIZE) as pilot:
+        actions_flow.start_action(app, "drain", app.snapshot, None, "b1")
+        await pilot.pause()
+        assert not isinstance(app.screen, PlanScreen)
+        assert any("read-only" in n.message for n in app._notifications)
+
+
+async def test_bad_selection_is_refused_with_the_field(registry_client: redis.Redis) -> None:
+    snapshot, _ = read_registry(registry_client)
+    app = Host(object(), snapshot)
+    async with app.run_test(size=SIZE) as pilot:
+        actions_flow.start_action(app, "drain", snapshot, None, "ghost")
+        await wait_for(pilot, lambda: bool(list(app._notifications)))
+        message = next(iter(app._notifications)).message
+        assert "backend: unknown backend 'ghost'" in message
+        assert drain.plan_drain(snapshot, {"backend": "b1"}).ok
