@@ -1,0 +1,212 @@
+"""What the simulated fleet is made of: the default demo fleet, and N-GPU fleets for benchmarks.
+
+Default: ``node-a`` A100-80GB as 2×3g.40gb (SDXL) + 1g.10gb (SD1.5); ``node-b`` A100-40GB as
+3g.20gb (SD1.5) + 2g.10gb (BERT) + 1g.5gb (ResNet-50), and two RTX 4090s passed through to the
+VMs ``vm-b-1``/``vm-b-2``, each running SDXL and SD1.5 under MPS at 60/40; ``node-c`` one
+whole H200 running SDXL. ``size=N`` builds hosts of 8 GPUs: mostly MIG hosts cut 7×1g, and
+one host in 16 of RTX 4090 VMs (512 GPUs give about 3,400 slots).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpucon.model.fleet import ComputeProcess, MpsState, SlotKind, VmInfo
+from gpucon.model.ids import gpu_slot_id, mig_slot_id, vm_slot_id
+from gpucon.sim.catalog import (
+    A100_40GB,
+    A100_80GB,
+    CONTEXT_MIB,
+    H200,
+    MODELS,
+    RTX_4090,
+    GpuType,
+    concurrency,
+    mig_profile,
+    service_time_s,
+)
+from gpucon.sim.parts import SimBackend, SimGpu, SimSlot
+
+MAX_SIZE = 512
+GPUS_PER_HOST = 8
+
+
+@dataclass(frozen=True, slots=True)
+class FleetParts:
+    gpus: tuple[SimGpu, ...]
+    slots: tuple[SimSlot, ...]
+    backends: tuple[SimBackend, ...]
+
+
+class _Builder:
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.gpus: list[SimGpu] = []
+        self.slots: list[SimSlot] = []
+        self.backends: list[SimBackend] = []
+
+    def uuid(self) -> str:
+        h = f"{self.rng.getrandbits(128):032x}"
+        return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+    def gpu(self, host: str, index: int, gpu_type: GpuType, mig: bool) -> SimGpu:
+        gpu = SimGpu(self.uuid(), host, index, gpu_type, mig)
+        self.gpus.append(gpu)
+        return gpu
+
+    def serve(
+        self,
+        slot: SimSlot,
+        name: str,
+        url: str,
+        model_name: str,
+        sm_share: float,
+        thread_pct: float | None = None,
+    ) -> None:
+        model = MODELS[model_name]
+        speed = slot.gpu.gpu_type.speed_per_sm
+        backend = SimBackend(
+            name,
+            slot,
+            url,
+            model,
+            1.0,
+            service_time_s(model, sm_share, speed),
+            concurrency(model, sm_share),
+            thread_pct,
+        )
+        slot.backends.append(backend)
+        self.backends.append(backend)
+        pid = self.rng.randrange(2000, 60000)
+        slot.processes = (
+            *slot.processes,
+            ComputeProcess(pid, "tritonserver", CONTEXT_MIB + model.weights_mib),
+        )
+
+    def mig_gpu(
+        self,
+        host: str,
+        tag: str,
+        index: int,
+        gpu_type: GpuType,
+        layout: Sequence[str],
+        models: Sequence[str],
+    ) -> None:
+        gpu = self.gpu(host, index, gpu_type, mig=True)
+        for gi_id, (profile_name, model) in enumerate(zip(layout, models, strict=True), start=1):
+            profile = mig_profile(gpu_type, profile_name)
+            slot = SimSlot(
+                mig_slot_id(host, index, gi_id),
+                SlotKind.MIG,
+                gpu,
+                profile.name,
+                profile.sm_count,
+                float(profile.memory_mib),
+                gi_id=gi_id,
+            )
+            gpu.slots.append(slot)
+            self.slots.append(slot)
+            url = f"http://{host}:{8000 + 10 * index + gi_id}"
+            self.serve(slot, f"{model}-{tag}{index}-gi{gi_id}", url, model, profile.sm_count)
+
+    def whole_gpu(self, host: str, tag: str, index: int, gpu_type: GpuType, model: str) -> None:
+        gpu = self.gpu(host, index, gpu_type, mig=False)
+        slot = SimSlot(
+            gpu_slot_id(host, index),
+            SlotKind.GPU,
+            gpu,
+            gpu_type.name,
+            gpu_type.sm_count,
+            float(gpu_type.memory_mib),
+        )
+        gpu.slots.append(slot)
+        self.slots.append(slot)
+        url = f"http://{host}:{8000 + 10 * index}"
+        self.serve(slot, f"{model}-{tag}{index}", url, model, gpu_type.sm_count)
+
+    def vm_gpu(
+        self, host: str, index: int, vm_name: str, servers: Sequence[tuple[str, float]]
+    ) -> None:
+        gpu_type = RTX_4090
+        gpu = self.gpu(host, index, gpu_type, mig=False)
+        split = tuple((f"{model}-{vm_name}", pct) for model, pct in servers)
+        vm = VmInfo(
+            name=vm_name,
+            state="running",
+            vcpus=16,
+            memory_mib=65536.0,
+            host=host,
+            gpu_pci_addresses=(f"0000:{0x41 + index:02x}:00.0",),
+            gpu_uuid=gpu.uuid,
+            mps=MpsState(True, 100.0, split, "0=20G"),
+        )
+        slot = SimSlot(
+            vm_slot_id(vm_name),
+            SlotKind.VM,
+            gpu,
+            gpu_type.name,
+            gpu_type.sm_count,
+            float(gpu_type.memory_mib),
+            vm=vm,
+        )
+        gpu.slots.append(slot)
+        self.slots.append(slot)
+        for port, ((model, pct), (name, _)) in enumerate(zip(servers, split, strict=True)):
+            sms = gpu_type.sm_count * pct / 100.0
+            self.serve(slot, name, f"http://{vm_name}:{8000 + port}", model, sms, thread_pct=pct)
+
+    def parts(self) -> FleetParts:
+        return FleetParts(tuple(self.gpus), tuple(self.slots), tuple(self.backends))
+
+
+VM_SERVERS = (("sdxl", 60.0), ("sd15", 40.0))
+
+
+def default_fleet(rng: random.Random) -> FleetParts:
+    b = _Builder(rng)
+    b.mig_gpu(
+        "node-a", "a", 0, A100_80GB, ("3g.40gb", "3g.40gb", "1g.10gb"), ("sdxl", "sdxl", "sd15")
+    )
+    b.mig_gpu(
+        "node-b",
+        "b",
+        0,
+        A100_40GB,
+        ("3g.20gb", "2g.10gb", "1g.5gb"),
+        ("sd15", "bert-base", "resnet50"),
+    )
+    b.vm_gpu("node-b", 1, "vm-b-1", VM_SERVERS)
+    b.vm_gpu("node-b", 2, "vm-b-2", VM_SERVERS)
+    b.whole_gpu("node-c", "c", 0, H200, "sdxl")
+    return b.parts()
+
+
+# host kinds of a sized fleet, in a cycle of 16 hosts (one of them a host of VMs)
+_HOST_CYCLE = ("a100-80", "h200", "a100-40", "a100-80", "h200", "a100-80", "a100-40", "h200") * 2
+_HOST_CYCLE = (*_HOST_CYCLE[:-1], "vm-4090")
+_MIG_PLANS: dict[str, tuple[GpuType, str, tuple[str, ...]]] = {
+    "a100-80": (A100_80GB, "1g.10gb", ("sd15", "bert-base", "resnet50")),
+    "a100-40": (A100_40GB, "1g.5gb", ("bert-base", "resnet50")),
+    "h200": (H200, "1g.18gb", ("sdxl", "sd15")),
+}
+
+
+def sized_fleet(size: int, rng: random.Random) -> FleetParts:
+    """``size`` GPUs on hosts of 8; raises ValueError naming ``size`` when out of range."""
+    if not 1 <= size <= MAX_SIZE:
+        raise ValueError(f"size: expected 1 to {MAX_SIZE} GPUs, got {size}")
+    b = _Builder(rng)
+    for n in range(size):
+        host_no, index = divmod(n, GPUS_PER_HOST)
+        kind = _HOST_CYCLE[host_no % len(_HOST_CYCLE)]
+        host = f"gpu-{host_no:03d}"
+        if kind == "vm-4090":
+            b.vm_gpu(host, index, f"vm-{host_no:03d}-{index}", VM_SERVERS)
+            continue
+        gpu_type, profile, models = _MIG_PLANS[kind]
+        layout = (profile,) * 7
+        chosen = tuple(models[(index + gi) % len(models)] for gi in range(7))
+        b.mig_gpu(host, f"n{host_no:03d}g", index, gpu_type, layout, chosen)
+    return b.parts()
