@@ -98,6 +98,11 @@ class SlotTable(ScrollView, can_focus=True):
         self.refresh()
 
     @property
+    def content_width(self) -> int:
+        """Cells a row may use: the widget's width less the vertical scrollbar."""
+        return self.scrollable_content_region.width
+
+    @property
     def row_count(self) -> int:
         return len(self.order.keys)
 
@@ -115,7 +120,7 @@ class SlotTable(ScrollView, can_focus=True):
         else:
             self.cursor = min(self.cursor, max(0, len(keys) - 1))
         self.cursor_key = keys[self.cursor] if keys else None
-        self.virtual_size = Size(self.size.width, len(keys) + 1)
+        self.virtual_size = Size(self.content_width, len(keys) + 1)
 
     # -- drawing ---------------------------------------------------------------------------
 
@@ -142,7 +147,7 @@ class SlotTable(ScrollView, can_focus=True):
         return self._styles
 
     def _columns(self) -> list[tuple[Column, int, int]]:
-        width = self.size.width
+        width = self.content_width
         if self._layout[0] != width:
             self._layout = (width, layout(width))
         return self._layout[1]
@@ -155,7 +160,7 @@ class SlotTable(ScrollView, can_focus=True):
         row = self.order.rows[key]
         trend = next((w for c, _, w in self._columns() if c.key == "trend"), 0)
         spark = self._spark(row, trend) if trend else ""
-        return (key, row, spark, index == self.cursor, self.size.width)
+        return (key, row, spark, index == self.cursor, self.content_width)
 
     def _refresh_changed_lines(self) -> None:
         height = self.size.height
@@ -165,10 +170,10 @@ class SlotTable(ScrollView, can_focus=True):
             index = top + y - 1
             line_key = self._line_key(index) if index < count else ("blank",)
             if self._shown.get(y) != line_key:
-                self.refresh(Region(0, y, self.size.width, 1))
+                self.refresh(Region(0, y, self.content_width, 1))
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
+        width = self.content_width
         if y == 0:
             return self._render_header(width)
         index = round(self.scroll_y) + y - 1
@@ -237,7 +242,7 @@ class SlotTable(ScrollView, can_focus=True):
         elif self.cursor >= top + self.page_rows:
             self.scroll_to(y=self.cursor - self.page_rows + 1, animate=False)
         for i in (old, self.cursor):
-            self.refresh(Region(0, i - round(self.scroll_y) + 1, self.size.width, 1))
+            self.refresh(Region(0, i - round(self.scroll_y) + 1, self.content_width, 1))
 
     def action_cursor(self, step: int) -> None:
         self.move_cursor(self.cursor + step)

@@ -1,0 +1,102 @@
+"""`gpucon demo` in a real terminal (tmux), as a user runs it: start, see the table fill,
+filter with `/`, open a detail with Enter, go back and quit with `q`.
+
+tmux runs on a private socket so it never touches anyone's sessions; the assertions read
+``tmux capture-pane`` text, i.e. exactly what a user would see.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+WIDTH, HEIGHT = 160, 45
+
+
+class Tmux:
+    def __init__(self, socket: str) -> None:
+        self.socket = socket
+
+    def __call__(self, *args: str) -> str:
+        result = subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10
+        )
+        return result.stdout
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", "demo")
+
+    def wait_for(self, what: str, check: Callable[[str], bool], timeout: float = 20.0) -> str:
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if check(text):
+                return text
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}; the screen was:\n{text}")
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed (scripts/test installs it)")
+    t = Tmux(f"gpucon-smoke-{os.getpid()}")
+    env = {
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),  # no config: the demo needs none
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "TERM": "xterm-256color",
+        "COLORTERM": "truecolor",
+    }
+    exports = " ".join(f"{k}={v}" for k, v in env.items())
+    command = (
+        f"env {exports} {sys.executable} -m gpucon.cli demo --seed 7; "
+        f"echo GPUCON-EXIT=$?; sleep 30"
+    )
+    t("new-session", "-d", "-s", "demo", "-x", str(WIDTH), "-y", str(HEIGHT), command)
+    try:
+        yield t
+    finally:
+        t("kill-server")
+
+
+def table_rows(screen: str) -> list[str]:
+    return [line for line in screen.splitlines() if "node-" in line or "vm-" in line]
+
+
+def test_demo_start_filter_detail_quit(tmux: Tmux) -> None:
+    screen = tmux.wait_for(
+        "the slot table to fill",
+        lambda s: "HOST" in s and "DEMO" in s and len(table_rows(s)) >= 10,
+    )
+    assert "ACT%" in screen and "P95/SLO ms" in screen
+    assert "QUEUE" in screen and "ALERTS" in screen
+    full = len(table_rows(screen))
+
+    tmux("send-keys", "-t", "demo", "/")
+    tmux("send-keys", "-t", "demo", "-l", "bert")
+    screen = tmux.wait_for(
+        "the filter to apply", lambda s: 0 < len(table_rows(s)) < full and "bert" in s
+    )
+    rows = [r for r in table_rows(screen) if "HOST" not in r]
+    assert all("bert" in r for r in rows), rows
+
+    tmux("send-keys", "-t", "demo", "Enter")  # keep the filter, back to the table
+    time.sleep(0.3)
+    tmux("send-keys", "-t", "demo", "Enter")  # open the detail of the selected row
+    screen = tmux.wait_for("the detail screen", lambda s: "activity %" in s and "BACKEND" in s)
+    assert "memory used GiB" in screen and "p95 ms" in screen
+
+    tmux("send-keys", "-t", "demo", "q")  # back to the fleet
+    tmux.wait_for("the fleet screen again", lambda s: "ACT%" in s)
+    tmux("send-keys", "-t", "demo", "q")  # quit
+    tmux.wait_for("gpucon to exit cleanly", lambda s: "GPUCON-EXIT=0" in s)
