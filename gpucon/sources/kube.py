@@ -133,10 +133,10 @@ class GpuPod:
 def gpu_pod(obj: dict[str, Any]) -> GpuPod | None:
     """The GpuPod of a raw pod object, or None when it requests no GPU or MIG resource."""
     requests = _gpu_requests(obj)
-    if not requests:
-        return None
-    meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
+    if not requests or status.get("phase") in ("Succeeded", "Failed"):
+        return None  # a finished pod holds no GPU
+    meta = obj.get("metadata") or {}
     slot_id = (meta.get("annotations") or {}).get(SLOT_ANNOTATION)
     if slot_id is not None:
         try:
@@ -285,6 +285,7 @@ class _Watched:
         stream = self._watch.stream(
             lambda **kw: self._list_fn(**kw),
             resource_version=self.resource_version,
+            allow_watch_bookmarks=True,  # keeps our resourceVersion fresh on quiet clusters
             timeout_seconds=int(src.watch_timeout_s),
             _request_timeout=(src.timeout_s, src.watch_timeout_s + src.timeout_s),
         )

@@ -262,14 +262,18 @@ class LibvirtSource:
         seen: set[str] = set()
         slots: list[Slot] = []
         errors: list[str] = []
-        refreshed_one = False
+        # the one definition re-checked this tick: the one fetched longest ago, once it is due
+        oldest = min(self._cache.items(), key=lambda kv: kv[1].fetched_at, default=None)
+        recheck = (
+            oldest[0]
+            if oldest is not None and started - oldest[1].fetched_at >= self.xml_refresh_s
+            else None
+        )
         for dom, values in sorted(stats, key=lambda pair: pair[0].name()):
             uuid = dom.UUIDString()
             seen.add(uuid)
             cached = self._cache.get(uuid)
-            due = cached is not None and started - cached.fetched_at >= self.xml_refresh_s
-            if cached is None or cached.domain_id != dom.ID() or (due and not refreshed_one):
-                refreshed_one = refreshed_one or cached is not None
+            if cached is None or cached.domain_id != dom.ID() or uuid == recheck:
                 cached = self._fetch_definition(dom, started)
                 trips += 1
             if cached.error:

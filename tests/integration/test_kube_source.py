@@ -317,3 +317,10 @@ def test_backend_without_label_gets_its_pod_by_ip(source: KubeSource, standin: K
     assert (plain.pod, plain.node, plain.state) == ("ml/plain-0", "gpu-a", BackendState.DRAINING)
     assert merged.backends["elsewhere"].pod is None
     assert merged.backends["llm-a"].pod == "ml/llm-a-0"  # matched by its label
+
+
+def test_finished_pods_hold_no_gpu(source: KubeSource, standin: KubeStandIn) -> None:
+    source.read()
+    standin.update_pod("ml", "batch-0", {"status": {"phase": "Succeeded"}})
+    reading = read_until(source, lambda r: "ml/batch-0" not in pod_refs(r))
+    assert pod_refs(reading) == {"ml/llm-a-0"}
