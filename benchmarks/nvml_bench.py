@@ -11,10 +11,12 @@ Writes a JSON document and prints a Markdown table for benchmarks/RESULTS.md.
 
 from __future__ import annotations
 
+import functools
 import json
 import platform
 import socket
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -24,6 +26,8 @@ from typing import Any
 import pynvml
 
 from gpucon.sources.nvml import NvmlSource
+
+LOAD = Path(__file__).resolve().parents[1] / "tests" / "device" / "cuda_load.py"
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -80,6 +84,18 @@ def per_call(n: int) -> dict[str, Any]:
     try:
         sample = pynvml.nvmlGpmSampleAlloc()
         results["nvmlGpmSampleGet"] = time_call(lambda: pynvml.nvmlGpmSampleGet(h, sample), n)
+        other = pynvml.nvmlGpmSampleAlloc()
+        pynvml.nvmlGpmSampleGet(h, other)
+        for metrics in (1, 2):
+            request = pynvml.c_nvmlGpmMetricsGet_t()
+            request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+            request.numMetrics = metrics
+            request.sample1, request.sample2 = sample, other  # older, newer
+            request.metrics[0].metricId = pynvml.NVML_GPM_METRIC_SM_UTIL
+            request.metrics[1].metricId = pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL
+            label = f"nvmlGpmMetricsGet({metrics} metric{'s' if metrics > 1 else ''})"
+            results[label] = time_call(functools.partial(pynvml.nvmlGpmMetricsGet, request), n // 5)
+        pynvml.nvmlGpmSampleFree(other)
         pynvml.nvmlGpmSampleFree(sample)
     except pynvml.NVMLError as exc:
         results["nvmlGpmSampleGet"] = {"error": type(exc).__name__}
@@ -144,10 +160,22 @@ def source_reads(reads: int, interval_s: float) -> dict[str, Any]:
 
 
 def markdown(doc: dict[str, Any]) -> str:
-    reads = doc["source_reads"]
     lines = [
         f"Machine: {doc['machine']}; driver {doc['driver']}, NVML {doc['nvml_version']}, "
         f"nvidia-ml-py {doc['pynvml']}, Python {doc['python']}.",
+        "",
+    ]
+    lines += _tables(doc["source_reads"], doc["per_call"], "idle GPU")
+    if "source_reads_under_load" in doc:
+        lines += _tables(
+            doc["source_reads_under_load"], doc["per_call_under_load"], "GPU under a CUDA load"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _tables(reads: dict[str, Any], calls: dict[str, Any], title: str) -> list[str]:
+    lines = [
+        f"{title}:",
         "",
         "| NvmlSource.read() | median µs | p90 µs | µs per GPU (median) | NVML calls per read |",
         "|---|---|---|---|---|",
@@ -161,12 +189,12 @@ def markdown(doc: dict[str, Any]) -> str:
         "| NVML call | median µs | p90 µs | answer |",
         "|---|---|---|---|",
     ]
-    for name, r in doc["per_call"].items():
+    for name, r in calls.items():
         lines.append(
             f"| {name} | {r.get('median_us', '-')} | {r.get('p90_us', '-')} | "
             f"{r.get('error', 'ok')} |"
         )
-    return "\n".join(lines) + "\n"
+    return [*lines, ""]
 
 
 def main() -> int:
@@ -187,6 +215,13 @@ def main() -> int:
         "per_call": per_call(500),
         "source_reads": source_reads(reads=200, interval_s=0.02),
     }
+    load = subprocess.Popen([sys.executable, str(LOAD), "30"], stdout=subprocess.PIPE, text=True)
+    assert load.stdout is not None
+    doc["gpu_load"] = load.stdout.readline().strip()
+    doc["per_call_under_load"] = per_call(200)
+    doc["source_reads_under_load"] = source_reads(reads=100, interval_s=0.02)
+    load.kill()
+    load.wait()
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(markdown(doc))
     return 0

@@ -1,11 +1,20 @@
 #!/bin/bash
 # Everything the NVML/MPS work runs on the GPU machine, in one call of the device tool:
-#   bash tests/device/run_on_device.sh            (OUT=folder for results; default /tmp/out)
-# 1. MPS: raw answers of nvidia-cuda-mps-control on a private pipe dir (to check the parsers)
-# 2. record tests/fixtures/nvml/h200.json (NvmlSource over real NVML, GPU under a CUDA load)
-# 3. the gpu-marked tests (tests/device)  4. benchmarks/nvml_bench.py
+#   bash tests/device/run_on_device.sh [STAGE...]   (OUT=folder for results; default /tmp/out)
+# stages (default: mps record tests bench):
+#   mps      raw answers of nvidia-cuda-mps-control on a private pipe dir (to check the parsers)
+#   record   record h200.json (NvmlSource over real NVML, GPU under a CUDA load) into $OUT
+#   tests    the gpu-marked tests (tests/device)
+#   bench    benchmarks/nvml_bench.py
+#   compare  benchmarks/nvml_console_vs_nvitop.py (needs the .whl wheels carried: textual, nvitop)
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
+STAGES=" ${*:-mps record tests bench} "
+want() { [[ "$STAGES" == *" $1 "* ]]; }
+export PYTHONUNBUFFERED=1 PYTHONPATH=.
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:.
+fi
 LOG=$OUT/log.txt
 {
   date -u; nvidia-smi; nvidia-smi -q | grep -iE "MIG|Product Name|Driver|CUDA" | head -20
@@ -14,7 +23,7 @@ LOG=$OUT/log.txt
 } >"$LOG" 2>&1
 
 # --- 1. MPS exploration -------------------------------------------------------------------
-(
+want mps && (
   P=/tmp/mpsx/pipe; L=/tmp/mpsx/log; mkdir -p $P $L
   export CUDA_MPS_PIPE_DIRECTORY=$P CUDA_MPS_LOG_DIRECTORY=$L
   mps() { echo "== $1"; echo "$1" | timeout 10 nvidia-cuda-mps-control; echo "rc=$?"; }
@@ -38,17 +47,31 @@ LOG=$OUT/log.txt
 ) >"$OUT/mps_explore.txt" 2>&1
 
 # --- 2. recording under load --------------------------------------------------------------
-python3 tests/device/cuda_load.py 14 >/tmp/load.txt 2>&1 &
-LOADPID=$!
-for i in $(seq 100); do grep -q ready /tmp/load.txt 2>/dev/null && break; sleep 0.1; done
-python3 -m gpucon.sources.nvml_record "$OUT/h200.json" --reads 6 --interval 1.0 >>"$LOG" 2>&1
-echo "record rc=$?" >>"$LOG"; cat /tmp/load.txt >>"$LOG"; wait $LOADPID
+if want record; then
+  python3 tests/device/cuda_load.py 14 >/tmp/load.txt 2>&1 &
+  LOADPID=$!
+  for i in $(seq 100); do grep -q ready /tmp/load.txt 2>/dev/null && break; sleep 0.1; done
+  python3 -m gpucon.sources.nvml_record "$OUT/h200.json" --reads 6 --interval 1.0 >>"$LOG" 2>&1
+  echo "record rc=$?" >>"$LOG"; cat /tmp/load.txt >>"$LOG"; wait $LOADPID
+fi
 
 # --- 3. gpu-marked tests ------------------------------------------------------------------
-timeout 240 python3 -m pytest tests/device -v -rA -p no:cacheprovider -o addopts="" \
-  >"$OUT/gpu_tests.txt" 2>&1
-echo "pytest rc=$?" >>"$LOG"
+if want tests; then
+  timeout 240 python3 -m pytest tests/device -v -rA -p no:cacheprovider -o addopts="" \
+    >"$OUT/gpu_tests.txt" 2>&1
+  echo "pytest rc=$?" >>"$LOG"
+fi
 
 # --- 4. benchmark ---------------------------------------------------------------------------
-timeout 180 python3 benchmarks/nvml_bench.py "$OUT/nvml_bench.json" >"$OUT/nvml_bench.md" 2>&1
-echo "bench rc=$?" >>"$LOG"; date -u >>"$LOG"
+if want bench; then
+  timeout 240 python3 benchmarks/nvml_bench.py "$OUT/nvml_bench.json" >"$OUT/nvml_bench.md" 2>&1
+  echo "bench rc=$?" >>"$LOG"
+fi
+
+# --- 5. gpucon live vs nvitop ---------------------------------------------------------------
+if want compare; then
+  { python3 -c "import textual, nvitop, gpucon.app; print('textual', textual.__version__)"
+    timeout 200 python3 -m benchmarks.nvml_console_vs_nvitop "$OUT/console_vs_nvitop.json" \
+      --seconds 60; echo "compare rc=$?"; } >"$OUT/compare.txt" 2>&1
+fi
+date -u >>"$LOG"
