@@ -17,7 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 from gpucon.config import KubeConfig
-from gpucon.sources.kube import GpuPod, api_client_from_config, describe_api_error, gpu_pod
+from gpucon.sources.kube_objects import (
+    GpuPod,
+    api_client_from_config,
+    describe_api_error,
+    gpu_pod,
+)
 
 ProgressFn = Callable[[str], None]
 

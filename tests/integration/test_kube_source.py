@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -324,3 +326,13 @@ def test_finished_pods_hold_no_gpu(source: KubeSource, standin: KubeStandIn) -> 
     standin.update_pod("ml", "batch-0", {"status": {"phase": "Succeeded"}})
     reading = read_until(source, lambda r: "ml/batch-0" not in pod_refs(r))
     assert pod_refs(reading) == {"ml/llm-a-0"}
+
+
+def test_importing_the_modules_does_not_import_the_clients() -> None:
+    """The client costs ~0.15-0.6 s to import: only the watch threads may pay it."""
+    code = (
+        "import sys, gpucon.sources.kube, gpucon.controls.kube, gpucon.sources.libvirt_source; "
+        "print(sorted(m for m in ('kubernetes', 'libvirt') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
