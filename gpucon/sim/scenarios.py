@@ -48,7 +48,7 @@ def _noisy_neighbour(world: SimWorld) -> Hook:
 
     def hook(world: SimWorld, t: float, dt: float) -> None:
         level = ramp(t, INCIDENT_START_S, 1e9, 30.0)
-        slot.rogue_busy = 0.97 * level
+        slot.rogue_busy = 0.995 * level
         slot.rogue_mib = ROGUE_MIB * min(1.0, 4.0 * level)
         slot.processes = (*base_processes, rogue) if level > 0 else base_processes
         world.mem_dirty.add(slot)
