@@ -45,7 +45,7 @@ _NAN_IS_NORMAL = frozenset(
 
 def _labels(series: Mapping[str, Any]) -> Mapping[str, str]:
     labels = series.get("metric")
-    return labels if isinstance(labels, Mapping) else {}
+    return labels if type(labels) is dict else {}
 
 
 # -- DCGM -------------------------------------------------------------------------------------
