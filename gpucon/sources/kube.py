@@ -37,6 +37,11 @@ from gpucon.sources.kube_objects import (
 )
 
 
+def _metadata(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
 class _Watched:
     """One resource kept in memory by LIST then WATCH in a background thread."""
 
@@ -60,12 +65,30 @@ class _Watched:
         self.error: str | None = None
         self.requests = 0  # LIST and WATCH requests started
         self.lists = 0
+        self.malformed: set[str] = set()  # keys of objects that could not be read
         self._watch: Any = None
         self.thread = threading.Thread(target=self._run, name=f"gpucon-kube-{what}", daemon=True)
 
+    def _parse_one(self, key: str, obj: dict[str, Any]) -> tuple[bool, Any]:
+        """(True, parsed) — or (False, None) for a malformed object, which is noted and
+        skipped: it never stops the watch."""
+        try:
+            parsed = self._parse(obj)
+        except Exception:
+            self.malformed.add(key)
+            return False, None
+        self.malformed.discard(key)
+        return True, parsed
+
     def _apply(self, kind: str, obj: dict[str, Any]) -> None:
         key = self._key(obj)
-        parsed = None if kind == "DELETED" else self._parse(obj)
+        if kind == "DELETED":
+            self.malformed.discard(key)
+            ok, parsed = True, None
+        else:
+            ok, parsed = self._parse_one(key, obj)
+        if not ok:
+            return  # keep what was last read well of it (shown stale: the source is degraded)
         with self._source._lock:
             if parsed is None:
                 self.items.pop(key, None)
@@ -89,13 +112,17 @@ class _Watched:
             raise ApiException(status=status, reason="list failed", body=data)
         body = json.loads(data)
         items = {}
+        self.malformed.clear()
         for obj in body.get("items") or []:
-            parsed = self._parse(obj)
+            if not isinstance(obj, dict):
+                continue
+            key = self._key(obj)
+            _, parsed = self._parse_one(key, obj)
             if parsed is not None:
-                items[self._key(obj)] = parsed
+                items[key] = parsed
         with src._lock:
             self.items = items
-            self.resource_version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+            self.resource_version = str(_metadata(body).get("resourceVersion") or "")
             self.error = None
             src._version += 1
         self.synced.set()
@@ -120,7 +147,7 @@ class _Watched:
             obj = event.get("raw_object")
             if not isinstance(obj, dict):
                 continue
-            version = (obj.get("metadata") or {}).get("resourceVersion")
+            version = _metadata(obj).get("resourceVersion")
             if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
                 self._apply(str(event["type"]), obj)
             if version:
@@ -211,8 +238,9 @@ class KubeSource:
                 return api.list_namespaced_pod(namespace, **kw)
 
         def key(obj: dict[str, Any]) -> str:
-            meta = obj.get("metadata") or {}
-            return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+            meta = _metadata(obj)
+            name = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+            return name.lstrip("/")  # nodes have no namespace
 
         self._watched = (
             _Watched("nodes", api.list_node, node_info, key, self),
@@ -238,6 +266,10 @@ class KubeSource:
         for w in self._watched:
             w.first_list_done.wait(max(0.0, deadline - time.monotonic()))
         errors = [w.error for w in self._watched if w.error]
+        for w in self._watched:
+            if w.malformed:
+                shown = ", ".join(sorted(w.malformed)[:3]) + (" …" if len(w.malformed) > 3 else "")
+                errors.append(f"{w.what}: skipped {len(w.malformed)} malformed: {shown}")
         if not all(w.synced.is_set() for w in self._watched):
             unsynced = [w.what for w in self._watched if not w.synced.is_set()]
             detail = "; ".join(errors) or f"no answer in {self.timeout_s:.0f}s"

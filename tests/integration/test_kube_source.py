@@ -336,3 +336,27 @@ def test_importing_the_modules_does_not_import_the_clients() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_malformed_objects_are_skipped_and_reported_never_fatal(
+    source: KubeSource, standin: KubeStandIn
+) -> None:
+    source.read()
+    standin.update_node("gpu-a", {"metadata": {"labels": ["not", "a", "map"]}})
+    standin.add_pod("ml", "weird-0", "gpu-a", None)
+    standin.update_pod("ml", "weird-0", {"spec": {"containers": "garbage"}})
+    bad = read_until(source, lambda r: r.error is not None and "weird-0" in r.error)
+    assert bad.health is Health.DEGRADED
+    assert bad.error is not None
+    assert "nodes: skipped 1 malformed: gpu-a" in bad.error
+    assert "pods: skipped 1 malformed: ml/weird-0" in bad.error
+    gpu_a = next(n for n in bad.nodes if n.name == "gpu-a")
+    assert gpu_a.mig_config == "all-3g.40gb"  # the last good read of it, not dropped
+    standin.add_pod("ml", "after-0", "gpu-b", {"nvidia.com/gpu": "1"})  # the watch still flows
+    assert "ml/after-0" in pod_refs(read_until(source, lambda r: "ml/after-0" in pod_refs(r)))
+
+    standin.update_node("gpu-a", {"metadata": {"labels": {"nvidia.com/mig.config": "all-1g.10gb"}}})
+    standin.delete_pod("ml", "weird-0")
+    good = read_until(source, lambda r: r.health is Health.OK)
+    assert good.health is Health.OK, good.error
+    assert next(n for n in good.nodes if n.name == "gpu-a").mig_config == "all-1g.10gb"
