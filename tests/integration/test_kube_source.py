@@ -360,3 +360,27 @@ def test_malformed_objects_are_skipped_and_reported_never_fatal(
     good = read_until(source, lambda r: r.health is Health.OK)
     assert good.health is Health.OK, good.error
     assert next(n for n in good.nodes if n.name == "gpu-a").mig_config == "all-1g.10gb"
+
+
+@pytest.mark.parametrize("nodes", [8, 512])
+def test_reads_make_no_round_trip_whatever_the_fleet_size(tmp_path: Path, nodes: int) -> None:
+    with KubeStandIn() as standin:
+        for n in range(nodes):
+            standin.add_node(f"gpu-{n}", allocatable={"nvidia.com/mig-1g.10gb": "7"})
+            standin.add_pod(
+                "ml",
+                f"p-{n}",
+                f"gpu-{n}",
+                {"nvidia.com/mig-1g.10gb": "1"},
+                {"gpucon.io/backend": f"b-{n}"},
+            )
+        src = KubeSource(kubeconfig=str(standin.write_kubeconfig(tmp_path / "kc")), timeout_s=10.0)
+        try:
+            first = src.read()
+            wait_until(lambda: len(watches(standin)) == 2, what="the two watches")
+            steady = [src.read() for _ in range(5)]
+        finally:
+            src.close()
+    assert len(first.nodes) == nodes and len(first.backends) == nodes
+    assert first.round_trips + steady[0].round_trips == 4  # LIST + WATCH of nodes and of pods
+    assert [r.round_trips for r in steady[1:]] == [0, 0, 0, 0]

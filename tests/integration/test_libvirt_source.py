@@ -229,3 +229,33 @@ def test_unreachable_uri_is_a_down_reading_not_an_exception(tmp_path: Path) -> N
     assert reading.health is Health.DOWN
     assert reading.slots == ()
     assert reading.error is not None and uri in reading.error
+
+
+def host_xml(domains: int) -> str:
+    """A test-driver host with ``domains`` guests, each passing one RTX 4090 through."""
+    parts = []
+    for i in range(domains):
+        bus = f"{(i % 250) + 1:02x}"
+        parts.append(
+            f"<domain type='test'><name>vm-{i}</name>"
+            f"<uuid>6f3e0a52-1c1d-4b8e-9a41-{i:012x}</uuid>"
+            "<memory unit='GiB'>32</memory><vcpu>8</vcpu><os><type>hvm</type></os><devices>"
+            "<hostdev mode='subsystem' type='pci' managed='yes'><source>"
+            f"<address domain='0x{i // 250:04x}' bus='0x{bus}' slot='0x00' function='0x0'/>"
+            "</source></hostdev></devices></domain>"
+        )
+    return "<node>" + "".join(parts) + "</node>"
+
+
+@pytest.mark.parametrize("domains", [8, 512])
+def test_round_trips_per_tick_do_not_grow_with_the_fleet(tmp_path: Path, domains: int) -> None:
+    path = tmp_path / f"host-{domains}.xml"
+    path.write_text(host_xml(domains))
+    source = LibvirtSource(f"test://{path}", host="kvm-a")
+    first = source.read()
+    steady = [source.read() for _ in range(3)]
+    source.close()
+    assert len(first.slots) == domains
+    assert first.round_trips == 1 + 1 + domains  # connect, stats, each definition once
+    assert [r.round_trips for r in steady] == [1, 1, 1]  # one bulk stats call per tick
+    assert all(len(s.vm.gpu_pci_addresses) == 1 for s in steady[-1].slots if s.vm)
