@@ -89,7 +89,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args.command, args.module = "live", COMMANDS["live"][0]
     module = importlib.import_module(args.module)
-    result: int = module.run(args)
+    from gpucon.config import ConfigError  # pure and light: the dataclasses only
+
+    try:
+        result: int = module.run(args)
+    except ConfigError as exc:  # a missing or bad config is a message, never a traceback
+        print(f"gpucon: {exc}", file=sys.stderr)
+        return 2
     return result
 
 

@@ -44,3 +44,15 @@ def test_missing_config_exits_non_zero_and_offers_the_demo(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     assert main(["config", "check"]) == 2
     assert "gpucon demo" in capsys.readouterr().err
+
+
+def test_gpucon_without_config_says_how_to_write_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("GPUCON_CONFIG", *SOURCE_VARIABLES):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpucon: no gpucon config at {tmp_path}")
+    assert "gpucon demo" in err
