@@ -14,29 +14,19 @@ import argparse
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpucon.actions.plan import (
-    BadParams,
-    BlastRadius,
-    Outcome,
-    OutcomeStatus,
-    Plan,
-    Precondition,
-    Progress,
-    ProgressEvent,
-    Step,
-    StepStatus,
-    Tier,
-)
-from gpucon.config import ProbeTarget
-from gpucon.model.fleet import BackendState
-from gpucon.model.snapshot import Snapshot
+if TYPE_CHECKING:  # the verb's parser is built for every gpucon command: import lazily
+    from gpucon.actions.plan import Outcome, Plan, Progress, ProgressEvent
+    from gpucon.config import ProbeTarget
+    from gpucon.model.snapshot import Snapshot
 
 PROGRESS_EVERY_S = 0.1
 
 
 def _target(params: Mapping[str, Any]) -> ProbeTarget:
+    from gpucon.actions.plan import BadParams
+
     name = params.get("target")
     targets: Sequence[ProbeTarget] = params.get("probe_targets") or ()
     if not isinstance(name, str) or not name.strip():
@@ -50,7 +40,9 @@ def _target(params: Mapping[str, Any]) -> ProbeTarget:
 
 def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     """The probe plan; refuses unknown targets and out-of-bounds params before anything runs."""
+    from gpucon.actions.plan import BlastRadius, Plan, Precondition, Step, Tier
     from gpucon.controls.probe import check_bounds
+    from gpucon.model.fleet import BackendState
 
     target = _target(params)
     bounds = check_bounds(target, dict(params))
@@ -138,6 +130,8 @@ def summary_line(report: Mapping[str, Any]) -> str:
 
 def apply(plan: Plan, controls: Any, progress: Progress) -> Outcome:
     """Run the planned probe (blocking: call from a worker thread, never the UI thread)."""
+    from gpucon.actions.plan import Outcome, OutcomeStatus, ProgressEvent, StepStatus
+    from gpucon.config import ProbeTarget
     from gpucon.controls.probe import ProbeBounds, ProbeProgress, probe_target
 
     p = plan.params
@@ -218,6 +212,7 @@ class _ProgressBar:
 
     def __call__(self, event: ProgressEvent) -> None:
         from gpucon.actions.cli import _safe
+        from gpucon.actions.plan import StepStatus
 
         if event.status is StepStatus.RUNNING:
             if not self.tty:
