@@ -231,6 +231,7 @@ class LibvirtSource:
         self._host_name: str | None = host
         self._cache: dict[str, _CachedDefinition] = {}
         self._lock = threading.Lock()  # reads never overlap (the hub ensures it); close may race
+        self._closed = False
 
     def read(self) -> Reading:
         started = self._clock()
@@ -242,10 +243,14 @@ class LibvirtSource:
                 self._drop_connection()
                 error = f"{self.uri}: {describe_error(exc)}"
                 return failed_reading(self.name, started, time.perf_counter() - perf, error)
+            finally:
+                if self._closed:  # close() came while this read was in flight
+                    self._drop_connection()
 
     def _read(self, started: float, perf: float) -> Reading:
         libvirt = _import_libvirt()
         trips = 0
+        self._closed = False  # a read after close() reconnects
         if self._conn is None:
             self._conn = self._connect(self.uri)
             trips += 1
@@ -346,5 +351,10 @@ class LibvirtSource:
                 conn.close()
 
     def close(self) -> None:
-        with self._lock:
-            self._drop_connection()
+        """Drop the connection; never waits on a read in flight (it drops it when it ends)."""
+        self._closed = True
+        if self._lock.acquire(timeout=0.1):
+            try:
+                self._drop_connection()
+            finally:
+                self._lock.release()

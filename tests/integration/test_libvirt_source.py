@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ import pytest
 from gpucon.model.fleet import Health, SlotKind
 from gpucon.sources.base import Source
 from gpucon.sources.libvirt_source import LibvirtSource, parse_domain_xml
+from tests.helpers.servers import wait_until
 
 libvirt = pytest.importorskip("libvirt")
 
@@ -259,3 +262,34 @@ def test_round_trips_per_tick_do_not_grow_with_the_fleet(tmp_path: Path, domains
     assert first.round_trips == 1 + 1 + domains  # connect, stats, each definition once
     assert [r.round_trips for r in steady] == [1, 1, 1]  # one bulk stats call per tick
     assert all(len(s.vm.gpu_pci_addresses) == 1 for s in steady[-1].slots if s.vm)
+
+
+def test_close_never_waits_on_a_hung_read() -> None:
+    release = threading.Event()
+    conns: list[CountingConnection] = []
+
+    class HangingConnection(CountingConnection):
+        closed = False
+
+        def getAllDomainStats(self, flags: int = 0) -> list[tuple[Any, dict[str, Any]]]:
+            release.wait(5.0)  # a remote host that stopped answering
+            return super().getAllDomainStats(flags)
+
+        def close(self) -> int:
+            self.closed = True
+            return super().close()
+
+    def connect(uri: str) -> CountingConnection:
+        conns.append(HangingConnection(libvirt.open(uri)))
+        return conns[-1]
+
+    source = LibvirtSource(URI, host="kvm-a", connect=connect)
+    reader = threading.Thread(target=source.read)
+    reader.start()
+    wait_until(lambda: bool(conns), what="the read to connect")
+    started = time.monotonic()
+    source.close()
+    assert time.monotonic() - started < 1.0
+    release.set()
+    reader.join(5.0)
+    assert isinstance(conns[0], HangingConnection) and conns[0].closed
