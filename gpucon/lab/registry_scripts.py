@@ -8,19 +8,28 @@ Invariant kept by the scripts: ``inflight == HLEN gpucon:assigned:{name}``.
 
 from __future__ import annotations
 
-BACKENDS_SET = "gpucon:backends"
-REGISTRY_VERSION = "gpucon:registry:version"
+# one definition of the key names, shared with the registry control (the write side)
+from gpucon.controls.registry import BACKENDS_KEY as BACKENDS_SET
+from gpucon.controls.registry import VERSION_KEY as REGISTRY_VERSION
+from gpucon.controls.registry import assigned_key, backend_key
+
+__all__ = [
+    "ACK_AND_REPLY_LUA",
+    "ASSIGN_LUA",
+    "BACKENDS_SET",
+    "REGISTRY_VERSION",
+    "RELEASE_LUA",
+    "REPLY_TTL_S",
+    "RESULTS_MAXLEN",
+    "RESULTS_STREAM",
+    "assigned_key",
+    "backend_key",
+    "reply_key",
+]
+
 RESULTS_STREAM = "gen:results"
 RESULTS_MAXLEN = 100_000
 REPLY_TTL_S = 600
-
-
-def backend_key(name: str) -> str:
-    return f"gpucon:backend:{name}"
-
-
-def assigned_key(name: str) -> str:
-    return f"gpucon:assigned:{name}"
 
 
 def reply_key(entry_id: str) -> str:
