@@ -110,8 +110,11 @@ def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
 
 
 def _demo_hub(args: argparse.Namespace) -> Any:
+    """The simulator, with the demo's SLOs (and the config's, when there is one)."""
     import importlib
+    from pathlib import Path
 
+    from gpucon.config import ConfigMissing, GpuconConfig, load_config
     from gpucon.hub import Hub
 
     try:
@@ -122,7 +125,16 @@ def _demo_hub(args: argparse.Namespace) -> Any:
         source = sim.SimSource.for_demo(args.seed, args.scenario, args.size)
     except ValueError as exc:
         raise SystemExit(f"gpucon snapshot: {exc}") from None
-    return Hub([source])
+    try:
+        config = load_config(Path(args.config) if args.config else None)
+    except ConfigMissing:
+        config = GpuconConfig()  # the demo needs no setup
+    demo_slo = getattr(importlib.import_module("gpucon.sim"), "DEMO_SLO_P95_MS", {})
+    return Hub(
+        [source],
+        thresholds=config.alerts,
+        slo_p95_ms_by_model={**demo_slo, **config.slo_p95_ms},
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,66 @@
+"""``gpucon snapshot --demo``: one snapshot of the simulator, as JSON or text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpucon.cli import main
+
+KEYS = ["taken_at", "seq", "fleet", "gpus", "slots", "backends", "queues", "latency", "sources",
+        "alerts"]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def no_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GPUCON_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+
+
+def snapshot_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
+    assert main(["snapshot", "--demo", "--json", *args]) == 0
+    doc: dict[str, object] = json.loads(capsys.readouterr().out)
+    return doc
+
+
+def test_demo_json_shape_and_sorted_entities(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = snapshot_json(capsys, "--seed", "3")
+    assert list(doc) == KEYS
+    assert doc["fleet"] == "demo"
+    slots = doc["slots"]
+    assert isinstance(slots, list) and slots
+    ids = [s["id"] for s in slots]
+    assert ids == sorted(ids)
+    assert {"id", "kind", "activity_pct", "activity_metric", "mem_used_mib"} <= set(slots[0])
+    sources = doc["sources"]
+    assert isinstance(sources, list) and sources[0]["health"] == "ok"
+
+
+def test_same_seed_same_fleet(capsys: pytest.CaptureFixture[str]) -> None:
+    a = snapshot_json(capsys, "--seed", "11")
+    b = snapshot_json(capsys, "--seed", "11")
+
+    def shape(doc: dict[str, object], part: str, fields: tuple[str, ...]) -> list[object]:
+        items = doc[part]
+        assert isinstance(items, list)
+        return [tuple(item[f] for f in fields) for item in items]
+
+    assert shape(a, "slots", ("id", "kind", "profile")) == shape(
+        b, "slots", ("id", "kind", "profile")
+    )
+    assert shape(a, "backends", ("name", "slot_id")) == shape(b, "backends", ("name", "slot_id"))
+
+
+def test_demo_text(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["snapshot", "--demo"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("fleet demo · ")
+    assert "SLOT" in out and "source sim" in out
+
+
+def test_unknown_scenario_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["snapshot", "--demo", "--scenario", "meteor"])
+    assert "meteor" in str(info.value.code)
