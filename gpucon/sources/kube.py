@@ -329,7 +329,7 @@ class KubeSource:
     def close(self) -> None:
         """Stop the watches; a watch request still being opened is stopped once it is open."""
         self._stop.set()
-        deadline = time.monotonic() + 2.0
+        deadline = time.monotonic() + 1.0
         for w in self._watched:
             while w.thread.is_alive() and time.monotonic() < deadline:
                 w.stop()

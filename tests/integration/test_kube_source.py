@@ -384,3 +384,17 @@ def test_reads_make_no_round_trip_whatever_the_fleet_size(tmp_path: Path, nodes:
     assert len(first.nodes) == nodes and len(first.backends) == nodes
     assert first.round_trips + steady[0].round_trips == 4  # LIST + WATCH of nodes and of pods
     assert [r.round_trips for r in steady[1:]] == [0, 0, 0, 0]
+
+
+def test_refused_credentials_are_down_with_the_api_answer(
+    standin: KubeStandIn, tmp_path: Path
+) -> None:
+    path = standin.write_kubeconfig(tmp_path / "kubeconfig")
+    path.write_text(path.read_text().replace("stand-in-token", "stolen-token"))
+    src = KubeSource(kubeconfig=str(path), timeout_s=2.0)
+    try:
+        reading = src.read()
+    finally:
+        src.close()
+    assert reading.health is Health.DOWN
+    assert reading.error is not None and "HTTP 401 Unauthorized" in reading.error
