@@ -261,3 +261,43 @@ def test_a_server_that_never_answers_times_out(tmp_path: object) -> None:
         assert r.error is not None and "Timeout" in r.error
     finally:
         listener.close()
+
+
+def test_hub_joins_registry_backend_dcgm_slice_and_triton_latency(
+    prom_stack: Stack, redis_url: str
+) -> None:
+    """Config → factory → hub: a slice's activity (DCGM), its backend (Redis registry) and
+    that backend's latency (Triton, scraped from the backend's host:port) in one snapshot."""
+    import redis
+
+    from gpucon.config import FleetConfig, GpuconConfig, PrometheusConfig, RedisConfig
+    from gpucon.sources.factory import build_hub
+
+    r = redis.Redis.from_url(redis_url)
+    r.sadd("gpucon:backends", "sdxl-a")
+    r.hset("gpucon:backend:sdxl-a", mapping={
+        "slot": "node-a/gpu0/gi1", "url": f"http://{prom_stack.dcgm_triton}", "model": "sdxl",
+        "weight": "1", "state": "active", "inflight": "2"})  # fmt: skip
+    r.xgroup_create("gen:queue", "g1", id="$", mkstream=True)
+    r.close()
+    fleet = FleetConfig(
+        name="lab",
+        redis=RedisConfig(url=redis_url),
+        prometheus=PrometheusConfig(url=prom_stack.url, rate_window=WINDOW),
+    )
+    config = GpuconConfig(fleets={"lab": fleet}, default_fleet="lab", slo_p95_ms={"sdxl": 100.0})
+    hub = build_hub(config)
+    try:
+        hub.poll_once()
+        snap = hub.tick()
+    finally:
+        hub.stop()
+    assert {s.health for s in snap.sources.values()} == {Health.OK}
+    slot = snap.slots["node-a/gpu0/gi1"]
+    assert slot.activity_pct == pytest.approx(42.0)
+    (backend,) = snap.backends_on(slot.id)
+    assert backend.name == "sdxl-a"
+    latency = snap.latency["sdxl-a"]  # resolved from the scrape instance by the backend's url
+    assert latency.p95_ms == 120.0
+    assert snap.slo_p95_ms == {"sdxl-a": 100.0}
+    assert any(a.rule == "p95_slo" and a.target == "sdxl-a" for a in snap.alerts)
