@@ -1,0 +1,202 @@
+"""A read-only console on real Redis, driven through every key and palette command, writes nothing.
+
+The proof is Redis's own: ``MONITOR`` records every command the server executes with the
+connection's address; ``CLIENT LIST`` maps addresses to client names, and the console's Redis
+source names its connection. Every command that connection sent is then looked up in
+``COMMAND INFO``: none may carry the ``write`` or ``may_replicate`` flag (the latter catches a
+writing ``EVAL``). The registry and the stream are also compared before and after.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from gpucon.app import GpuconApp
+from gpucon.hub import Hub
+from gpucon.lab.registration import BackendRecord, register_backends
+from gpucon.sources.redisq import RedisQueueSource
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+CLIENT_NAME = "gpucon-ro-console-test"
+SKIPPED_KEYS = {"q", "ctrl+q", "ctrl+c"}  # they quit the console
+ACTION_KEYS = "dubpA"
+
+
+class CommandRecorder:
+    """Collects (client address, command name) for every command Redis executes."""
+
+    def __init__(self, url: str) -> None:
+        self.client = redis.Redis.from_url(url, socket_timeout=0.3)
+        self.seen: list[tuple[str, str]] = []
+        self.addresses: dict[str, str] = {}  # addr -> client name
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._names = redis.Redis.from_url(url, decode_responses=True)
+
+    def __enter__(self) -> CommandRecorder:
+        self._thread.start()
+        time.sleep(0.2)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=3)
+        self._names.close()
+
+    def note_clients(self) -> None:
+        for c in self._names.client_list():
+            self.addresses[c["addr"]] = c.get("name", "")
+
+    def _run(self) -> None:
+        client: Any = self.client
+        with client.monitor() as monitor:
+            while not self._stop.is_set():
+                try:
+                    info = monitor.next_command()
+                except (redis.TimeoutError, TimeoutError):
+                    continue
+                except Exception:
+                    return
+                command = str(info["command"]).split(" ", 1)[0].strip('"').lower()
+                self.seen.append(
+                    (
+                        str(info.get("client_address", ""))
+                        + ":"
+                        + str(info.get("client_port", "")),
+                        command,
+                    )
+                )
+
+    def commands_of(self, name: str) -> list[str]:
+        self.note_clients()
+        ours = {addr for addr, n in self.addresses.items() if n == name}
+        return [cmd for addr, cmd in self.seen if addr in ours]
+
+
+# scripts and transactions that could carry writes (EVAL_RO/EVALSHA_RO cannot)
+MAY_WRITE = {"eval", "evalsha", "fcall", "multi", "exec", "script", "function", "publish"}
+
+
+def writing_commands(client: redis.Redis, commands: set[str]) -> set[str]:
+    """The commands of ``commands`` that write or may write, by Redis's own command table."""
+    bad: set[str] = set()
+    for cmd in commands:
+        base = cmd.split("|", 1)[0]
+        raw: Any = client.execute_command("COMMAND", "INFO", base)  # type: ignore[no-untyped-call]
+        info = raw.get(base) if isinstance(raw, dict) else None
+        assert info, f"Redis does not know {cmd!r}"
+        flags = set(info["flags"]) | set(info["acl_categories"])
+        if flags & {"write", "may_replicate", "@write"} or base in MAY_WRITE:
+            bad.add(cmd)
+    return bad
+
+
+def command_calls(client: redis.Redis) -> dict[str, int]:
+    """INFO commandstats: calls per command (``xinfo|groups`` style names), server-wide."""
+    stats: Any = client.info("commandstats")
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
+
+
+@pytest.fixture
+def seeded(redis_url: str) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(redis_url, decode_responses=True)
+    register_backends(
+        c,
+        [
+            BackendRecord("b1", "http://127.0.0.1:1", "m", "h/gpu0/gi1", weight=2.0),
+            BackendRecord("b2", "http://127.0.0.1:2", "m", "h/gpu0/gi2", weight=1.0),
+        ],
+    )
+    c.xgroup_create("gen:queue", "g1", id="0", mkstream=True)
+    for i in range(5):
+        c.xadd("gen:queue", {"prompt": f"p{i}"})
+    yield c
+    c.close()
+
+
+def dump(client: redis.Redis) -> dict[str, Any]:
+    c: Any = client
+    state: dict[str, Any] = {}
+    for key in sorted(c.keys("*")):
+        kind = c.type(key)
+        if kind == "hash":
+            state[key] = c.hgetall(key)
+        elif kind == "string":
+            state[key] = c.get(key)
+        elif kind == "set":
+            state[key] = sorted(c.smembers(key))
+        elif kind == "stream":
+            state[key] = (c.xlen(key), c.xinfo_groups(key))
+    return state
+
+
+async def test_read_only_console_sends_no_write_to_redis(
+    seeded: redis.Redis, redis_url: str
+) -> None:
+    before = dump(seeded)
+    calls_before = command_calls(seeded)
+    source = RedisQueueSource(url=redis_url, cadence_s=0.1, timeout_s=1.0, client_name=CLIENT_NAME)
+    hub = Hub([source], refresh_s=0.1)
+    app = GpuconApp(hub, mode="live", read_only=True, controls=object())
+    with CommandRecorder(redis_url) as recorder:
+        async with app.run_test(size=(160, 45)) as pilot:
+            deadline = time.monotonic() + 10
+            while app.snapshot is None or not app.snapshot.backends:
+                assert time.monotonic() < deadline, "the console never read the registry"
+                await pilot.pause(0.05)
+            assert app.controls is None
+            recorder.note_clients()
+            keys = set(app.screen.active_bindings)  # every key bound where the console starts
+            keys |= set(ACTION_KEYS)  # the action keys of a read-write console, too
+            keys |= {"enter", "escape", "tab", "slash", "question_mark", "ctrl+p", "r", "x"}
+            for key in sorted(keys - SKIPPED_KEYS):
+                await pilot.press(key)
+                await pilot.pause()
+                recorder.note_clients()
+                for _ in range(3):  # back to the fleet screen
+                    if len(app.screen_stack) <= 2:
+                        break
+                    await pilot.press("escape")
+                    await pilot.pause()
+            commands = [c for c in app.get_system_commands(app.screen) if c.title not in ("Quit",)]
+            assert any(c.title.startswith("Sort by") for c in commands)
+            for command in commands:
+                if "screenshot" in command.title.lower():
+                    continue
+                command.callback()
+                await pilot.pause()
+                for _ in range(3):
+                    if len(app.screen_stack) <= 2:
+                        break
+                    await pilot.press("escape")
+                    await pilot.pause()
+            await pilot.pause(0.3)  # a few more reads after all that
+            recorder.note_clients()
+        time.sleep(0.2)
+    # server-wide, including commands run inside scripts: no write was executed at all
+    calls_after = command_calls(seeded)
+    executed = {c for c, n in calls_after.items() if n > calls_before.get(c, 0)}
+    executed -= {"info", "client|list", "monitor", "command|info"}  # this test's own
+    assert "eval_ro" in executed or "xlen" in executed
+    assert writing_commands(seeded, executed) == set(), sorted(executed)
+    sent = recorder.commands_of(CLIENT_NAME)
+    assert len(sent) > 10, f"the console's reads were not seen: {sent}"
+    assert "evalsha" in sent or "eval_ro" in sent or "evalsha_ro" in sent or "xlen" in sent
+    assert writing_commands(seeded, set(sent)) == set(), sorted(set(sent))
+    assert dump(seeded) == before
+
+    # the detector itself: a write sent under the console's name is seen and flagged
+    with CommandRecorder(redis_url) as recorder:
+        writer = redis.Redis.from_url(redis_url, client_name=CLIENT_NAME)
+        writer.hset("gpucon:backend:b1", "weight", "0")
+        recorder.note_clients()
+        time.sleep(0.2)
+    assert writing_commands(seeded, set(recorder.commands_of(CLIENT_NAME))) == {"hset"}
+    writer.close()
