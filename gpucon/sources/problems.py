@@ -15,9 +15,12 @@ MAX_SHOWN = 3
 class Problems:
     items: list[str] = field(default_factory=list)
     count: int = 0
+    # every problem, not only those shown (sources that cache parsed results replay them)
+    all: list[str] = field(default_factory=list)
 
     def add(self, text: str) -> None:
         self.count += 1
+        self.all.append(text)
         if len(self.items) < MAX_SHOWN:
             self.items.append(text)
 

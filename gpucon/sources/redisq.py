@@ -24,7 +24,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from gpucon.model.fleet import Backend, BackendState, Health, QueueStats
@@ -108,6 +108,8 @@ class RedisQueueSource:
         self.client_name = client_name
         self._client: Any = None
         self._lock = threading.Lock()
+        # raw registry entry -> (Backend, problems): unchanged hashes are not parsed again
+        self._parsed: dict[Hashable, tuple[Backend | None, tuple[str, ...]]] = {}
 
     def _connect(self) -> Any:
         if self._client is None:
@@ -181,8 +183,23 @@ class RedisQueueSource:
         if isinstance(registry, Exception):
             problems.add(f"registry: {describe_error(registry)}")
             return queues, []
-        backends = [parse_backend(entry, problems) for entry in registry]
-        return queues, [b for b in backends if b is not None]
+        parsed: dict[Hashable, tuple[Backend | None, tuple[str, ...]]] = {}
+        backends: list[Backend] = []
+        for entry in registry:
+            key = _entry_key(entry)
+            known = self._parsed.get(key) if key is not None else None
+            if known is None:
+                found = Problems()
+                known = (parse_backend(entry, found), tuple(found.all))
+            if key is not None:
+                parsed[key] = known
+            backend, texts = known
+            for text in texts:
+                problems.add(text)
+            if backend is not None:
+                backends.append(backend)
+        self._parsed = parsed
+        return queues, backends
 
     def _queue(
         self,
@@ -236,6 +253,13 @@ class RedisQueueSource:
 
     def close(self) -> None:
         self._reset()
+
+
+def _entry_key(entry: object) -> Hashable | None:
+    """A hashable copy of a registry entry ``[name, [field, value, ...]]``."""
+    if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], list):
+        return (entry[0], tuple(entry[1]))
+    return None
 
 
 def _int_or_none(value: object) -> int | None:

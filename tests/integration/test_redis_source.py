@@ -123,7 +123,14 @@ def test_registry_garbage_is_named_never_raised(r: redis.Redis, redis_url: str) 
     register(r, "ghost")  # in the set, no hash
     r.hset("gpucon:backend:nan", mapping={"weight": "nan", "state": "active"})
     r.sadd("gpucon:backends", "nan")
-    reading = source(redis_url, streams=()).read()
+    src = source(redis_url, streams=())
+    reading = src.read()
+    again = src.read()  # unchanged entries come from the parse cache: same problems, same data
+    assert (again.health, again.error, again.backends) == (
+        reading.health, reading.error, reading.backends,
+    )  # fmt: skip
+    r.hset("gpucon:backend:bad", "weight", "2")
+    assert {b.name: b.weight for b in src.read().backends}["bad"] == 2.0
     assert reading.health is Health.DEGRADED
     assert reading.error is not None
     assert "gpucon:backend:bad field" in reading.error
