@@ -153,14 +153,17 @@ class SimWorld:
         self.stream_entries += arrivals
         pool.rate += (arrivals / dt - pool.rate) * a_rate
         takers: list[SimBackend] = []
+        caps: list[float] = []
+        keys: list[float] = []
         for b in pool.backends:
-            b.takes = b.state is ACTIVE and b.ready and b.weight > 0.0 and not b.fails_health
             b.alloc = 0.0
+            b.takes = b.state is ACTIVE and b.ready and b.weight > 0.0 and not b.fails_health
             if b.takes:
+                alone = b.service_s * b.interference
+                b.capacity = b.concurrency / (alone * b.batch_factor)
                 takers.append(b)
-                b.capacity = b.concurrency / (b.service_s * b.interference * b.batch_factor)
-        caps = [b.capacity for b in takers]
-        keys = [b.weight / (b.service_s * b.interference) for b in takers]
+                caps.append(b.capacity)
+                keys.append(b.weight / alone)
         # the smoothed rate drives the fluid backlog (sustained overload); the short-term
         # randomness of arrivals is the queueing model's business, not counted twice
         alloc = water_fill(pool.rate + pool.backlog / dt, keys, caps)
@@ -203,38 +206,41 @@ class SimWorld:
     def _serve(self, pool: Pool, dt: float, phase: int, period_s: float) -> None:
         """Each backend's busy servers, inflight and finished requests; scrape its metrics."""
         rng = self.rng
+        random = rng.random
         slowdown = pool.model.batch_slowdown
         exp = math.exp
         dirty = self.dirty_backends
         for b in pool.backends:
             inflight = b.inflight
+            busy = b.busy
             if b.takes:
                 # a request holds a server for compute_s: busy follows alloc·compute_s that fast
                 compute = b.service_s * b.interference
-                if b.busy > 1.0:
-                    compute *= 1.0 + slowdown * (b.busy - 1.0)
-                b.busy += (b.alloc * compute - b.busy) * (1.0 - exp(-dt / compute))
+                if busy > 1.0:
+                    compute *= 1.0 + slowdown * (busy - 1.0)
+                busy += (b.alloc * compute - busy) * (1.0 - exp(-dt / compute))
                 b.compute_s = compute
-                if b.busy > b.peak_busy:
-                    b.peak_busy = math.ceil(b.busy)
+                if busy > b.peak_busy:
+                    b.peak_busy = math.ceil(busy)
                     self.mem_dirty.add(b.slot)
-                done = b.busy / compute * dt
+                done = busy / compute * dt
                 # the count changes as requests start and end: slow models change rarely
-                if rng.random() < 2.0 * done:
-                    b.inflight = int(b.busy + rng.random())
-            elif b.busy > 0.0:
+                if random() < 2.0 * done:
+                    b.inflight = int(busy + random())
+            elif busy > 0.0:
                 if b.fails_health:  # connections refused: what was in flight is lost
-                    done, b.busy = 0.0, 0.0
+                    done = busy = 0.0
                 else:  # draining: what is in flight finishes, nothing new arrives
-                    done = min(b.busy, dt * max(b.busy, 1.0) / b.compute_s)
-                    b.busy = max(0.0, b.busy - done)
-                b.inflight = math.ceil(b.busy - 1e-9)
+                    done = min(busy, dt * max(busy, 1.0) / b.compute_s)
+                    busy = max(0.0, busy - done)
+                b.inflight = math.ceil(busy - 1e-9)
             else:
                 done = 0.0
                 b.inflight = 0
+            b.busy = busy
+            b.done += done
             if b.inflight != inflight:
                 dirty.add(b)
-            b.done += done
             if b.phase == phase and scrape_backend(b, pool, period_s, rng):
                 self.dirty_latency.add(b)
 

@@ -20,7 +20,7 @@ from gpucon.sim.parts import SimBackend
 from gpucon.sim.readout import ReadOut, read_backend
 from gpucon.sim.scenarios import start_scenario
 
-SIZED_SCRAPE_TICKS = 5
+SIZED_SCRAPE_TICKS = 10
 
 
 class SimFleet:
@@ -116,7 +116,7 @@ def build_sim_fleet(
     """The default demo fleet, or ``size`` GPUs for benchmarks, with an optional incident."""
     rng = random.Random(seed)
     parts = default_fleet(rng) if size is None else sized_fleet(size, rng)
-    # at benchmark sizes metrics refresh like a Prometheus scrape: each entity every 5 s
+    # at benchmark sizes metrics refresh like a Prometheus scrape: each entity every 10 s
     world = SimWorld(parts, rng, scrape_every=1 if size is None else SIZED_SCRAPE_TICKS)
     if scenario is not None:
         start_scenario(world, scenario)
