@@ -32,6 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
         parser.add_argument("--name", required=True, help="backend name (as registered)")
         parser.add_argument("--model", default="llm", help="model name it serves")
         parser.add_argument("--service-ms", type=float, default=20.0, help="base service time")
+        parser.add_argument(
+            "--sms", type=float, default=None,
+            help="SMs of its slot: service time, slowdown and slots from the simulator's model",
+        )  # fmt: skip
         parser.add_argument("--slowdown", type=float, default=0.15, help="per co-running request")
         parser.add_argument("--slots", type=int, default=4, help="requests computing at once")
         parser.add_argument("--jitter", type=float, default=0.05, help="relative jitter")
@@ -43,7 +47,14 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
         )
         parser.add_argument("--duration", type=float, default=600.0, help="traffic, seconds")
         parser.add_argument("--count", type=int, default=100_000, help="traffic, max requests")
-        parser.add_argument("--service-ms", type=float, default=20.0, help="backend service time")
+        parser.add_argument(
+            "--model", default="bert-base",
+            help="model the backends serve (the simulator's: bert-base, resnet50, sd15, sdxl)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--service-ms", type=float, default=None,
+            help="fixed service time (default: the simulator's model on A100 3g/2g/1g slices)",
+        )  # fmt: skip
         parser.add_argument("--dir", default=None, help="lab directory (default: a temp dir)")
         parser.add_argument("--no-prometheus", action="store_true", help="do not start it")
 
@@ -115,7 +126,10 @@ async def _run_backend(args: argparse.Namespace) -> int:
     from gpucon.lab.backend_server import BackendServer
     from gpucon.lab.service_time import ServiceTimeModel
 
-    model = ServiceTimeModel(args.service_ms, args.slowdown, args.slots, args.jitter)
+    if args.sms is not None:
+        model = ServiceTimeModel.from_sim(args.model, args.sms)
+    else:
+        model = ServiceTimeModel(args.service_ms, args.slowdown, args.slots, args.jitter)
     server = BackendServer(
         args.name, args.model, model, host=args.host, port=args.port, seed=args.seed
     )
@@ -138,9 +152,17 @@ def _run_lab(args: argparse.Namespace) -> int:
 
     from gpucon.lab.lab import LabOptions, LabStack
 
+    # A100 MIG slices 3g.40gb, 2g.20gb, 1g.10gb (42, 28, 14 SMs), in turn
+    sms = (
+        ()
+        if args.service_ms is not None
+        else tuple((42, 28, 14)[i % 3] for i in range(args.backends))
+    )
     options = LabOptions(
         backends=args.backends,
-        service_ms=args.service_ms,
+        model=args.model,
+        service_ms=args.service_ms if args.service_ms is not None else 20.0,
+        sm_counts=sms,
         directory=Path(args.dir) if args.dir else None,
         prometheus=not args.no_prometheus,
     )

@@ -30,6 +30,8 @@ class LabOptions:
     service_ms: float = 20.0
     slots: int = 4
     weights: tuple[float, ...] = ()  # per backend; default 1.0 each
+    # per backend: SMs of its slot; service time then follows the simulator's model
+    sm_counts: tuple[float, ...] = ()
     directory: Path | None = None  # None: a temporary directory, removed on stop
     redis_url: str | None = None  # None: start a redis-server
     prometheus: bool = True  # when the binary is installed
@@ -43,6 +45,15 @@ class LabOptions:
             raise ValueError(f"backends: expected 1..32, got {self.backends}")
         if self.weights and len(self.weights) != self.backends:
             raise ValueError(f"weights: expected {self.backends} values, got {len(self.weights)}")
+        if self.sm_counts and len(self.sm_counts) != self.backends:
+            raise ValueError(
+                f"sm_counts: expected {self.backends} values, got {len(self.sm_counts)}"
+            )
+        if self.sm_counts:
+            from gpucon.lab.service_time import ServiceTimeModel
+
+            for sms in self.sm_counts:
+                ServiceTimeModel.from_sim(self.model, sms)  # refuses an unknown model here
         if not self.service_ms >= 0:
             raise ValueError(f"service_ms: expected >= 0, got {self.service_ms}")
 
@@ -140,12 +151,19 @@ class LabStack:
         for i in range(o.backends):
             name, port = f"lab-b{i}", free_port()
             weight = o.weights[i] if o.weights else 1.0
+            timing = (
+                ["--sms", repr(o.sm_counts[i])]
+                if o.sm_counts
+                else ["--service-ms", repr(o.service_ms), "--slots", str(o.slots)]
+            )
             argv = gpucon_argv(
                 "backend", "--port", str(port), "--name", name, "--model", o.model,
-                "--service-ms", repr(o.service_ms), "--slots", str(o.slots), "--seed", str(i),
+                *timing, "--seed", str(i),
             )  # fmt: skip
             proc = self._spawn(name, argv)
-            backend = LabBackend(name, f"http://127.0.0.1:{port}", f"lab/gpu{i}", weight)
+            # with SM counts: MIG slices, three to an A100; without: whole GPUs
+            slot = f"lab/gpu{i // 3}/gi{i % 3 + 1}" if o.sm_counts else f"lab/gpu{i}"
+            backend = LabBackend(name, f"http://127.0.0.1:{port}", slot, weight)
             started.append((proc, backend))
         with httpx.Client(timeout=1.0) as http:
             for proc, backend in started:
@@ -238,8 +256,11 @@ class LabStack:
 
     def describe(self) -> list[str]:
         lines = [f"redis       {self.redis_url}"]
-        for b in self.backends:
-            lines.append(f"backend     {b.name:<10} {b.url}  weight {b.weight:g}")
+        for i, b in enumerate(self.backends):
+            sms = f", {self.options.sm_counts[i]:g} SMs" if self.options.sm_counts else ""
+            lines.append(
+                f"backend     {b.name:<10} {b.url}  {self.options.model}{sms}, weight {b.weight:g}"
+            )
         if self.options.scheduler:
             lines.append(f"scheduler   stream {self.options.stream}, group {self.options.group}")
         if self.prometheus_url:

@@ -1,9 +1,11 @@
 """How long the lab's backend takes to serve one request: a base time per model that grows
 with the number of requests computing at once, plus a little jitter.
 
-The shape follows a GPU inference server: up to ``slots`` requests compute concurrently (the
-model's instance count), each one slowed by ``slowdown`` per extra co-running request (they
-share the SMs), and requests beyond ``slots`` wait in a queue.
+The shape follows a GPU inference server, as the simulator's does (``gpucon.sim.catalog``;
+``from_sim`` takes a model's numbers from there for a slot of ``sm_count`` SMs): up to
+``slots`` requests compute concurrently (the model's instance count), each one slowed by
+``slowdown`` per extra co-running request (they share the SMs), and requests beyond ``slots``
+wait in a queue.
 """
 
 from __future__ import annotations
@@ -31,6 +33,25 @@ class ServiceTimeModel:
             raise ValueError(f"service time: slots must be >= 1, got {self.slots!r}")
         if not 0 <= self.jitter < 1:
             raise ValueError(f"service time: jitter must be in [0, 1), got {self.jitter!r}")
+
+    @classmethod
+    def from_sim(cls, model: str, sm_count: float, speed_per_sm: float = 1.0) -> ServiceTimeModel:
+        """The simulator's service time for ``model`` on a slot with ``sm_count`` SMs."""
+        from gpucon.sim.catalog import MODELS, concurrency, service_time_s
+
+        spec = MODELS.get(model)
+        if spec is None:
+            known = ", ".join(sorted(MODELS))
+            raise ValueError(f"service time: model {model!r} is not in the simulator ({known})")
+        if not sm_count > 0:
+            raise ValueError(f"service time: sm_count must be > 0, got {sm_count!r}")
+        return cls(
+            base_ms=service_time_s(spec, sm_count, speed_per_sm) * 1000.0,
+            slowdown=spec.batch_slowdown,
+            slots=concurrency(spec, sm_count),
+            # uniform +/-j has a coefficient of variation of j/sqrt(3)
+            jitter=min(0.9, spec.compute_cv * 3**0.5),
+        )
 
     def compute_ms(self, running: int, rng: random.Random | None = None) -> float:
         """Compute time of one request while ``running`` requests (itself included) compute."""

@@ -116,3 +116,14 @@ def test_service_time_model_slows_with_concurrency_and_refuses_bad_values() -> N
         ServiceTimeModel(slots=0)
     with pytest.raises(ValueError, match="base_ms"):
         ServiceTimeModel(base_ms=float("nan"))
+
+
+def test_service_time_from_the_simulator_model() -> None:
+    big = ServiceTimeModel.from_sim("bert-base", 42)
+    small = ServiceTimeModel.from_sim("bert-base", 14)
+    assert small.base_ms > big.base_ms > 0  # fewer SMs: slower
+    assert big.slots > small.slots >= 1  # fewer SMs: fewer at once
+    with pytest.raises(ValueError, match="model 'nope' is not in the simulator"):
+        ServiceTimeModel.from_sim("nope", 42)
+    with pytest.raises(ValueError, match="sm_count"):
+        ServiceTimeModel.from_sim("bert-base", 0)
