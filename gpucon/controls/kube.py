@@ -9,7 +9,6 @@ names the node or pod and carries the API's own message.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -22,6 +21,7 @@ from gpucon.sources.kube_objects import (
     api_client_from_config,
     describe_api_error,
     gpu_pod,
+    list_json,
 )
 
 ProgressFn = Callable[[str], None]
@@ -108,26 +108,36 @@ class KubeControl:
         check_label(key, value)
         self._patch_node(node, {"metadata": {"labels": {key: value}}}, f"label {key} on")
 
+    def disruptions_allowed(self, namespace: str) -> dict[str, int]:
+        """PodDisruptionBudget name -> evictions it allows now (what a drain plan can show)."""
+        try:
+            from kubernetes import client
+
+            policy = client.PolicyV1Api(self._core().api_client)
+            body = list_json(
+                policy.list_namespaced_pod_disruption_budget, namespace, timeout_s=self.timeout_s
+            )
+            return {
+                str(b["metadata"]["name"]): int(
+                    (b.get("status") or {}).get("disruptionsAllowed", 0)
+                )
+                for b in body.get("items") or []
+            }
+        except Exception as exc:
+            error = describe_api_error(exc)
+            raise KubeControlError(f"list disruption budgets in {namespace}: {error}") from exc
+
     def gpu_pods_on(self, node: str) -> list[GpuPod]:
         """The pods on ``node`` that request GPU or MIG resources."""
         try:
-            resp = self._core().list_pod_for_all_namespaces(
+            body = list_json(
+                self._core().list_pod_for_all_namespaces,
                 field_selector=f"spec.nodeName={node}",
-                _preload_content=False,
-                _request_timeout=self.timeout_s,
+                timeout_s=self.timeout_s,
             )
-            try:
-                status, data = int(resp.status), resp.data
-            finally:
-                resp.release_conn()
-            if not 200 <= status < 300:
-                from kubernetes.client import ApiException
-
-                raise ApiException(status=status, reason="list failed", body=data)
-            items = json.loads(data).get("items") or []
+            return [p for obj in body.get("items") or [] if (p := gpu_pod(obj)) is not None]
         except Exception as exc:
             raise KubeControlError(f"list pods on node {node}: {describe_api_error(exc)}") from exc
-        return [p for obj in items if (p := gpu_pod(obj)) is not None]
 
     def evict(
         self,

@@ -18,7 +18,6 @@ before the first frame. The client is configured from a kubeconfig (or in-cluste
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from gpucon.sources.kube_objects import (
     api_client_from_config,
     describe_api_error,
     gpu_pod,
+    list_json,
     node_info,
     pod_fragments,
 )
@@ -100,17 +100,7 @@ class _Watched:
         src = self._source
         self.requests += 1
         self.lists += 1
-        resp = self._list_fn(_preload_content=False, _request_timeout=src.timeout_s)
-        try:
-            status = int(resp.status)
-            data = resp.data
-        finally:
-            resp.release_conn()
-        if not 200 <= status < 300:
-            from kubernetes.client import ApiException
-
-            raise ApiException(status=status, reason="list failed", body=data)
-        body = json.loads(data)
+        body = list_json(self._list_fn, timeout_s=src.timeout_s)
         items = {}
         self.malformed.clear()
         for obj in body.get("items") or []:

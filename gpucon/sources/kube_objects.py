@@ -77,6 +77,24 @@ def describe_api_error(exc: BaseException) -> str:
     return describe_error(exc)
 
 
+def list_json(list_fn: Any, *args: Any, timeout_s: float, **kwargs: Any) -> dict[str, Any]:
+    """Call a client ``list_*`` method and return the raw JSON body (the models are skipped);
+    a non-2xx answer raises the client's ApiException carrying the API's Status."""
+    resp = list_fn(*args, _preload_content=False, _request_timeout=timeout_s, **kwargs)
+    try:
+        status, data = int(resp.status), resp.data
+    finally:
+        resp.release_conn()
+    if not 200 <= status < 300:
+        from kubernetes.client import ApiException
+
+        raise ApiException(status=status, reason="list failed", body=data)
+    body = json.loads(data)
+    if not isinstance(body, dict):
+        raise ValueError(f"list answer is {type(body).__name__}, not an object")
+    return body
+
+
 def _gpu_requests(pod: dict[str, Any]) -> dict[str, str]:
     """GPU and MIG resources the pod's containers request (or limit), by resource name."""
     found: dict[str, str] = {}

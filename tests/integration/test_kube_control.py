@@ -165,3 +165,12 @@ def test_built_from_config_it_is_the_control_drain_uses(
     as_protocol.cordon("gpu-a")
     assert standin.nodes["gpu-a"]["spec"]["unschedulable"] is True
     control.close()
+
+
+def test_disruptions_allowed_by_each_budget(control: KubeControl, standin: KubeStandIn) -> None:
+    standin.add_pdb("ml", "llm-a-budget", {"app": "llm-a"}, min_available=1)
+    standin.add_pdb("ml", "llm-b-budget", {"app": "llm-b"}, max_unavailable=0)
+    assert control.disruptions_allowed("ml") == {"llm-a-budget": 1, "llm-b-budget": 0}
+    assert standin.recorded("GET")[-1].path == "/apis/policy/v1/namespaces/ml/poddisruptionbudgets"
+    control.evict("llm-a-0", "ml", timeout_s=2.0)
+    assert control.disruptions_allowed("ml")["llm-a-budget"] == 0
