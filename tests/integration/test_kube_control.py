@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gpucon.config import KubeConfig
+from gpucon.config import FleetConfig, GpuconConfig, KubeConfig, RedisConfig
 from gpucon.controls.base import KubeControl as KubeControlProtocol
+from gpucon.controls.base import ReadOnlyError, build_controls
 from gpucon.controls.kube import (
     EvictionTimeout,
     KubeControl,
@@ -174,3 +175,21 @@ def test_disruptions_allowed_by_each_budget(control: KubeControl, standin: KubeS
     assert standin.recorded("GET")[-1].path == "/apis/policy/v1/namespaces/ml/poddisruptionbudgets"
     control.evict("llm-a-0", "ml", timeout_s=2.0)
     assert control.disruptions_allowed("ml")["llm-a-budget"] == 0
+
+
+def test_build_controls_makes_a_kube_control_only_when_not_read_only(
+    standin: KubeStandIn, tmp_path: Path, redis_url: str
+) -> None:
+    kubeconfig = str(standin.write_kubeconfig(tmp_path / "kubeconfig"))
+    fleet = FleetConfig(redis=RedisConfig(url=redis_url), kube=KubeConfig(kubeconfig=kubeconfig))
+    config = GpuconConfig(fleets={"default": fleet}, audit_path=tmp_path / "audit.jsonl")
+    with pytest.raises(ReadOnlyError):
+        build_controls(config, read_only=True)
+    assert standin.requests == []  # nothing was sent in read-only mode
+    controls = build_controls(config, read_only=False)
+    try:
+        assert isinstance(controls.kube, KubeControl)
+        controls.kube.cordon("gpu-a")
+    finally:
+        controls.close()
+    assert standin.nodes["gpu-a"]["spec"]["unschedulable"] is True
