@@ -39,6 +39,12 @@ from tests.helpers.servers import redis_server
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SECTION = "## Round trips per tick"
 SIZES = (8, 512)
+NOTE = (
+    "\nRound trips are fixed by construction (Redis: one pipeline; Prometheus: one instant "
+    "query per metric family, 12 families) and do not grow from 8 to 512 GPUs; read time grows "
+    "with the data returned. The machine is shared with other engineers' runs, so read times "
+    "vary by about 2x from run to run."
+)
 SLICES_PER_MIG_GPU = 7
 GPUS_PER_HOST = 8
 
@@ -217,6 +223,7 @@ def table(rows: list[Row], reads: int) -> str:
             f"| {r.source} | {r.gpus} | {r.entities} | {r.reported} | {r.counted} "
             f"| {r.median_ms:.1f} | {r.p95_ms:.1f} |"
         )
+    lines.append(NOTE)
     return "\n".join(lines) + "\n"
 
 
