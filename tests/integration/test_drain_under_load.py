@@ -108,7 +108,7 @@ async def test_drain_under_steady_load_loses_nothing_and_stops_new_work(
             assert any(e["arrived_at"] > applied_at for e in others), "traffic went on"
 
             # every request answered exactly once, served exactly once
-            results = await r.xrange(rs.RESULTS_STREAM)
+            results: Any = await r.xrange(rs.RESULTS_STREAM)
             answered = [fields["entry_id"] for _id, fields in results]
             assert sorted(answered) == sorted(ids)
             assert {fields["status"] for _id, fields in results} == {"ok"}

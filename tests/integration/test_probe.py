@@ -207,5 +207,5 @@ async def test_probe_action_through_the_queue_under_the_guard(
     records = read_audit(tmp_path / "audit.jsonl")
     assert [r.event for r in records] == ["intent", "step", "step", "outcome"]
     assert "30/30 ok" in records[2].text and "p95" in records[2].text
-    stream = registry_client.xrange("gpucon:audit")
+    stream: Any = registry_client.xrange("gpucon:audit")
     assert any("30/30 ok" in json.dumps(fields) for _id, fields in stream)

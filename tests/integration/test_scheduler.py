@@ -127,7 +127,7 @@ async def test_every_entry_answered_once_and_registry_counters_return_to_zero(
         got = await answers(r)
         assert sorted(got) == sorted(ids)
         assert all(len(b) == 1 for b in got.values())
-        served = [e["entry_id"] for s in servers for e in s.served_log()]
+        served = [str(e["entry_id"]) for s in servers for e in s.served_log()]
         assert sorted(served) == sorted(ids)
         for s in servers:
             assert s.served, f"{s.name} got no work"
