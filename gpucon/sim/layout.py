@@ -63,7 +63,6 @@ class _Builder:
         url: str,
         model_name: str,
         sm_share: float,
-        thread_pct: float | None = None,
     ) -> None:
         model = MODELS[model_name]
         speed = slot.gpu.gpu_type.speed_per_sm
@@ -75,7 +74,6 @@ class _Builder:
             1.0,
             service_time_s(model, sm_share, speed),
             concurrency(model, sm_share),
-            thread_pct,
         )
         slot.backends.append(backend)
         self.backends.append(backend)
@@ -155,7 +153,7 @@ class _Builder:
         self.slots.append(slot)
         for port, ((model, pct), (name, _)) in enumerate(zip(servers, split, strict=True)):
             sms = gpu_type.sm_count * pct / 100.0
-            self.serve(slot, name, f"http://{vm_name}:{8000 + port}", model, sms, thread_pct=pct)
+            self.serve(slot, name, f"http://{vm_name}:{8000 + port}", model, sms)
 
     def parts(self) -> FleetParts:
         return FleetParts(tuple(self.gpus), tuple(self.slots), tuple(self.backends))

@@ -152,7 +152,6 @@ class SimBackend:
         "slot",
         "state",
         "takes",
-        "thread_pct",
         "url",
         "weight",
     )
@@ -166,7 +165,6 @@ class SimBackend:
         weight: float,
         service_s: float,
         concurrency: int,
-        thread_pct: float | None = None,
     ) -> None:
         self.name = name
         self.slot = slot
@@ -177,7 +175,6 @@ class SimBackend:
         self.ready = True
         self.owner: str | None = None
         self.reason: str | None = None
-        self.thread_pct = thread_pct
         # one request alone; the scheduler's view of the backend's speed
         self.service_s = service_s
         self.concurrency = concurrency
@@ -211,15 +208,6 @@ class SimBackend:
     def full_load_s(self) -> float:
         """Seconds per request with every concurrent slot busy (the backend's capacity)."""
         return self.service_s * self.interference * self.batch_factor
-
-    @property
-    def takes_work(self) -> bool:
-        return (
-            self.state is BackendState.ACTIVE
-            and self.ready
-            and self.weight > 0.0
-            and not self.fails_health
-        )
 
 
 class Pool:
