@@ -76,7 +76,7 @@ class NvmlSource:
         self.timeout_s = timeout_s
         self._clock = clock
         self._calls = NvmlCalls(nvml, label_of=handle_label)
-        self._gpm = GpmSampler(self._calls)
+        self._gpm = GpmSampler(self._calls, clock)
         self._lock = threading.Lock()
         self._initialized = False
         self._statics: tuple[GpuStatic, ...] = ()

@@ -6,6 +6,7 @@
 #   record   record h200.json (NvmlSource over real NVML, GPU under a CUDA load) into $OUT
 #   tests    the gpu-marked tests (tests/device)
 #   bench    benchmarks/nvml_bench.py
+#   probe    benchmarks/nvml_gpm_probe.py under a CUDA load (GPM answers by spacing/metric set)
 #   compare  benchmarks/nvml_console_vs_nvitop.py (needs the .whl wheels carried: textual, nvitop)
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 STAGES=" ${*:-mps record tests bench} "
@@ -45,6 +46,15 @@ want mps && (
   echo "== after quit"; echo get_server_list | timeout 5 nvidia-cuda-mps-control; echo "rc=$?"
   echo "== control.log"; cat $L/control.log
 ) >"$OUT/mps_explore.txt" 2>&1
+
+# --- GPM probe under load -------------------------------------------------------------------
+if want probe; then
+  python3 tests/device/cuda_load.py 12 >/tmp/load.txt 2>&1 &
+  LOADPID=$!
+  for i in $(seq 100); do grep -q ready /tmp/load.txt 2>/dev/null && break; sleep 0.1; done
+  timeout 60 python3 benchmarks/nvml_gpm_probe.py "$OUT/gpm_probe.json" >"$OUT/gpm_probe.txt" 2>&1
+  echo "probe rc=$?" >>"$LOG"; wait $LOADPID
+fi
 
 # --- 2. recording under load --------------------------------------------------------------
 if want record; then

@@ -63,7 +63,10 @@ class ReplayNvml:
         self.meta: dict[str, Any] = document.get("meta", {})
         self._answers: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for entry in document["calls"]:
-            key = (entry["fn"], _args_key(entry["args"]))
+            args = entry["args"]
+            if entry["fn"] == GPM_METRICS_GET:  # answered per metric id: see _fill_metrics
+                args = [{k: v for k, v in args[0].items() if k != "metrics"}]
+            key = (entry["fn"], _args_key(args))
             self._answers.setdefault(key, []).append(entry)
         self._served: dict[tuple[str, str], int] = {}
         self._handles: dict[str, ReplayHandle] = {}
@@ -149,7 +152,6 @@ class ReplayNvml:
 
     def _metrics_request(self, request: Any) -> dict[str, Any]:
         return {
-            "metrics": [request.metrics[i].metricId for i in range(request.numMetrics)],
             "sample1": self._sample_content.get(pointer_address(request.sample1) or 0, "?"),
             "sample2": self._sample_content.get(pointer_address(request.sample2) or 0, "?"),
         }
@@ -179,10 +181,13 @@ def _args_key(args: list[Any]) -> str:
 
 
 def _fill_metrics(request: Any, result: dict[str, Any]) -> Any:
+    """Fill each requested metric from the recorded answer for the same pair of samples."""
     by_id = {m[0]: m for m in result["gpm_metrics"]}
     for i in range(request.numMetrics):
         metric = request.metrics[i]
-        _, code, value = by_id.get(metric.metricId, (metric.metricId, 3, 0.0))
+        if metric.metricId not in by_id:
+            raise UnrecordedCall(f"{GPM_METRICS_GET}: metric {metric.metricId} not recorded")
+        _, code, value = by_id[metric.metricId]
         metric.nvmlReturn = code
         metric.value = decode_float(value)
     return request

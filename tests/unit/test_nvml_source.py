@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import socket
+from typing import Any
 
+import pynvml
 import pytest
 
 from gpucon.model.fleet import Health, SlotKind
@@ -79,11 +81,29 @@ def test_h200_whole_gpu_values_mapped(h200: ReplayNvml) -> None:
 
 
 def test_h200_gpm_activity_from_the_second_read(h200: ReplayNvml) -> None:
-    source = NvmlSource(host="n", nvml=h200, slow_cadence_s=1e9)
+    clock = FakeClock()
+    source = NvmlSource(host="n", nvml=h200, slow_cadence_s=1e9, clock=clock)
     source.read()
+    clock.now += 1.0
     slot = source.read().slots[0]
     assert slot.activity_metric == GPM_SM_ACTIVITY
     assert slot.activity_pct is not None and 90 < slot.activity_pct <= 100
+    assert h200.log.count("nvmlGpmMetricsGet") == 1  # one metric, one call
+
+
+def test_gpm_samples_too_close_together_repeat_the_last_activity(h200: ReplayNvml) -> None:
+    clock = FakeClock()
+    source = NvmlSource(host="n", nvml=h200, slow_cadence_s=1e9, clock=clock)
+    source.read()
+    clock.now += 1.0
+    activity = source.read().slots[0].activity_pct
+    clock.now += 0.1  # a read right after the last one (e.g. a retry)
+    again = source.read().slots[0]
+    assert again.activity_metric == GPM_SM_ACTIVITY and again.activity_pct == activity
+    assert h200.log.count("nvmlGpmSampleGet") == 2
+    clock.now += 1.0
+    source.read()
+    assert h200.log.count("nvmlGpmSampleGet") == 3
 
 
 def test_h200_profile_table_with_mig_off(h200: ReplayNvml) -> None:
@@ -251,40 +271,44 @@ def test_memory_used_above_total_is_garbage(h200: ReplayNvml) -> None:
 
 
 def test_gpm_metric_not_supported_falls_back_then_unknown(h200: ReplayNvml) -> None:
-    source = NvmlSource(host="n", nvml=h200, slow_cadence_s=1e9)
+    clock = FakeClock()
+    source = NvmlSource(host="n", nvml=h200, slow_cadence_s=1e9, clock=clock)
     source.read()
+    clock.now += 1.0
     # SM activity NotSupported, graphics activity known: the graphics metric is named
     real_metrics_get = h200.replayed("nvmlGpmMetricsGet")
 
-    def sm_not_supported(request: object) -> object:
+    def sm_not_supported(request: Any) -> Any:
         answer = real_metrics_get(request)
-        answer.metrics[0].nvmlReturn = ERROR_NOT_SUPPORTED  # type: ignore[attr-defined]
+        if answer.metrics[0].metricId == pynvml.NVML_GPM_METRIC_SM_UTIL:
+            answer.metrics[0].nvmlReturn = ERROR_NOT_SUPPORTED
         return answer
 
     h200.override("nvmlGpmMetricsGet", sm_not_supported)
     slot = source.read().slots[0]
     assert slot.activity_metric == GPM_GRAPHICS_ACTIVITY and slot.activity_pct is not None
 
-    def neither(request: object) -> object:
+    def neither(request: Any) -> Any:
         answer = real_metrics_get(request)
-        for i in range(2):
-            answer.metrics[i].nvmlReturn = ERROR_NOT_SUPPORTED  # type: ignore[attr-defined]
+        answer.metrics[0].nvmlReturn = ERROR_NOT_SUPPORTED
         return answer
 
     h200.override("nvmlGpmMetricsGet", neither)
+    clock.now += 1.0
     slot = source.read().slots[0]
     assert slot.activity_metric == NVML_UTILIZATION  # a whole GPU still has utilization.gpu
 
 
 def test_gpm_garbage_value_is_unknown(h200: ReplayNvml) -> None:
-    source = NvmlSource(host="n", nvml=h200, slow_cadence_s=1e9)
+    clock = FakeClock()
+    source = NvmlSource(host="n", nvml=h200, slow_cadence_s=1e9, clock=clock)
     source.read()
+    clock.now += 1.0
     real_metrics_get = h200.replayed("nvmlGpmMetricsGet")
 
-    def nan_values(request: object) -> object:
+    def nan_values(request: Any) -> Any:
         answer = real_metrics_get(request)
-        for i in range(2):
-            answer.metrics[i].value = math.nan  # type: ignore[attr-defined]
+        answer.metrics[0].value = math.nan
         return answer
 
     h200.override("nvmlGpmMetricsGet", nan_values)
