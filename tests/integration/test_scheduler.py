@@ -235,3 +235,47 @@ async def test_shutdown_finishes_in_flight_requests(redis_url: str, r: Any) -> N
         late = await generate(r, TrafficSpec(rate_per_s=1000, max_count=2))
         await asyncio.sleep(0.3)
         assert not set(late) & set(await answers(r))
+
+
+async def test_two_schedulers_share_the_group_and_answer_each_entry_once(
+    redis_url: str, r: Any
+) -> None:
+    async with backends(2) as servers:
+        register(redis_url, servers)
+        one = SchedulerConfig(redis_url, consumer="s1")
+        two = SchedulerConfig(redis_url, consumer="s2")
+        async with running(one) as s1, running(two) as s2:
+            ids = await generate(r, TrafficSpec(rate_per_s=300, max_count=200))
+            await wait_answered(r, ids)
+        got = await answers(r)
+        assert sorted(got) == sorted(ids) and all(len(b) == 1 for b in got.values())
+        assert s1.answered > 0 and s2.answered > 0
+        assert s1.answered + s2.answered == 200
+
+
+async def test_a_claim_racing_a_slow_consumer_still_answers_once(redis_url: str, r: Any) -> None:
+    # the backend takes 0.8 s; "eager" claims entries idle 0.3 s, so it sends entries "slow"
+    # is still waiting on: the backend serves some twice, but only the first XACK answers
+    async with backends(1, service_ms=800, slots=64, slowdown=0) as servers:
+        register(redis_url, servers)
+        slow = SchedulerConfig(redis_url, consumer="slow", claim_interval_s=60)
+        eager = SchedulerConfig(
+            redis_url, consumer="eager", request_timeout_s=0.25, claim_min_idle_ms=300,
+            claim_interval_s=0.05,
+        )  # fmt: skip
+        async with running(slow):
+            ids = await generate(r, TrafficSpec(rate_per_s=1000, max_count=5))
+            await asyncio.sleep(0.05)
+            async with running(eager):
+                await wait_answered(r, ids)
+                await asyncio.sleep(1.0)  # the other copies finish and try to answer too
+        served_ids = [str(e["entry_id"]) for e in servers[0].served_log()]
+        assert len(served_ids) > len(set(served_ids)) == 5  # some were served twice
+        got = await answers(r)
+        assert sorted(got) == sorted(ids) and all(len(b) == 1 for b in got.values())
+        async with r.pipeline(transaction=False) as pipe:
+            for entry_id in ids:
+                pipe.llen(rs.reply_key(entry_id))
+            assert set(await pipe.execute()) == {1}
+        assert await r.hget(rs.backend_key("b0"), "inflight") == "0"
+        assert await r.hlen(rs.assigned_key("b0")) == 0
