@@ -44,6 +44,8 @@ class SimFleet:
 
     def step(self, dt_s: float) -> None:
         """Advance virtual time by ``dt_s`` seconds (in ticks of at most 1 s)."""
+        if not math.isfinite(dt_s):
+            raise ValueError(f"dt_s: expected a finite number of seconds, got {dt_s!r}")
         with self._lock:
             self._world.step(dt_s)
 
@@ -75,7 +77,11 @@ class SimFleet:
         self, name: str, state: BackendState, owner: str | None, reason: str | None
     ) -> int:
         """Set a backend's state (``draining`` stops new work at once); returns the version."""
-        state = BackendState(state)
+        try:
+            state = BackendState(state)
+        except ValueError:
+            choices = ", ".join(s.value for s in BackendState)
+            raise ValueError(f"state: expected one of {choices}, got {state!r}") from None
         with self._lock:
             sim = self._find(name)
             sim.state = state

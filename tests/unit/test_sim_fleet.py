@@ -187,8 +187,13 @@ def test_bad_weights_are_refused_and_change_nothing() -> None:
         fleet.set_weights({"sdxl-a0-gi1": 2.0, "nope": 1.0})
     with pytest.raises(KeyError, match="nope"):
         fleet.set_backend_state("nope", BackendState.DRAINING, None, None)
+    with pytest.raises(ValueError, match="state: expected one of active, draining"):
+        fleet.set_backend_state("sdxl-c0", "resting", None, None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="dt_s"):
+        fleet.step(math.inf)
     assert fleet.registry_version() == version
     assert fleet.backend("sdxl-a0-gi1").weight == 1.0
+    assert fleet.backend("sdxl-c0").state is BackendState.ACTIVE
 
 
 def test_reads_and_writes_from_two_threads_do_not_collide() -> None:
