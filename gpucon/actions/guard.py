@@ -44,6 +44,7 @@ class _StepRecorder:
     forward: Progress
     results: list[StepResult]
     started: dict[str, float]
+    audit_errors: list[str]
 
     def __call__(self, event: ProgressEvent) -> None:
         now = time.monotonic()
@@ -53,18 +54,24 @@ class _StepRecorder:
             ok = event.status is StepStatus.DONE
             took = now - self.started.get(event.step, now)
             self.results.append(StepResult(event.step, ok, event.text, took))
-            self.controls.audit.record(
-                operator=self.controls.operator,
-                event="step",
-                action=self.plan.action,
-                target=self.plan.target,
-                digest=self.plan.digest,
-                status=str(event.status),
-                step=event.step,
-                text=event.text,
-            )
+            try:
+                self._audit(event)
+            except Exception as exc:  # the step happened; the outcome will say it is unrecorded
+                self.audit_errors.append(f"step {event.step} not in the audit log: {exc}")
         with contextlib.suppress(Exception):  # a broken display must not break the action
             self.forward(event)
+
+    def _audit(self, event: ProgressEvent) -> None:
+        self.controls.audit.record(
+            operator=self.controls.operator,
+            event="step",
+            action=self.plan.action,
+            target=self.plan.target,
+            digest=self.plan.digest,
+            status=str(event.status),
+            step=event.step,
+            text=event.text,
+        )
 
 
 class _LockKeeper:
@@ -98,16 +105,24 @@ class _LockKeeper:
 
 
 def _refusal(plan: Plan, controls: Controls, error: ActionError) -> Outcome:
-    controls.audit.record(
-        operator=controls.operator,
-        event="refused",
-        action=plan.action,
-        target=plan.target,
-        digest=plan.digest,
-        status=str(status_for(error)),
-        text=str(error),
-    )
-    return Outcome(plan.action, plan.target, status_for(error), str(error), plan.digest)
+    message = str(error)
+    try:
+        controls.audit.record(
+            operator=controls.operator,
+            event="refused",
+            action=plan.action,
+            target=plan.target,
+            digest=plan.digest,
+            status=str(status_for(error)),
+            text=message,
+        )
+    except Exception as exc:  # nothing was done; say the record is missing
+        message += f" (not in the audit log: {type(exc).__name__}: {exc})"
+    return Outcome(plan.action, plan.target, status_for(error), message, plan.digest)
+
+
+def _error(plan: Plan, message: str) -> Outcome:
+    return Outcome(plan.action, plan.target, OutcomeStatus.ERROR, message, plan.digest)
 
 
 def execute(
@@ -128,17 +143,23 @@ def execute(
         )
     except LockHeld as held:
         return _refusal(plan, controls, held)
+    except Exception as exc:  # the registry cannot be reached: nothing was done
+        return _error(plan, f"could not take the lock on {plan.target}: {exc}; nothing was done")
     results: list[StepResult] = []
-    recorder = _StepRecorder(plan, controls, progress, results, {})
+    recorder = _StepRecorder(plan, controls, progress, results, {}, [])
+    stream_errors_before = len(controls.audit.stream_errors)
     try:
-        controls.audit.record(
-            operator=controls.operator,
-            event="intent",
-            action=plan.action,
-            target=plan.target,
-            digest=plan.digest,
-            text=plan.summary or "; ".join(s.text for s in plan.steps),
-        )
+        try:
+            controls.audit.record(
+                operator=controls.operator,
+                event="intent",
+                action=plan.action,
+                target=plan.target,
+                digest=plan.digest,
+                text=plan.summary or "; ".join(s.text for s in plan.steps),
+            )
+        except Exception as exc:  # an action that cannot be recorded does not run
+            return _error(plan, f"the audit log cannot be written ({exc}); nothing was done")
         with _LockKeeper(controls, lease, lock_ttl_s) as keeper:
             try:
                 outcome = apply(plan, controls, recorder)
@@ -147,27 +168,25 @@ def execute(
                     plan.action, plan.target, status_for(error), str(error), plan.digest
                 )
             except Exception as error:  # a bug or an unreachable system: still recorded
-                outcome = Outcome(
-                    plan.action,
-                    plan.target,
-                    OutcomeStatus.ERROR,
-                    f"{type(error).__name__}: {error}",
-                    plan.digest,
-                )
-        notes = list(controls.audit.stream_errors)
+                outcome = _error(plan, f"{type(error).__name__}: {error}")
+        notes = [*recorder.audit_errors, *controls.audit.stream_errors[stream_errors_before:]]
         if keeper.lost:
             notes.append("the lock expired while the action ran")
         message = outcome.message + "".join(f" ({n})" for n in notes)
         outcome = replace(outcome, steps=tuple(results), message=message)
-        controls.audit.record(
-            operator=controls.operator,
-            event="outcome",
-            action=plan.action,
-            target=plan.target,
-            digest=plan.digest,
-            status=str(outcome.status),
-            text=outcome.message + (f" — {outcome.state_left}" if outcome.state_left else ""),
-        )
+        try:
+            controls.audit.record(
+                operator=controls.operator,
+                event="outcome",
+                action=plan.action,
+                target=plan.target,
+                digest=plan.digest,
+                status=str(outcome.status),
+                text=outcome.message + (f" — {outcome.state_left}" if outcome.state_left else ""),
+            )
+        except Exception as exc:
+            note = f" (the outcome is not in the audit log: {type(exc).__name__}: {exc})"
+            outcome = replace(outcome, message=outcome.message + note)
         return outcome
     finally:
         with contextlib.suppress(Exception):  # otherwise it expires by its TTL
