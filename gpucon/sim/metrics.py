@@ -1,8 +1,9 @@
 """What the simulated fleet's metrics show, computed when they are scraped.
 
 Latency per backend and activity per slot come from Prometheus in a real fleet (Triton and
-dcgm-exporter), so they change when scraped, not every tick: each entity has a phase, and at
-benchmark sizes only the fifth scraped this tick is recomputed. Values are rounded to what a
+dcgm-exporter), so they change when scraped, not every tick: each entity has a phase; the
+default fleet scrapes every tick, benchmark sizes every 10 ticks (a tenth of the entities per
+tick, as a 10 s scrape interval would). Values are rounded to what a
 console shows and kept as a tuple that is replaced only when a value changed, so read-out
 rebuilds a frozen object only for entities whose tuple is new.
 """

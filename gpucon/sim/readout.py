@@ -1,8 +1,9 @@
 """Reads the simulated fleet's state out as a ``Reading`` (source ``"sim"``).
 
-Values are rounded to what the console shows; an entity whose rounded values did not change
-since the last read-out keeps its frozen object (building thousands of frozen dataclasses is
-most of a read-out's cost at 512 GPUs, and unchanged identity also lets the UI skip the row).
+Values are rounded to what the console shows. The engine marks the entities whose shown values
+changed; only those get a new frozen object, the rest keep theirs (building thousands of frozen
+dataclasses would be most of a read-out's cost at 512 GPUs, and unchanged identity also lets
+the UI skip the row).
 """
 
 from __future__ import annotations
