@@ -17,7 +17,14 @@ from typing import Any
 
 from gpucon.actions.catalog import ActionSpec, get_action
 from gpucon.actions.guard import execute
-from gpucon.actions.plan import ActionError, BadParams, Plan, ProgressEvent
+from gpucon.actions.plan import (
+    ActionError,
+    BadParams,
+    Outcome,
+    OutcomeStatus,
+    Plan,
+    ProgressEvent,
+)
 from gpucon.model.snapshot import Snapshot
 from gpucon.screens.audit import AuditScreen
 from gpucon.screens.plan import PlanScreen
@@ -137,7 +144,16 @@ def _apply_in_thread(
     def progress(event: ProgressEvent) -> None:
         app.call_from_thread(screen.add_event, event)
 
-    outcome = execute(spec.apply, plan, controls, progress)
+    try:
+        outcome = execute(spec.apply, plan, controls, progress)
+    except Exception as error:  # the guard returns outcomes; this is a last resort
+        outcome = Outcome(
+            plan.action,
+            plan.target,
+            OutcomeStatus.ERROR,
+            f"{type(error).__name__}: {error}",
+            plan.digest,
+        )
     with contextlib.suppress(Exception):  # the app may be closing
         app.call_from_thread(screen.finish, outcome)
         severity = "information" if outcome.ok else "error"
