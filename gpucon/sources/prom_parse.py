@@ -129,7 +129,14 @@ def parse_dcgm(
                 entity.values[family] = value * 100.0
                 if family == "gr_engine_active":
                     entity.activity_metric = name or "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
-    return _gpus(entities.values()), [_slot(e) for e in entities.values()]
+    # a MIG GPU's own series (no GPU_I_ID) describe the card, not a slot
+    mig_gpus = {(e.host, e.gpu_index) for e in entities.values() if e.gi_id is not None}
+    slots = [
+        _slot(e)
+        for e in entities.values()
+        if e.gi_id is not None or (e.host, e.gpu_index) not in mig_gpus
+    ]
+    return _gpus(entities.values(), mig_gpus), slots
 
 
 def _mem(e: _DcgmEntity) -> tuple[float | None, float | None]:
@@ -164,13 +171,13 @@ def _slot(e: _DcgmEntity) -> Slot:
     )
 
 
-def _gpus(entities: Iterable[_DcgmEntity]) -> list[Gpu]:
+def _gpus(entities: Iterable[_DcgmEntity], mig_gpus: set[tuple[str, int]]) -> list[Gpu]:
+    """One Gpu per UUID; memory from the card's own series (no GPU_I_ID) where exported."""
     by_uuid: dict[str, Gpu] = {}
     for e in entities:
         if e.uuid is None:
             continue
-        mig = e.gi_id is not None
-        used, total = (None, None) if mig else _mem(e)
+        used, total = (None, None) if e.gi_id is not None else _mem(e)
         gpu = Gpu(
             uuid=e.uuid,
             host=e.host,
@@ -178,10 +185,10 @@ def _gpus(entities: Iterable[_DcgmEntity]) -> list[Gpu]:
             name=e.model_name,
             mem_used_mib=used,
             mem_total_mib=total,
-            mig_enabled=True if mig else None,
+            mig_enabled=True if (e.host, e.gpu_index) in mig_gpus else None,
         )
         existing = by_uuid.get(e.uuid)
-        if existing is None or (mig and existing.mig_enabled is None):
+        if existing is None or (e.gi_id is None and existing.mem_used_mib is None):
             by_uuid[e.uuid] = gpu
     return list(by_uuid.values())
 

@@ -79,6 +79,9 @@ def dcgm_triton_text() -> str:
             host_label="hostname",
             bytes_names=True,
         ),
+        # the MIG GPU's own memory series (no GPU_I_ID): the card, not a slot
+        f'DCGM_FI_DEV_FB_USED{{gpu="0",UUID="{MIG_UUID}",Hostname="node-a"}} 21500',
+        f'DCGM_FI_DEV_FB_FREE{{gpu="0",UUID="{MIG_UUID}",Hostname="node-a"}} 58500',
         # garbage, matched only by the tests that ask for it
         'garbage_activity{gpu="0",UUID="GPU-x",Hostname="node-z"} NaN',
         'garbage_activity{gpu="0",UUID="GPU-y",Hostname="node-z"} +Inf',
@@ -158,6 +161,8 @@ def test_dcgm_slots_and_gpus_per_mig_slice_and_whole_gpu(prom_stack: Stack) -> N
     assert new.mem_total_mib == pytest.approx(4096)
     gpus = {g.uuid: g for g in r.gpus}
     assert gpus[MIG_UUID].mig_enabled is True
+    assert (gpus[MIG_UUID].mem_used_mib, gpus[MIG_UUID].mem_total_mib) == (21500, 80000)
+    assert gpus[WHOLE_UUID].mig_enabled is None
     assert (gpus[WHOLE_UUID].mem_used_mib, gpus[WHOLE_UUID].mem_total_mib) == (20000, 80000)
 
 
