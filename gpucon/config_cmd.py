@@ -111,5 +111,24 @@ def run(args: argparse.Namespace) -> int:
             config, read_only=True, origins={**config.origins, "read_only": "--read-only"}
         )
     print("\n".join(describe_config(config)).rstrip())
+    print()
+    print("\n".join(source_availability(config)))
     print("\nconfig OK")
     return 0
+
+
+def source_availability(config: GpuconConfig) -> list[str]:
+    """Whether each source of the opening fleet can be built here (no IO: nothing is read)."""
+    from gpucon.sources.factory import UnavailableSource, build_sources
+
+    lines = [f"# sources of fleet {config.default_fleet!r} on this machine:"]
+    for source in build_sources(config.fleet):
+        if isinstance(source, UnavailableSource):
+            lines.append(f"#   {source.name}: {source.reason}")
+        else:
+            every = f"every {source.cadence_s:g}s, timeout {source.timeout_s:g}s"
+            lines.append(f"#   {source.name}: ready ({every})")
+        source.close()
+    if len(lines) == 1:
+        lines.append("#   none: this fleet names no source")
+    return lines

@@ -23,6 +23,8 @@ def test_check_prints_effective_values_and_origins(
     assert '"redis://10.9.9.9:6379/0"' in out and "# env GPUCON_REDIS_URL" in out
     assert 'uri       = "qemu:///system"' in out
     assert "# sources, in merge order: libvirt, redis" in out
+    assert "#   libvirt: " in out
+    assert "#   redis: ready (every 1s, timeout 2s)" in out
     assert out.rstrip().endswith("config OK")
 
 
