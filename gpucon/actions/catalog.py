@@ -22,7 +22,7 @@ ApplyFn = Callable[[Plan, Controls, Progress], Outcome]
 # name -> (module, tier, title)
 KNOWN: dict[str, tuple[str, Tier, str]] = {
     "drain": ("gpucon.actions.drain", Tier.DISRUPTIVE, "Drain"),
-    "undrain": ("gpucon.actions.drain", Tier.REVERSIBLE, "Undrain"),
+    "undrain": ("gpucon.actions.undrain", Tier.REVERSIBLE, "Undrain"),
     "rebalance": ("gpucon.actions.rebalance", Tier.REVERSIBLE, "Rebalance weights"),
     "probe": ("gpucon.actions.probe", Tier.REVERSIBLE, "Load probe"),
 }

@@ -141,19 +141,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _load_config(args: argparse.Namespace, *, allow_missing: bool = False) -> Any:
-    from pathlib import Path
+    from gpucon.actions.cli_context import load_config_for
 
-    from gpucon.actions.plan import BadParams
-    from gpucon.config import ConfigError, ConfigMissing, GpuconConfig, load_config
+    return load_config_for(args, allow_missing=allow_missing)
 
-    try:
-        return load_config(Path(args.config) if args.config else None, fleet=args.fleet)
-    except ConfigMissing:
-        if allow_missing:
-            return GpuconConfig()
-        raise BadParams("config", "no config file; see gpucon config") from None
-    except ConfigError as error:
-        raise BadParams("config", str(error)) from None
+
+def _live_context(args: argparse.Namespace, read_only: bool) -> Any:
+    """The configured fleet's context (also used by ``gpucon.actions.probe``)."""
+    from gpucon.actions.cli_context import LiveContext
+
+    return LiveContext(args, read_only)
 
 
 def _run_audit(args: argparse.Namespace) -> int:
@@ -211,7 +208,9 @@ def _run_action(args: argparse.Namespace) -> int:
     spec = get_action(args.command)
     params = params_from_args(args)
     read_only = bool(args.read_only or args.noc)
-    context = _demo_context(args) if args.demo else _live_context(args, read_only)
+    from gpucon.actions.cli_context import DemoContext
+
+    context = DemoContext(args) if args.demo else _live_context(args, read_only)
     try:
         snapshot, version = context.read()
         if spec.name == "rebalance":
@@ -233,89 +232,13 @@ def _run_action(args: argparse.Namespace) -> int:
             _confirm(plan)
         controls = context.controls()
         try:
-            outcome = execute(spec.apply, plan, controls, _print_progress)
+            outcome = execute(spec.apply, plan, controls, _ProgressPrinter())
         finally:
             controls.close()
     finally:
         context.close()
     _show_outcome(outcome, args.json)
     return int(outcome.exit_code)
-
-
-class _LiveContext:
-    """The configured fleet: a read-only registry connection to plan on, controls to apply."""
-
-    def __init__(self, args: argparse.Namespace, read_only: bool) -> None:
-        import redis
-
-        from gpucon.actions.plan import Refused
-
-        self.config = _load_config(args)
-        self.read_only = read_only or bool(getattr(self.config, "read_only", False))
-        fleet = self.config.fleet
-        if fleet.redis is None:
-            raise Refused(f"fleet {fleet.name!r} has no [redis] section: no registry to act on")
-        self.has_kube = fleet.kube is not None
-        self.client = redis.Redis.from_url(
-            fleet.redis.url,
-            decode_responses=True,
-            socket_timeout=fleet.redis.timeout_s,
-            socket_connect_timeout=fleet.redis.timeout_s,
-            client_name="gpucon-cli-read",
-        )
-
-    def read(self) -> tuple[Any, int]:
-        from gpucon.actions.registry_snapshot import read_registry
-
-        return read_registry(self.client)
-
-    def controls(self) -> Any:
-        from gpucon.controls.base import build_controls
-
-        return build_controls(self.config, self.read_only)
-
-    def close(self) -> None:
-        self.client.close()
-
-
-def _live_context(args: argparse.Namespace, read_only: bool) -> _LiveContext:
-    return _LiveContext(args, read_only)
-
-
-class _DemoContext:
-    """A simulated fleet, advanced in the background so in-flight work drains."""
-
-    has_kube = False
-    read_only = False
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        from gpucon.actions.demo_fleet import DemoFleetRunner
-
-        self.args = args
-        self.runner = DemoFleetRunner.start()
-
-    def read(self) -> tuple[Any, int]:
-        return self.runner.snapshot(), self.runner.fleet.registry_version()
-
-    def controls(self) -> Any:
-        from gpucon.controls.base import audit_path_for
-        from gpucon.controls.sim_registry import build_sim_controls
-
-        config = _load_config(self.args, allow_missing=True)
-        read_only = bool(self.args.read_only or self.args.noc)
-        return build_sim_controls(
-            self.runner.fleet,
-            read_only=read_only,
-            audit_path=audit_path_for(config),
-            operator=config.operator,
-        )
-
-    def close(self) -> None:
-        self.runner.stop()
-
-
-def _demo_context(args: argparse.Namespace) -> _DemoContext:
-    return _DemoContext(args)
 
 
 def _show_plan(plan: Any, as_json: bool) -> None:
@@ -346,8 +269,23 @@ def _confirm(plan: Any) -> None:
         raise Refused("not confirmed")
 
 
-def _print_progress(event: Any) -> None:
-    _err(_safe(f"  [{event.status}] {event.step}: {event.text}"))
+class _ProgressPrinter:
+    """Progress on stderr: every step's start and end, its updates at most every 2 s."""
+
+    UPDATE_EVERY_S = 2.0
+
+    def __init__(self) -> None:
+        self.last_update: dict[str, float] = {}
+
+    def __call__(self, event: Any) -> None:
+        import time
+
+        if str(event.status) == "running":
+            now = time.monotonic()
+            if now - self.last_update.get(event.step, 0.0) < self.UPDATE_EVERY_S:
+                return
+            self.last_update[event.step] = now
+        _err(_safe(f"  [{event.status}] {event.step}: {event.text}"))
 
 
 def _show_outcome(outcome: Any, as_json: bool) -> None:

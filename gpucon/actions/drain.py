@@ -5,7 +5,7 @@ registry), wait until the backend's inflight requests and its pending queue entr
 then mark it ``drained`` with owner and reason. A node drain does that for every backend on
 the node, then cordons the node and evicts its GPU pods through the Eviction API. A step that
 fails or times out stops the plan and leaves the backend ``draining``, owner and reason set.
-Undrain (tier 1) restores the weight it had and ``state=active``.
+Undrain (tier 1, ``gpucon.actions.undrain``) restores the weight it had and ``state=active``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gpucon.actions.backends import capacity_share_pct, describe_state, find_backend, text_param
 from gpucon.actions.plan import (
     BadParams,
     BlastRadius,
@@ -30,6 +31,7 @@ from gpucon.actions.plan import (
     Tier,
     finite_number,
 )
+from gpucon.actions.undrain import apply_undrain, plan_undrain
 from gpucon.controls.base import Controls
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot
@@ -37,39 +39,6 @@ from gpucon.model.snapshot import Snapshot
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_REASON = "drained with gpucon"
 POLL_S = 0.2
-
-
-def _text_param(params: Mapping[str, Any], name: str, default: str | None = None) -> str | None:
-    value = params.get(name, default)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise BadParams(name, f"expected a non-empty text, got {value!r}")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise BadParams(name, "must not contain control characters")
-    return value.strip()
-
-
-def _backend(snapshot: Snapshot, name: str | None) -> Backend:
-    if name is None:
-        raise BadParams("backend", "which backend? (give its name)")
-    backend = snapshot.backends.get(name)
-    if backend is None:
-        known = ", ".join(sorted(snapshot.backends)[:8]) or "none"
-        raise BadParams("backend", f"unknown backend {name!r} (known: {known})")
-    return backend
-
-
-def capacity_share_pct(snapshot: Snapshot, names: tuple[str, ...]) -> float | None:
-    """Share of the serving capacity (by weight of active backends) that ``names`` carry."""
-    active = [b for b in snapshot.backends.values() if b.state is BackendState.ACTIVE]
-    if any(b.weight is None for b in active):
-        return None
-    total = sum(b.weight or 0.0 for b in active)
-    if total <= 0:
-        return None
-    part = sum(b.weight or 0.0 for b in active if b.name in names)
-    return 100.0 * part / total
 
 
 def _node_backends(snapshot: Snapshot, node: str) -> tuple[Backend, ...]:
@@ -83,19 +52,19 @@ def _node_backends(snapshot: Snapshot, node: str) -> tuple[Backend, ...]:
 
 def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     """The drain plan for ``params["backend"]`` (or every backend of ``params["node"]``)."""
-    reason = _text_param(params, "reason", DEFAULT_REASON) or DEFAULT_REASON
+    reason = text_param(params, "reason", DEFAULT_REASON) or DEFAULT_REASON
     timeout_s = finite_number("timeout_s", params.get("timeout_s", DEFAULT_TIMEOUT_S), minimum=0)
     if timeout_s <= 0:
         raise BadParams("timeout_s", f"must be > 0 seconds, got {timeout_s:g}")
     force = bool(params.get("force", False))
-    node = _text_param(params, "node")
+    node = text_param(params, "node")
     if node is not None:
         backends = _node_backends(snapshot, node)
         if not backends and node not in snapshot.nodes:
             raise BadParams("node", f"unknown node {node!r}")
         target = node
     else:
-        backends = (_backend(snapshot, _text_param(params, "backend")),)
+        backends = (find_backend(snapshot, text_param(params, "backend")),)
         target = backends[0].name
     names = tuple(b.name for b in backends)
 
@@ -173,24 +142,6 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     )
 
 
-def _describe_state(controls: Controls, names: list[str]) -> str:
-    parts = []
-    for name in names:
-        try:
-            rec = controls.registry.backend(name)
-        except Exception as exc:
-            parts.append(f"{name}: state unknown ({type(exc).__name__})")
-            continue
-        if rec is None:
-            parts.append(f"{name}: not in the registry")
-        else:
-            parts.append(
-                f"{name}: state={rec.state} weight={rec.weight} inflight={rec.inflight} "
-                f"owner={rec.owner} reason={rec.reason}"
-            )
-    return "; ".join(parts)
-
-
 def _wait_idle(
     controls: Controls,
     name: str,
@@ -264,7 +215,7 @@ def apply_drain(
             status,
             str(failure),
             plan.digest,
-            state_left=_describe_state(controls, names),
+            state_left=describe_state(controls, names),
         )
     return Outcome(
         plan.action,
@@ -272,7 +223,7 @@ def apply_drain(
         OutcomeStatus.OK,
         f"drained {', '.join(names) or plan.target}",
         plan.digest,
-        state_left=_describe_state(controls, names),
+        state_left=describe_state(controls, names),
     )
 
 
@@ -307,62 +258,7 @@ def _drain_node(
         run(key, f"evict {pod}", evict)
 
 
-def plan_undrain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
-    """Return a draining/drained backend to service with the weight it had before."""
-    backend = _backend(snapshot, _text_param(params, "backend"))
-    reason = _text_param(params, "reason", "undrained with gpucon") or ""
-    default_weight = finite_number("default_weight", params.get("default_weight", 1.0), minimum=0.0)
-    ok = backend.state in (BackendState.DRAINING, BackendState.DRAINED)
-    pre = (
-        Precondition(
-            f"state:{backend.name}",
-            ok,
-            f"{backend.name} is {backend.state}" + ("" if ok else ": not drained, nothing to do"),
-        ),
-    )
-    step = Step(
-        f"active:{backend.name}",
-        f"set {backend.name} state=active and restore the weight it had before the drain "
-        f"({default_weight:g} if none was remembered)",
-    )
-    return Plan(
-        action="undrain",
-        target=backend.name,
-        tier=Tier.REVERSIBLE,
-        preconditions=pre,
-        steps=(step,),
-        blast_radius=BlastRadius(
-            (backend.name,), (backend.slot_id,) if backend.slot_id else (), None
-        ),
-        undo=f"gpucon drain {backend.name}",
-        params={"backend": backend.name, "reason": reason, "default_weight": default_weight},
-        summary=f"undrain {backend.name}: send it new work again",
-        made_at=snapshot.taken_at,
-    )
-
-
-def apply_undrain(plan: Plan, controls: Controls, progress: Progress) -> Outcome:
-    name = str(plan.params["backend"])
-    key = f"active:{name}"
-    progress(ProgressEvent(key, StepStatus.STARTED, f"{name}: restoring"))
-    weight = controls.registry.undrain(
-        name,
-        controls.operator,
-        str(plan.params.get("reason", "")),
-        float(plan.params.get("default_weight", 1.0)),
-    )
-    progress(ProgressEvent(key, StepStatus.DONE, f"{name}: state=active, weight {weight:g}"))
-    return Outcome(
-        plan.action,
-        plan.target,
-        OutcomeStatus.OK,
-        f"{name} is active again with weight {weight:g}",
-        plan.digest,
-        state_left=_describe_state(controls, [name]),
-        details={"weight": weight},
-    )
-
-
-# the catalog looks these names up
+# the catalog looks these names up; undrain (its own module) is re-exported with drain
+__all__ = ["apply", "apply_drain", "apply_undrain", "plan", "plan_drain", "plan_undrain"]
 plan = plan_drain
 apply = apply_drain

@@ -1,0 +1,66 @@
+"""What the backend actions share: reading their params, finding backends, describing state.
+
+Parameters come from the command line or a key press; these helpers refuse what is wrong with
+a BadParams that names the field, before any plan exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpucon.actions.plan import BadParams
+from gpucon.controls.base import Controls
+from gpucon.model.fleet import Backend, BackendState
+from gpucon.model.snapshot import Snapshot
+
+
+def text_param(params: Mapping[str, Any], name: str, default: str | None = None) -> str | None:
+    value = params.get(name, default)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise BadParams(name, f"expected a non-empty text, got {value!r}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise BadParams(name, "must not contain control characters")
+    return value.strip()
+
+
+def find_backend(snapshot: Snapshot, name: str | None) -> Backend:
+    if name is None:
+        raise BadParams("backend", "which backend? (give its name)")
+    backend = snapshot.backends.get(name)
+    if backend is None:
+        known = ", ".join(sorted(snapshot.backends)[:8]) or "none"
+        raise BadParams("backend", f"unknown backend {name!r} (known: {known})")
+    return backend
+
+
+def capacity_share_pct(snapshot: Snapshot, names: tuple[str, ...]) -> float | None:
+    """Share of the serving capacity (by weight of active backends) that ``names`` carry."""
+    active = [b for b in snapshot.backends.values() if b.state is BackendState.ACTIVE]
+    if any(b.weight is None for b in active):
+        return None
+    total = sum(b.weight or 0.0 for b in active)
+    if total <= 0:
+        return None
+    part = sum(b.weight or 0.0 for b in active if b.name in names)
+    return 100.0 * part / total
+
+
+def describe_state(controls: Controls, names: list[str]) -> str:
+    parts = []
+    for name in names:
+        try:
+            rec = controls.registry.backend(name)
+        except Exception as exc:
+            parts.append(f"{name}: state unknown ({type(exc).__name__})")
+            continue
+        if rec is None:
+            parts.append(f"{name}: not in the registry")
+        else:
+            parts.append(
+                f"{name}: state={rec.state} weight={rec.weight} inflight={rec.inflight} "
+                f"owner={rec.owner} reason={rec.reason}"
+            )
+    return "; ".join(parts)
