@@ -64,7 +64,7 @@ class _Watched:
         self.first_list_done = threading.Event()  # the first LIST answered, or failed
         self.error: str | None = None
         self.requests = 0  # LIST and WATCH requests started
-        self.lists = 0
+        self.failures = 0  # in a row; reset once a watch delivers events or ends cleanly
         self.malformed: set[str] = set()  # keys of objects that could not be read
         self._watch: Any = None
         self.thread = threading.Thread(target=self._run, name=f"gpucon-kube-{what}", daemon=True)
@@ -99,7 +99,6 @@ class _Watched:
     def _list(self) -> None:
         src = self._source
         self.requests += 1
-        self.lists += 1
         body = list_json(self._list_fn, timeout_s=src.timeout_s)
         items = {}
         self.malformed.clear()
@@ -142,19 +141,19 @@ class _Watched:
                 self._apply(str(event["type"]), obj)
             if version:
                 self.resource_version = str(version)
+            self.failures = 0
             if self.error is not None:
                 self.error = None  # events flow again
+        self.failures = 0  # the stream ended cleanly (its timeout): resume from our version
 
     def _run(self) -> None:
         src = self._source
-        failures = 0
         need_list = True
         while not src._stop.is_set():
             try:
                 if need_list:
                     self._list()
                     need_list = False
-                    failures = 0
                 self._watch_once()
             except Exception as exc:
                 if src._stop.is_set():
@@ -162,8 +161,10 @@ class _Watched:
                 if getattr(exc, "status", None) == 410:
                     need_list = True  # our resourceVersion is too old: re-list now
                     continue
-                failures += 1
-                delay = min(src.backoff_max_s, src.backoff_s * 2 ** (failures - 1))
+                # a LIST that works does not reset the backoff: a watch that keeps failing
+                # right after it (RBAC, a proxy) must not turn into polling
+                self.failures += 1
+                delay = min(src.backoff_max_s, src.backoff_s * 2 ** (self.failures - 1))
                 self.error = f"{self.what}: {describe_api_error(exc)} (retry in {delay:.0f}s)"
                 self.first_list_done.set()
                 need_list = True

@@ -345,7 +345,9 @@ def test_malformed_objects_are_skipped_and_reported_never_fatal(
     standin.update_node("gpu-a", {"metadata": {"labels": ["not", "a", "map"]}})
     standin.add_pod("ml", "weird-0", "gpu-a", None)
     standin.update_pod("ml", "weird-0", {"spec": {"containers": "garbage"}})
-    bad = read_until(source, lambda r: r.error is not None and "weird-0" in r.error)
+    bad = read_until(  # the node and pod watches are separate streams: wait for both
+        source, lambda r: r.error is not None and "weird-0" in r.error and "gpu-a" in r.error
+    )
     assert bad.health is Health.DEGRADED
     assert bad.error is not None
     assert "nodes: skipped 1 malformed: gpu-a" in bad.error
