@@ -128,3 +128,57 @@ def test_rebalance_set_applies_all_weights(
     assert client.hget("gpucon:backend:b1", "weight") == "1.5"
     assert client.hget("gpucon:backend:b2", "weight") == "3.0"
     assert "b1: 2 → 1.5" in capsys.readouterr().out
+
+
+def _run_on_a_terminal(argv: list[str], answer: str, env: dict[str, str]) -> tuple[int, str]:
+    """Run ``gpucon argv`` with a pseudo-terminal as stdin/stdout, answer its question."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpucon.cli", *argv],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        close_fds=True,
+    )
+    os.close(follower)
+    output = b""
+    answered = False
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 0.1)
+        if ready:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+        if not answered and b"[y/N]" in output:
+            os.write(leader, answer.encode() + b"\n")
+            answered = True
+        if proc.poll() is not None and not ready:
+            break
+    code = proc.wait(timeout=10)
+    os.close(leader)
+    return code, output.decode(errors="replace")
+
+
+@pytest.mark.parametrize(("answer", "code", "state"), [("n", 3, "active"), ("y", 0, "drained")])
+def test_on_a_terminal_it_asks_naming_the_target(
+    client: redis.Redis, answer: str, code: int, state: str
+) -> None:
+    import os
+
+    got, output = _run_on_a_terminal(["drain", "b1"], answer, dict(os.environ))
+    assert "Drain b1? [y/N]" in output
+    assert got == code, output
+    assert client.hget("gpucon:backend:b1", "state") == state
