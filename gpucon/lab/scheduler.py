@@ -19,9 +19,7 @@ import logging
 import os
 import random
 import socket
-import time
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +27,9 @@ import httpx
 import redis.asyncio as aioredis
 
 from gpucon.lab import registry_scripts as rs
+from gpucon.lab.backend_pool import BackendPool, BackendView, choose_backend
+
+__all__ = ["BackendView", "Scheduler", "SchedulerConfig", "choose_backend"]
 
 log = logging.getLogger("gpucon.scheduler")
 
@@ -62,73 +63,26 @@ class SchedulerConfig:
             )
 
 
-@dataclass(slots=True)
-class BackendView:
-    """The scheduler's cached copy of one registry entry."""
-
-    name: str
-    url: str
-    model: str
-    weight: float
-    state: str
-    inflight: int
-
-    @classmethod
-    def from_hash(cls, name: str, h: dict[str, str]) -> BackendView:
-        try:
-            weight = float(h.get("weight", "0"))
-        except ValueError:
-            weight = 0.0
-        try:
-            inflight = int(h.get("inflight", "0"))
-        except ValueError:
-            inflight = 0
-        if weight != weight or weight < 0:  # NaN or negative: never eligible
-            weight = 0.0
-        return cls(
-            name=name,
-            url=h.get("url", "").rstrip("/"),
-            model=h.get("model", ""),
-            weight=weight,
-            state=h.get("state", ""),
-            inflight=inflight,
-        )
-
-
-def choose_backend(candidates: Sequence[BackendView], rng: random.Random) -> BackendView | None:
-    """Power of two choices on ``(inflight + 1) / weight`` among eligible candidates."""
-    if not candidates:
-        return None
-    if len(candidates) == 1:
-        return candidates[0]
-    a, b = rng.sample(list(candidates), 2)
-    score_a = (max(a.inflight, 0) + 1) / a.weight
-    score_b = (max(b.inflight, 0) + 1) / b.weight
-    if score_a == score_b:
-        return a if rng.random() < 0.5 else b
-    return a if score_a < score_b else b
-
-
 class Scheduler:
     """One scheduler process (one consumer in the group)."""
 
     def __init__(self, config: SchedulerConfig, *, seed: int | None = None) -> None:
         self.config = config
-        self.backends: dict[str, BackendView] = {}
-        self.healthy: dict[str, bool] = {}
+        self.pool: BackendPool | None = None
         self.dispatched: Counter[str] = Counter()
         self.answered = 0
         self.failed = 0
         self._rng = random.Random(seed)
-        self._version: str | None = None
-        self._last_full_read = 0.0
         self._local: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._registry_changed = asyncio.Event()
         self._redis: aioredis.Redis | None = None
         self._reader: aioredis.Redis | None = None
         self._http: httpx.AsyncClient | None = None
         self._stopping = asyncio.Event()
+
+    @property
+    def backends(self) -> dict[str, BackendView]:
+        return {} if self.pool is None else self.pool.backends
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -152,10 +106,14 @@ class Scheduler:
         self._assign = self._redis.register_script(rs.ASSIGN_LUA)
         self._release = self._redis.register_script(rs.RELEASE_LUA)
         self._ack_reply = self._redis.register_script(rs.ACK_AND_REPLY_LUA)
+        self.pool = BackendPool(
+            self._redis, self._http, refresh_s=cfg.registry_refresh_s,
+            health_timeout_s=cfg.health_timeout_s,
+        )  # fmt: skip
         try:
             await self._ensure_group()
-            await self._refresh_registry(force=True)
-            await self._check_health()
+            await self.pool.refresh(force=True)
+            await self.pool.check_health()
             background = [
                 asyncio.create_task(self._registry_loop(stop)),
                 asyncio.create_task(self._health_loop(stop)),
@@ -194,68 +152,21 @@ class Scheduler:
 
     # --- registry and health ---------------------------------------------------------------
 
-    async def _refresh_registry(self, force: bool = False) -> None:
-        assert self._redis is not None
-        version = await self._redis.get(rs.REGISTRY_VERSION)
-        now = time.monotonic()
-        if (
-            not force
-            and version == self._version
-            and now - self._last_full_read < (self.config.registry_refresh_s)
-        ):
-            return
-        names = sorted(str(n) for n in await self._redis.smembers(rs.BACKENDS_SET))
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for name in names:
-                pipe.hgetall(rs.backend_key(name))
-            hashes = await pipe.execute()
-        fresh = {n: BackendView.from_hash(n, h) for n, h in zip(names, hashes, strict=True) if h}
-        new_names = set(fresh) - set(self.backends)
-        self.backends = fresh
-        self._version = None if version is None else str(version)
-        self._last_full_read = now
-        if new_names:
-            self._registry_changed.set()
-
     async def _registry_loop(self, stop: asyncio.Event) -> None:
+        assert self.pool is not None
         while not stop.is_set():
             with contextlib.suppress(Exception):
-                await self._refresh_registry()
+                await self.pool.refresh()
             await asyncio.sleep(self.config.registry_poll_s)
 
-    async def _probe_ready(self, b: BackendView) -> bool:
-        assert self._http is not None
-        try:
-            r = await self._http.get(
-                f"{b.url}/v2/health/ready", timeout=self.config.health_timeout_s
-            )
-            return r.status_code == 200
-        except (httpx.HTTPError, OSError):
-            return False
-
-    async def _check_health(self) -> None:
-        views = list(self.backends.values())
-        results = await asyncio.gather(*(self._probe_ready(b) for b in views))
-        self.healthy = {b.name: ok for b, ok in zip(views, results, strict=True)}
-
     async def _health_loop(self, stop: asyncio.Event) -> None:
+        assert self.pool is not None
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._registry_changed.wait(), self.config.health_interval_s)
-            self._registry_changed.clear()
+                await asyncio.wait_for(self.pool.changed.wait(), self.config.health_interval_s)
+            self.pool.changed.clear()
             with contextlib.suppress(Exception):
-                await self._check_health()
-
-    def eligible(self, model: str | None, excluded: set[str]) -> list[BackendView]:
-        return [
-            b
-            for b in self.backends.values()
-            if b.state == "active"
-            and b.weight > 0
-            and self.healthy.get(b.name, False)
-            and b.name not in excluded
-            and (not model or b.model == model)
-        ]
+                await self.pool.check_health()
 
     # --- reading and claiming --------------------------------------------------------------
 
@@ -347,17 +258,19 @@ class Scheduler:
             log.warning("entry %s: %s", entry_id, exc)
 
     async def _dispatch(self, entry_id: str, fields: dict[str, str]) -> None:
+        assert self.pool is not None
+        pool = self.pool
         model = fields.get("model") or None
         excluded: set[str] = set()
         attempts = 0
         last_error = "no attempt"
         while True:
-            candidates = self.eligible(model, excluded)
+            candidates = pool.eligible(model, excluded)
             backend = choose_backend(candidates, self._rng)
             if backend is None:
                 if self._stopping.is_set():
                     return  # left pending in the group: another consumer claims it
-                if excluded and not self.eligible(model, set()):
+                if excluded and not pool.eligible(model, set()):
                     excluded.clear()
                 await asyncio.sleep(0.05)  # wait for a backend to become eligible
                 continue
@@ -366,7 +279,6 @@ class Scheduler:
             )
             if int(res[0]) != 1:  # the registry changed under our cache: re-read, pick again
                 backend.state = str(res[1])
-                self._registry_changed.set()
                 continue
             backend.inflight = int(res[1])
             self.dispatched[backend.name] += 1
@@ -385,7 +297,7 @@ class Scheduler:
             attempts += 1
             last_error = reason
             if status in (0, 503):  # unreachable or not ready: skip it until the next check
-                self.healthy[backend.name] = False
+                pool.healthy[backend.name] = False
             excluded.add(backend.name)
             if attempts >= self.config.dispatch_attempts or 400 <= status < 500:
                 await self._answer(entry_id, backend.name, "error", last_error)
