@@ -109,6 +109,7 @@ class KubeStandIn:
         self.pdbs: dict[tuple[str, str], Obj] = {}
         self.requests: list[RecordedRequest] = []
         self.evictions_refused_first = 0
+        self.forbid_watches = False  # answer 403 to watches (RBAC granting list but not watch)
         self._watch_generation = 0
         self._stopping = False
         self._connections: set[socket.socket] = set()
@@ -493,6 +494,11 @@ class _Handler(BaseHTTPRequestHandler):
             items = [p for _, p in sorted(st.pods.items()) if _pod_matches(p, namespace, query)]
         if query.get("watch", "").lower() not in ("true", "1"):
             return self._send(200, st.list_body(collection, items))
+        if st.forbid_watches:
+            message = (
+                f'{collection} is forbidden: User "operator" cannot watch resource "{collection}"'
+            )
+            return self._send(403, status_body(403, "Forbidden", message))
         since_text = query.get("resourceVersion", "")
         since = int(since_text) if since_text.isdigit() else 0
         self.send_response(200)

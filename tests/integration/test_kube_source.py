@@ -400,3 +400,22 @@ def test_refused_credentials_are_down_with_the_api_answer(
         src.close()
     assert reading.health is Health.DOWN
     assert reading.error is not None and "HTTP 401 Unauthorized" in reading.error
+
+
+def test_a_watch_that_keeps_failing_backs_off_instead_of_polling(
+    kubeconfig: str, standin: KubeStandIn
+) -> None:
+    standin.forbid_watches = True  # the LIST works, every WATCH is refused
+    src = KubeSource(kubeconfig=kubeconfig, timeout_s=5.0, backoff_s=0.05, backoff_max_s=5.0)
+    try:
+        reading = src.read()
+        wait_until(lambda: len(watches(standin)) >= 2, what="the first watches")
+        time.sleep(1.0)
+        # a LIST that works clears the error for the moment until its WATCH fails again
+        reading = read_until(src, lambda r: r.health is Health.DEGRADED)
+    finally:
+        src.close()
+    assert reading.health is Health.DEGRADED
+    assert reading.error is not None and "HTTP 403 Forbidden" in reading.error
+    # backoff 0.05, 0.1, 0.2, 0.4 s ...: a handful of LISTs per resource in a second, not 20
+    assert len(lists(standin)) <= 2 * 6
