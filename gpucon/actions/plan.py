@@ -154,6 +154,8 @@ class Plan:
     undo: str
     params: Mapping[str, JsonValue] = field(default_factory=dict)
     summary: str = ""
+    # one line per thing that changes, "old → new" (shown under the summary)
+    changes: tuple[str, ...] = ()
     # registry version the plan was made at (None: the action does not check it)
     registry_version: int | None = None
     made_at: float = 0.0  # the snapshot's taken_at
@@ -187,6 +189,7 @@ class Plan:
             "target": self.target,
             "tier": int(self.tier),
             "summary": self.summary,
+            "changes": list(self.changes),
             "ok": self.ok,
             "preconditions": [
                 {"name": p.name, "ok": p.ok, "text": p.text} for p in self.preconditions

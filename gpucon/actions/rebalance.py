@@ -176,8 +176,8 @@ def plan_rebalance(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     )
     step = Step(
         "set_weights",
-        f"set {len(new)} weight(s) in one transaction if the registry is still at version "
-        f"{version}: " + "; ".join(lines),
+        f"set {len(changed)} weight(s) in one transaction if the registry is still at "
+        f"version {version}",
     )
     known_old = {n: w for n, w in old.items() if w is not None}
     old_all = {b.name: b.weight or 0.0 for b in _active(snapshot)}
@@ -205,7 +205,8 @@ def plan_rebalance(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
             "basis": basis,
             "reason": reason,
         },
-        summary=f"rebalance ({basis}): " + ", ".join(lines),
+        summary=f"rebalance {len(changed)} of {len(new)} weight(s), from {basis}",
+        changes=tuple(lines),
         registry_version=version,
         made_at=snapshot.taken_at,
     )

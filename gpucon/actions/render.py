@@ -20,6 +20,8 @@ def plan_lines(plan: Plan) -> list[str]:
     ]
     if plan.summary:
         lines.append(f"  {plan.summary}")
+    for change in plan.changes:
+        lines.append(f"    {change}")
     lines.append("preconditions:")
     for p in plan.preconditions:
         lines.append(f"  [{'pass' if p.ok else 'FAIL'}] {p.name}: {p.text}")

@@ -40,6 +40,8 @@ def plan_text(plan: Plan) -> Text:
     text.append(f"   plan {plan.digest}\n", style="dim")
     if plan.summary:
         text.append(clean(plan.summary) + "\n")
+    for change in plan.changes:
+        text.append("   " + clean(change) + "\n")
     text.append("\nPreconditions\n", style="bold underline")
     for p in plan.preconditions:
         text.append(" PASS " if p.ok else " FAIL ", style="bold green" if p.ok else "bold red")
