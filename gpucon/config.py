@@ -47,6 +47,8 @@ class PrometheusConfig:
     # (gpucon.sources.promql.DEFAULT_QUERIES); ``{window}`` is replaced by ``rate_window``
     queries: dict[str, str] = field(default_factory=dict)
     rate_window: str = "1m"
+    # labels that name a DCGM series' host, first found wins (Kubernetes: e.g. ["node", ...])
+    host_labels: tuple[str, ...] = ("Hostname", "hostname")
 
 
 @dataclass(frozen=True, slots=True)

@@ -97,6 +97,7 @@ def build_sources(fleet: FleetConfig) -> list[Source]:
                     "cadence_s": prom.cadence_s,
                     "timeout_s": prom.timeout_s,
                     "rate_window": prom.rate_window,
+                    "host_labels": prom.host_labels,
                 },
             )
         )

@@ -17,6 +17,8 @@ from gpucon.model.fleet import Gpu, LatencyStats, Slot, SlotKind
 from gpucon.model.ids import gpu_slot_id, mig_slot_id
 from gpucon.sources.problems import Problems
 
+# dcgm-exporter before 4.6 says Hostname, from 4.6 on hostname; in Kubernetes both may hold
+# the exporter pod's name, so a config can name another label first (e.g. "node")
 HOST_LABELS = ("Hostname", "hostname")
 MIB = 1024.0 * 1024.0
 
@@ -63,11 +65,13 @@ class _DcgmEntity:
     activity_metric: str | None = None
 
 
-def _entity_key(labels: Mapping[str, str], family: str, problems: Problems) -> _DcgmEntity | None:
+def _entity_key(
+    labels: Mapping[str, str], family: str, problems: Problems, host_labels: Sequence[str]
+) -> _DcgmEntity | None:
     name = labels.get("__name__", family)
-    host = next((labels[h] for h in HOST_LABELS if labels.get(h)), None)
+    host = next((labels[h] for h in host_labels if labels.get(h)), None)
     if host is None:
-        problems.add(f"{family}: {name} has no Hostname/hostname label")
+        problems.add(f"{family}: {name} has no {'/'.join(host_labels)} label")
         return None
     try:
         gpu_index = int(labels.get("gpu", ""))
@@ -104,14 +108,16 @@ def _memory_field(name: str) -> tuple[str, float] | None:
 
 
 def parse_dcgm(
-    results: Mapping[str, Sequence[Mapping[str, Any]]], problems: Problems
+    results: Mapping[str, Sequence[Mapping[str, Any]]],
+    problems: Problems,
+    host_labels: Sequence[str] = HOST_LABELS,
 ) -> tuple[list[Gpu], list[Slot]]:
     """GPUs and slots (MIG and whole GPU) from the DCGM families' results."""
     entities: dict[tuple[str, int, int | None], _DcgmEntity] = {}
     for family, series_list in results.items():
         for series in series_list:
             labels = _labels(series)
-            probe = _entity_key(labels, family, problems)
+            probe = _entity_key(labels, family, problems, host_labels)
             if probe is None:
                 continue
             value = sample_value(series, family, problems)

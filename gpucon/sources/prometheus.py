@@ -20,7 +20,7 @@ from gpucon.model.fleet import Health
 from gpucon.model.reading import Reading, failed_reading
 from gpucon.sources.base import describe_error
 from gpucon.sources.problems import Problems
-from gpucon.sources.prom_parse import parse_dcgm, parse_triton
+from gpucon.sources.prom_parse import HOST_LABELS, parse_dcgm, parse_triton
 from gpucon.sources.promql import DCGM_FAMILIES, render_queries
 
 Results = dict[str, Sequence[Mapping[str, Any]]]
@@ -39,11 +39,13 @@ class PrometheusSource:
         cadence_s: float = 5.0,
         timeout_s: float = 4.0,
         rate_window: str = "1m",
+        host_labels: Sequence[str] = HOST_LABELS,
     ) -> None:
         self.url = url.rstrip("/")
         self.cadence_s = cadence_s
         self.timeout_s = timeout_s
         self.queries = render_queries(queries or {}, rate_window)
+        self.host_labels = tuple(host_labels)
         self._client: Any = None
         self._lock = threading.Lock()
 
@@ -79,7 +81,7 @@ class PrometheusSource:
             problems.add(text)
         dcgm = {f: r for f, r in results.items() if f in DCGM_FAMILIES}
         triton = {f: r for f, r in results.items() if f not in DCGM_FAMILIES}
-        gpus, slots = parse_dcgm(dcgm, problems)
+        gpus, slots = parse_dcgm(dcgm, problems, self.host_labels)
         latency = parse_triton(triton, problems)
         error = problems.summary()
         return Reading(

@@ -306,3 +306,9 @@ def test_hub_joins_registry_backend_dcgm_slice_and_triton_latency(
     assert latency.p95_ms == 120.0
     assert snap.slo_p95_ms == {"sdxl-a": 100.0}
     assert any(a.rule == "p95_slo" and a.target == "sdxl-a" for a in snap.alerts)
+
+
+def test_host_label_is_configurable(prom_stack: Stack) -> None:
+    # e.g. Kubernetes, where Hostname holds the exporter pod's name: name another label first
+    r = read(prom_stack, host_labels=("device", "Hostname"))
+    assert "nvidia1/gpu1" in {s.id for s in r.slots}
