@@ -55,7 +55,9 @@ def _optional(module_name: str) -> Any:
         raise
 
 
-def _demo_hub(args: argparse.Namespace, refresh_s: float) -> Any:
+def _demo_hub(args: argparse.Namespace, refresh_s: float, config_slo: dict[str, float]) -> Any:
+    import importlib
+
     from gpucon.hub import Hub
 
     sim = _optional("gpucon.sources.sim")
@@ -66,7 +68,8 @@ def _demo_hub(args: argparse.Namespace, refresh_s: float) -> Any:
         source = sim.SimSource.for_demo(args.seed, args.scenario, args.size)
     except ValueError as exc:  # unknown scenario, size out of range
         raise SystemExit(f"gpucon demo: {exc}") from None
-    return Hub([source], refresh_s=refresh_s)
+    slo = {**getattr(importlib.import_module("gpucon.sim"), "DEMO_SLO_P95_MS", {}), **config_slo}
+    return Hub([source], refresh_s=refresh_s, slo_p95_ms_by_model=slo)
 
 
 def _load_config(args: argparse.Namespace) -> Any:
@@ -119,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     config = _load_config(args)
     refresh_s = _refresh(args, config.ui.refresh_s)
     demo = args.command == "demo"
-    hub = _demo_hub(args, refresh_s) if demo else _live_hub(config, refresh_s)
+    hub = _demo_hub(args, refresh_s, config.slo_p95_ms) if demo else _live_hub(config, refresh_s)
 
     from gpucon.app import GpuconApp
 

@@ -77,7 +77,7 @@ def slot_facts(slot: Slot | None, slot_id: str) -> Text:
 def backend_lines(backends: tuple[Backend, ...], snapshot: Snapshot, slo_ms: float) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(
-        "\nBACKEND              STATE     WT  INFL   REQ/S  P50   P95   P99 ms  ERR  MODEL\n",
+        "BACKEND              STATE     WT  INFL   REQ/S  P50   P95   P99 ms  ERR  MODEL\n",
         style="bold",
     )
     if not backends:
@@ -119,13 +119,13 @@ class DetailScreen(Screen[None]):
         self._backend_names: tuple[str, ...] = ()
 
     def compose(self) -> ComposeResult:
-        yield StatusBar(self.badges, id="status")
+        yield StatusBar(self.badges, fleet_name=getattr(self.app, "fleet_name", ""), id="status")
         with VerticalScroll(id="detail-body"):
             yield TextPanel(id="detail-info")
+            yield TextPanel(id="detail-backends")
             yield Plot("activity %", unit="%", top=100.0, id="plot-activity")
             yield Plot("memory used GiB", unit=" GiB", id="plot-mem")
             yield Vertical(id="backend-plots")
-            yield TextPanel(id="detail-backends")
         yield Footer()
 
     def on_mount(self) -> None:

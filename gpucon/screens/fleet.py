@@ -70,13 +70,13 @@ class FleetScreen(Screen[None]):
         )
         with Vertical(id="main"):
             yield SlotTable(id="slots")
+            yield Input(
+                placeholder="filter: host, slot, backend or model (Enter keeps, Esc clears)",
+                id="filter",
+            )
         with Horizontal(id="bottom"):
             yield QueuePanel(id="queues")
             yield AlertsPanel(id="alerts")
-        yield Input(
-            placeholder="filter: host, slot, backend or model (Enter keeps, Esc clears)",
-            id="filter",
-        )
         yield Footer()
 
     @property

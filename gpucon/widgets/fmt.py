@@ -34,7 +34,7 @@ def mem(used_mib: float | None, total_mib: float | None) -> str:
 def ms(value: float | None) -> str:
     if value is None:
         return NA
-    if value >= 10_000:
+    if value >= 100_000:
         return f"{value / 1000:.0f}s"
     return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
 

@@ -40,16 +40,15 @@ class TextPanel(Static):
         return f"bold {value}" if value else "bold"
 
 
-def source_badges(snapshot: Snapshot, stale_style: str, ok_style: str) -> Text:
+def source_badges(snapshot: Snapshot, styles: dict[Health, str]) -> Text:
     """Each source with its health and the age of its last good read."""
     text = Text()
     for name, status in sorted(snapshot.sources.items()):
         age = status.age_s(snapshot.taken_at)
-        healthy = status.health is Health.OK
         label = f" {fit(clean(name), 16)} "
-        state = "ok" if healthy else ("STALE" if status.health is Health.DEGRADED else "DOWN")
+        state = {Health.OK: "ok", Health.DEGRADED: "STALE", Health.DOWN: "DOWN"}[status.health]
         text.append(label, style="bold")
-        text.append(state, style=ok_style if healthy else stale_style)
+        text.append(state if status.health is Health.OK else f" {state} ", styles[status.health])
         text.append(f" {fmt.seconds(age) if age is not None else 'never'}", style="dim")
         text.append(" │")
     return text
@@ -105,7 +104,12 @@ class StatusBar(TextPanel):
             )
             text.append(f" {warn} warn ", style=self.theme_style("util-hot") if warn else "dim")
             text.append("  │")
-            text.append_text(source_badges(snap, self.theme_style("stale"), "bold green"))
+            health_styles = {
+                Health.OK: self.theme_style("success"),
+                Health.DEGRADED: "reverse " + self.theme_style("util-hot"),
+                Health.DOWN: "reverse " + self.theme_style("latency-breach"),
+            }
+            text.append_text(source_badges(snap, health_styles))
         if self.show_clock:
             text.append("  " + time.strftime("%H:%M:%S", time.localtime(self.clock())), "bold")
         self.show_text(text)
@@ -121,7 +125,7 @@ class QueuePanel(TextPanel):
             text.append("no queues reported", style="dim")
         stale = self.theme_style("stale")
         for stream, q in sorted(snapshot.queues.items()):
-            spark = fmt.sparkline(snapshot.history.get(f"queue:{stream}:length"), 18)
+            spark = fmt.sparkline(snapshot.history.get(f"queue:{stream}:length"), 12)
             is_stale = snapshot.is_stale(f"queue:{stream}")
             line = Text(no_wrap=True)
             line.append(safe(stream, 14))

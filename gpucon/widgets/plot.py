@@ -35,6 +35,10 @@ def area_rows(values: Sequence[float | None], width: int, height: int, top: floa
     return rows
 
 
+def _num(value: float | None) -> str:
+    return fmt.number(value, 0 if value is not None and abs(value) >= 100 else 1)
+
+
 class Plot(TextPanel):
     """A titled area chart of one history series."""
 
@@ -55,17 +59,24 @@ class Plot(TextPanel):
         self.limit = limit
         self.rows = height
 
+    _values: Sequence[float | None] = ()
+    _limit: float | None = None
+
+    def on_resize(self) -> None:
+        self.show_values(self._values, self._limit)
+
     def show_values(self, values: Sequence[float | None], limit: float | None = None) -> None:
         limit = self.limit if limit is None else limit
-        width = max(10, (self.size.width or 80) - 10)
+        self._values, self._limit = values, limit
+        width = max(10, (self.content_region.width or 80) - 10)
         known = [v for v in values if v is not None]
         top = self.top or max([*known, limit or 0.0, 1.0])
         latest = known[-1] if known else None
         text = Text(no_wrap=True)
         text.append_text(safe(self.title, 60, "bold"))
-        text.append(f"  now {fmt.number(latest, 1)}{self.unit}", style="bold")
+        text.append(f"  now {_num(latest)}{self.unit}", style="bold")
         if known:
-            text.append(f"  min {fmt.number(min(known), 1)}  max {fmt.number(max(known), 1)}")
+            text.append(f"  min {_num(min(known))}  max {_num(max(known))}")
         else:
             text.append("  n/a: no samples", style="italic")
         if limit is not None:

@@ -57,16 +57,16 @@ COLUMNS: tuple[Column, ...] = (
     Column("host", "HOST", 8, "host name", flex=12, priority=9),
     Column("gpu", "GPU", 11, "GPU index and model", flex=6, priority=3),
     Column("slot", "SLOT", 8, "MIG instance (giN), whole GPU, or VM name", flex=10, priority=8),
-    Column("profile", "PROFILE", 8, "MIG profile, or the GPU's model", priority=6),
+    Column("profile", "PROFILE", 9, "MIG profile, or the GPU's model", priority=6),
     Column("activity", "ACT%", 10, "activity: the metric is named in the detail", priority=10),
     Column("trend", "TREND", 10, "activity over the last samples", priority=2),
     Column("mem", "MEM GiB", 11, "memory used / total", right=True, priority=7),
-    Column("backend", "BACKEND", 10, "inference server on this slot", flex=18, priority=9),
+    Column("backend", "BACKEND", 14, "inference server on this slot", flex=14, priority=9),
     Column("weight", "WT", 4, "scheduler weight", right=True, priority=4),
     Column("state", "STATE", 8, "registry state of the backend", priority=8),
-    Column("inflight", "INFL", 4, "requests in flight", right=True, priority=5),
-    Column("p95", "P95/SLO ms", 10, "p95 latency against the SLO", right=True, priority=9),
-    Column("rps", "REQ/S", 6, "requests per second", right=True, priority=6),
+    Column("inflight", "INFL", 6, "requests in flight", right=True, priority=5),
+    Column("p95", "P95/SLO ms", 12, "p95 latency against the SLO", right=True, priority=9),
+    Column("rps", "REQ/S", 7, "requests per second", right=True, priority=6),
 )
 COLUMN_KEYS = tuple(c.key for c in COLUMNS)
 COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
@@ -96,10 +96,14 @@ def _slot_label(slot: Slot) -> str:
     return "whole"
 
 
+def short_gpu_name(name: str | None) -> str:
+    """``NVIDIA GeForce RTX 4090`` -> ``RTX 4090``: the part that tells cards apart."""
+    return clean(name or "").removeprefix("NVIDIA ").removeprefix("GeForce ")
+
+
 def _gpu_label(slot: Slot) -> str:
     index = "?" if slot.gpu_index is None else str(slot.gpu_index)
-    name = clean(slot.gpu_name or "").removeprefix("NVIDIA ")
-    return f"{index} {name}".strip()
+    return f"{index} {short_gpu_name(slot.gpu_name)}".strip()
 
 
 _NO_SLOT: tuple[object, ...] = ("", "", "", "", None, "", None, None)
@@ -113,7 +117,7 @@ def _slot_part(slot: Slot) -> tuple[object, ...]:
         clean(host),
         _gpu_label(slot),
         _slot_label(slot),
-        clean(slot.profile or ""),
+        clean(slot.profile or "") if slot.kind is SlotKind.MIG else short_gpu_name(slot.profile),
         slot.activity_pct,
         clean(slot.activity_metric or ""),
         slot.mem_used_mib,

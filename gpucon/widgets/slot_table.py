@@ -218,7 +218,10 @@ class SlotTable(ScrollView, can_focus=True):
         segments: list[Segment] = []
         for column, _, w in self._columns():
             sorted_here = column.key == self.order.sort_key
-            title = column.title + ((" ▼" if self.order.reverse else " ▲") if sorted_here else "")
+            title = column.title
+            if sorted_here:  # the arrow replaces the title's end when the column is narrow
+                arrow = "▼" if self.order.reverse else "▲"
+                title = f"{title} {arrow}" if len(title) + 2 <= w else f"{title[: w - 1]}{arrow}"
             if segments:
                 segments.append(Segment(" ", styles["header"]))
             style = styles["sorted" if sorted_here else "header"]

@@ -51,6 +51,7 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed (scripts/test installs it)")
     t = Tmux(f"gpucon-smoke-{os.getpid()}")
+    t("-f", "/dev/null", "start-server")  # no user config: a known, plain tmux
     env = {
         "XDG_CONFIG_HOME": str(tmp_path / "config"),  # no config: the demo needs none
         "XDG_STATE_HOME": str(tmp_path / "state"),
@@ -59,10 +60,12 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
     }
     exports = " ".join(f"{k}={v}" for k, v in env.items())
     command = (
-        f"env {exports} {sys.executable} -m gpucon.cli demo --seed 7; "
-        f"echo GPUCON-EXIT=$?; sleep 30"
+        # COLUMNS/LINES (pytest sets them) would override the pane's real size
+        f"env -u COLUMNS -u LINES {exports} {sys.executable} -m gpucon.cli demo --seed 7; "
+        "echo GPUCON-EXIT=$?; sleep 30"
     )
     t("new-session", "-d", "-s", "demo", "-x", str(WIDTH), "-y", str(HEIGHT), command)
+    t("resize-window", "-t", "demo", "-x", str(WIDTH), "-y", str(HEIGHT))
     try:
         yield t
     finally:
@@ -83,6 +86,7 @@ def test_demo_start_filter_detail_quit(tmux: Tmux) -> None:
     full = len(table_rows(screen))
 
     tmux("send-keys", "-t", "demo", "/")
+    tmux.wait_for("the filter box", lambda s: "filter: host, slot" in s)
     tmux("send-keys", "-t", "demo", "-l", "bert")
     screen = tmux.wait_for(
         "the filter to apply", lambda s: 0 < len(table_rows(s)) < full and "bert" in s
@@ -93,8 +97,8 @@ def test_demo_start_filter_detail_quit(tmux: Tmux) -> None:
     tmux("send-keys", "-t", "demo", "Enter")  # keep the filter, back to the table
     time.sleep(0.3)
     tmux("send-keys", "-t", "demo", "Enter")  # open the detail of the selected row
-    screen = tmux.wait_for("the detail screen", lambda s: "activity %" in s and "BACKEND" in s)
-    assert "memory used GiB" in screen and "p95 ms" in screen
+    detail = ("activity %", "BACKEND", "memory used GiB", "p95 ms", "bert")
+    tmux.wait_for("the detail screen", lambda s: all(part in s for part in detail))
 
     tmux("send-keys", "-t", "demo", "q")  # back to the fleet
     tmux.wait_for("the fleet screen again", lambda s: "ACT%" in s)

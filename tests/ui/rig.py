@@ -1,4 +1,9 @@
-"""A test rig: the hand-built fleet behind a real Hub with a frozen clock, and the app on it."""
+"""Test rigs: a fleet behind a real Hub with a frozen clock, and the app on it.
+
+``Rig`` runs the hand-built fleet (tests/ui/fleet_fixture.py); ``sim_rig`` runs the simulator
+with a fixed seed. Both advance by polling and ticking the hub in the test's thread; the
+hub's background thread is never started.
+"""
 
 from __future__ import annotations
 
@@ -8,29 +13,48 @@ from typing import Any
 from gpucon.app import GpuconApp
 from gpucon.hub import Hub
 from gpucon.model.snapshot import Snapshot
+from gpucon.sim import DEMO_SLO_P95_MS
+from gpucon.sources.base import Source
+from gpucon.sources.sim import SimSource
 from gpucon.widgets.slot_table import SlotTable
-from tests.ui.fleet_fixture import FrozenClock, HandSource, advance, hub_with
+from tests.ui.fleet_fixture import FrozenClock, HandSource
 
 
 @dataclass
 class Rig:
-    source: HandSource = field(default_factory=HandSource)
+    source: Source = field(default_factory=HandSource)
     clock: FrozenClock = field(default_factory=FrozenClock)
-    hub: Hub | None = None
+    slo_p95_ms: dict[str, float] = field(default_factory=dict)
+    hub: Hub = field(init=False)
 
     def __post_init__(self) -> None:
-        self.hub = hub_with(self.source, self.clock)
+        self.hub = Hub(
+            [self.source], refresh_s=1.0, clock=self.clock, slo_p95_ms_by_model=self.slo_p95_ms
+        )
 
     def step(self, steps: int = 1) -> Snapshot:
-        assert self.hub is not None
-        return advance(self.hub, self.source, self.clock, steps)
+        """Advance the fleet and the clock one second ``steps`` times; the newest snapshot."""
+        snapshot: Snapshot | None = None
+        for _ in range(steps):
+            if isinstance(self.source, HandSource):
+                self.source.step += 1
+            self.clock.now += 1.0
+            self.hub.poll_once()
+            snapshot = self.hub.tick()
+        assert snapshot is not None
+        return snapshot
 
     def app(self, warmup: int = 30, **options: Any) -> GpuconApp:
-        """The app on this rig's hub after ``warmup`` ticks; the hub thread is never started."""
-        assert self.hub is not None
+        """The app on this rig's hub after ``warmup`` ticks."""
         if warmup:
             self.step(warmup)
         return GpuconApp(self.hub, autostart=False, clock=self.clock, **options)
+
+
+def sim_rig(seed: int = 7, scenario: str | None = None, size: int | None = None) -> Rig:
+    clock = FrozenClock()
+    source = SimSource.for_demo(seed, scenario, size, clock=clock)
+    return Rig(source=source, clock=clock, slo_p95_ms=dict(DEMO_SLO_P95_MS))
 
 
 def table_of(app: GpuconApp) -> SlotTable:
