@@ -216,8 +216,13 @@ def apply_rebalance(plan: Plan, controls: Controls, progress: Progress) -> Outco
     weights = {str(k): float(v) for k, v in dict(plan.params["weights"]).items()}
     progress(ProgressEvent("set_weights", StepStatus.STARTED, "writing weights"))
     try:
+        old = plan.params.get("old_weights") or {}
         version = controls.registry.set_weights(
-            weights, plan.registry_version, controls.operator, str(plan.params.get("reason", ""))
+            weights,
+            plan.registry_version,
+            controls.operator,
+            str(plan.params.get("reason", "")),
+            expected_weights={str(k): None if v is None else float(v) for k, v in old.items()},
         )
     except Exception as exc:
         progress(ProgressEvent("set_weights", StepStatus.FAILED, str(exc)))

@@ -78,9 +78,16 @@ class RegistryControl(Protocol):
         ...
 
     def set_weights(
-        self, weights: Mapping[str, float], expected_version: int | None, owner: str, reason: str
+        self,
+        weights: Mapping[str, float],
+        expected_version: int | None,
+        owner: str,
+        reason: str,
+        *,
+        expected_weights: Mapping[str, float | None] | None = None,
     ) -> int:
-        """All weights at once if the registry is still at ``expected_version`` (StalePlan)."""
+        """All weights at once if the registry is still at ``expected_version`` (StalePlan)
+        and each backend's weight is still what the plan saw (``expected_weights``)."""
         ...
 
     def acquire_lock(self, target: str, holder: str, action: str, ttl_s: float) -> LockLease:
@@ -133,6 +140,21 @@ class Controls:
 
     def close(self) -> None:
         self.registry.close()
+
+
+def check_weights_unchanged(
+    current: Mapping[str, float | None], expected: Mapping[str, float | None] | None
+) -> None:
+    """Refused when a weight the plan saw has changed since (the plan's data was stale)."""
+    for name, seen in (expected or {}).items():
+        now = current.get(name)
+        if seen is None or now is None:
+            continue
+        if abs(now - seen) > 1e-9:
+            raise Refused(
+                f"the plan saw {name} at weight {seen:g} but it is now {now:g}: someone "
+                "changed it since; plan again"
+            )
 
 
 def refuse_if_read_only(read_only: bool) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import redis
 
 from gpucon.actions.plan import BadParams, JsonValue, LockHeld, StalePlan
-from gpucon.controls.base import BackendRecord, LockLease
+from gpucon.controls.base import BackendRecord, LockLease, check_weights_unchanged
 
 BACKENDS_KEY = "gpucon:backends"
 VERSION_KEY = "gpucon:registry:version"
@@ -188,7 +188,13 @@ class RedisRegistry:
         return restored[0]
 
     def set_weights(
-        self, weights: Mapping[str, float], expected_version: int | None, owner: str, reason: str
+        self,
+        weights: Mapping[str, float],
+        expected_version: int | None,
+        owner: str,
+        reason: str,
+        *,
+        expected_weights: Mapping[str, float | None] | None = None,
     ) -> int:
         new_version: list[int] = []
 
@@ -196,9 +202,13 @@ class RedisRegistry:
             current = int(pipe.get(VERSION_KEY) or 0)
             if expected_version is not None and current != expected_version:
                 raise StalePlan(expected_version, current)
+            seen: dict[str, float | None] = {}
             for name in weights:
-                if not pipe.exists(backend_key(name)):
+                raw = pipe.hget(backend_key(name), "weight")
+                if raw is None and not pipe.exists(backend_key(name)):
                     raise BadParams(f"weights.{name}", f"no backend named {name!r} in the registry")
+                seen[name] = _float(raw)
+            check_weights_unchanged(seen, expected_weights)
             pipe.multi()
             for name, weight in weights.items():
                 fields = {"weight": repr(float(weight)), "owner": owner, "reason": reason}

@@ -24,6 +24,7 @@ from gpucon.controls.base import (
     BackendRecord,
     Controls,
     LockLease,
+    check_weights_unchanged,
     default_operator,
     refuse_if_read_only,
 )
@@ -118,15 +119,25 @@ class SimRegistry:
             return weight
 
     def set_weights(
-        self, weights: Mapping[str, float], expected_version: int | None, owner: str, reason: str
+        self,
+        weights: Mapping[str, float],
+        expected_version: int | None,
+        owner: str,
+        reason: str,
+        *,
+        expected_weights: Mapping[str, float | None] | None = None,
     ) -> int:
         with self._store.lock:
             current = self.version()
             if expected_version is not None and current != expected_version:
                 raise StalePlan(expected_version, current)
+            seen: dict[str, float | None] = {}
             for name in weights:
-                if self._lookup(name) is None:
+                backend = self._lookup(name)
+                if backend is None:
                     raise BadParams(f"weights.{name}", f"no backend named {name!r}")
+                seen[name] = backend.weight
+            check_weights_unchanged(seen, expected_weights)
             self.fleet.set_weights({n: float(w) for n, w in weights.items()})
             return self.version()
 

@@ -95,3 +95,21 @@ def test_rebalance_to_an_unknown_backend_is_refused_by_the_registry(
     outcome = execute(rebalance.apply_rebalance, plan, controls_for(redis_url, tmp_path), print)
     assert outcome.status is OutcomeStatus.REFUSED
     assert client.exists("gpucon:backend:b1") == 0
+
+
+def test_plan_on_a_snapshot_older_than_the_version_it_read_is_refused(
+    client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    # the console's snapshot is a tick old; a colleague changes b1 just before we press `b`
+    snapshot, _ = read_registry(client)
+    colleague = RedisRegistry.from_url(redis_url)
+    colleague.set_weights({"b1": 5.0}, None, "bob@h2", "hot fix")
+    version = int(client.get("gpucon:registry:version") or 0)  # read when the plan is made
+    plan = rebalance.plan_rebalance(
+        snapshot, {"weights": {"b1": 2.0, "b2": 2.0}, "registry_version": version}
+    )
+    outcome = execute(rebalance.apply_rebalance, plan, controls_for(redis_url, tmp_path), print)
+    assert outcome.status is OutcomeStatus.REFUSED
+    assert "the plan saw b1 at weight 1 but it is now 5" in outcome.message
+    assert weights(client) == {"b1": 5.0, "b2": 1.0, "b3": 1.0}
+    colleague.close()
