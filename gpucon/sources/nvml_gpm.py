@@ -6,10 +6,11 @@ GPU instance) and asks ``nvmlGpmMetricsGet`` for SM activity between the previou
 this one (graphics activity only where SM activity cannot be had). The first read of a target
 has no previous sample, so its activity is unknown (None), never 0.
 
-Measured on the H200 (benchmarks/nvml_gpm_probe.py): one metric per ``nvmlGpmMetricsGet``
-costs about 1 µs, two cost about 0.7-1 ms; samples taken too close together answer 0 % for a
-busy GPU, so a sample is only taken ``MIN_SPACING_S`` after the last one, and the last
-activity is given again in between.
+Measured on the H200 under a CUDA load (benchmarks/nvml_gpm_probe.py, driver 580): SM
+activity costs 2-12 µs per ``nvmlGpmMetricsGet``, graphics activity about 1.3 ms (alone or
+with SM activity), so SM activity is asked for alone. Samples 10 ms apart answered 0 % for a
+busy GPU (50 ms and more: 96 %), so a sample is only taken ``MIN_SPACING_S`` after the last
+one, and the last activity is given again in between.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ class GpmSampler:
         return found
 
     def _metric(self, first: Any, second: Any, metric_id: int, garbage: Garbage) -> float | None:
-        """One metric between two samples (one metric per call: two cost ~1000× more)."""
+        """One metric between two samples (asking for graphics activity too costs ~1.3 ms)."""
         request = self._calls.nvml.c_nvmlGpmMetricsGet_t()
         request.version = _METRICS_GET_VERSION
         request.numMetrics = 1
