@@ -37,3 +37,22 @@ def test_build_controls_connects_lazily_and_names_operator(tmp_path: Path) -> No
     assert controls.audit.path == tmp_path / "audit.jsonl"
     assert controls.kube is None
     controls.close()
+
+
+def test_build_controls_with_kubernetes_configured_gets_a_kube_control(tmp_path: Path) -> None:
+    from gpucon.config import KubeConfig
+    from gpucon.controls.kube import KubeControl
+
+    cfg = GpuconConfig(
+        fleets={
+            "default": FleetConfig(
+                redis=RedisConfig(url="redis://127.0.0.1:1/0"),
+                kube=KubeConfig(kubeconfig=str(tmp_path / "kubeconfig"), namespace="ml"),
+            )
+        },
+        audit_path=tmp_path / "audit.jsonl",
+    )
+    controls = build_controls(cfg, read_only=False)
+    assert isinstance(controls.kube, KubeControl)
+    assert controls.kube_namespace == "ml"
+    controls.close()
