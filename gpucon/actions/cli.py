@@ -136,8 +136,16 @@ def run(args: argparse.Namespace) -> int:
             return _run_audit(args)
         return _run_action(args)
     except ActionError as error:
-        _err(f"gpucon {args.command}: {error}")
+        _err(_safe(f"gpucon {args.command}: {error}"))
         return int(error.exit_code)
+    except (OSError, ConnectionError) as error:  # redis-py's errors derive from these too
+        _err(_safe(f"gpucon {args.command}: cannot reach the fleet: {error}; nothing changed"))
+        return int(ExitCode.ERROR)
+    except Exception as error:
+        if type(error).__module__.startswith("redis"):
+            _err(_safe(f"gpucon {args.command}: Redis: {error}; nothing changed"))
+            return int(ExitCode.ERROR)
+        raise
 
 
 def _load_config(args: argparse.Namespace, *, allow_missing: bool = False) -> Any:

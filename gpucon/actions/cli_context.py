@@ -65,9 +65,11 @@ class DemoContext:
     """A simulated fleet, advanced in the background so in-flight work drains."""
 
     has_kube = False
-    read_only = False
 
     def __init__(self, args: argparse.Namespace) -> None:
+        self.read_only = bool(
+            getattr(load_config_for(args, allow_missing=True), "read_only", False)
+        )
         from gpucon.actions.demo_fleet import DemoFleetRunner
 
         self.args = args

@@ -182,3 +182,16 @@ def test_on_a_terminal_it_asks_naming_the_target(
     assert "Drain b1? [y/N]" in output
     assert got == code, output
     assert client.hget("gpucon:backend:b1", "state") == state
+
+
+def test_an_unreachable_registry_is_exit_1_with_a_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.helpers.servers import free_port
+
+    monkeypatch.setenv("GPUCON_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("GPUCON_REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")
+    assert main(["drain", "b1", "--yes"]) == 1
+    err = capsys.readouterr().err
+    assert "gpucon drain: Redis:" in err and "nothing changed" in err
+    assert "Traceback" not in err
