@@ -246,6 +246,7 @@ async def test_without_controls_actions_only_notify(tmp_path: Path) -> None:
         assert any("read-only" in n.message for n in app._notifications)
 
 
+@pytest.mark.integration
 async def test_bad_selection_is_refused_with_the_field(registry_client: redis.Redis) -> None:
     snapshot, _ = read_registry(registry_client)
     app = Host(object(), snapshot)
