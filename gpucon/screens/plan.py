@@ -15,7 +15,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
@@ -76,9 +76,10 @@ class PlanScreen(ModalScreen[bool]):
     DEFAULT_CSS = """
     PlanScreen { align: center middle; }
     PlanScreen #plan-box {
-        width: 90%; max-width: 120; height: auto; max-height: 90%;
+        width: 90%; max-width: 120; height: auto; max-height: 95%;
         border: thick $accent; background: $surface; padding: 0 1;
     }
+    PlanScreen #plan-scroll { height: auto; max-height: 70vh; }
     PlanScreen #plan-body { height: auto; }
     PlanScreen #dry-run { color: $warning; text-style: bold; height: auto; }
     PlanScreen #confirm-name { margin: 1 0 0 0; }
@@ -88,6 +89,10 @@ class PlanScreen(ModalScreen[bool]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="cancel_plan"),
+        Binding("up", "scroll_plan(-1)", "Scroll up", show=False, id="plan_up"),
+        Binding("down", "scroll_plan(1)", "Scroll down", show=False, id="plan_down"),
+        Binding("pageup", "scroll_plan(-10)", "Page up", show=False, id="plan_page_up"),
+        Binding("pagedown", "scroll_plan(10)", "Page down", show=False, id="plan_page_down"),
     ]
     AUTO_FOCUS = "#cancel"
 
@@ -97,13 +102,14 @@ class PlanScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         plan = self.plan
-        with VerticalScroll(id="plan-box"):
+        with Vertical(id="plan-box"):
             if plan.tier is Tier.DESTRUCTIVE:
                 yield Static(
                     Text("DRY RUN: this is what would happen; nothing has changed yet."),
                     id="dry-run",
                 )
-            yield Static(plan_text(plan), id="plan-body")
+            with VerticalScroll(id="plan-scroll"):  # long plans scroll; the buttons stay
+                yield Static(plan_text(plan), id="plan-body")
             if not plan.ok:
                 yield Static(
                     Text("A precondition failed: this plan cannot be applied.", style="bold red"),
@@ -134,6 +140,11 @@ class PlanScreen(ModalScreen[bool]):
             self.dismiss(True)
         else:
             self.dismiss(False)
+
+    def action_scroll_plan(self, lines: int) -> None:
+        """Scroll a long plan while Cancel keeps the focus."""
+        scroll = self.query_one("#plan-scroll", VerticalScroll)
+        scroll.scroll_relative(y=lines, animate=False)
 
     def action_cancel(self) -> None:
         self.dismiss(False)
