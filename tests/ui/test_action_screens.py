@@ -256,3 +256,30 @@ async def test_bad_selection_is_refused_with_the_field(registry_client: redis.Re
         message = next(iter(app._notifications)).message
         assert "backend: unknown backend 'ghost'" in message
         assert drain.plan_drain(snapshot, {"backend": "b1"}).ok
+
+
+async def test_a_long_plan_scrolls_and_its_buttons_stay_on_an_80x24_terminal() -> None:
+    long_plan = Plan(
+        "rebalance",
+        "registry:weights",
+        Tier.REVERSIBLE,
+        (Precondition("changes", True, "40 weights change"),),
+        tuple(Step(f"s{i}", f"step number {i}") for i in range(40)),
+        BlastRadius(),
+        "undo it",
+        changes=tuple(f"b{i}: 1 → 2" for i in range(40)),
+    )
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.push_screen(PlanScreen(long_plan), app.answers.append)
+        await pilot.pause()
+        screen = app.screen
+        for button_id in ("#cancel", "#confirm"):
+            region = screen.query_one(button_id, Button).region
+            assert region.height > 0 and region.bottom <= 24, (button_id, region)
+        scroll = screen.query_one("#plan-scroll")
+        assert scroll.max_scroll_y > 0
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert scroll.scroll_y > 0
+        assert focused_id(app) == "cancel"
