@@ -144,6 +144,26 @@ async def test_concurrency_bound_caps_the_achieved_rate() -> None:
     assert result.offered_rate < 21.0 and result.achieved_rate < 21.0
 
 
+async def test_a_backend_slowing_down_mid_probe_is_reported_unstable() -> None:
+    async with backend(20.0) as server:
+
+        async def slow_down() -> None:
+            await asyncio.sleep(1.5)
+            server.service = ServiceTimeModel(150.0, 0.0, 64, 0.0)
+
+        changer = asyncio.create_task(slow_down())
+        bounds = ProbeBounds(count=45, rate_per_s=20.0, concurrency=1, duration_s=10.0)
+        result = await run_probe(
+            DirectSender(server.url, "llm", 5.0, 1), bounds, target="b0", mode="direct",
+            window_s=1.0,
+        )  # fmt: skip
+        await changer
+    assert result.succeeded == 45
+    assert len(result.window_rates) >= 3
+    assert result.window_rates[0] > 15.0 and result.window_rates[-1] < 8.0
+    assert result.stable is False
+
+
 async def test_duration_bound_stops_sending_and_errors_are_counted_by_reason() -> None:
     async with backend(1.0) as server:
         server.ready = False
