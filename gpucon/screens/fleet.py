@@ -19,7 +19,7 @@ from textual.widgets import Footer, Input
 
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets.panels import AlertsPanel, QueuePanel, StatusBar
-from gpucon.widgets.slot_rows import build_rows
+from gpucon.widgets.slot_rows import RowBuilder
 from gpucon.widgets.slot_table import SlotTable
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ class FleetScreen(Screen[None]):
         self.default_slo_ms = default_slo_ms
         self.page = 0
         self.snapshot: Snapshot | None = None
+        self.rows = RowBuilder(default_slo_ms)
 
     @property
     def gpucon(self) -> GpuconApp:
@@ -92,7 +93,7 @@ class FleetScreen(Screen[None]):
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
-        self.table.show_rows(build_rows(snapshot, self.default_slo_ms), snapshot.history)
+        self.table.show_rows(self.rows.build(snapshot), snapshot.history)
         self.query_one(StatusBar).show_snapshot(snapshot)
         self.query_one(QueuePanel).show_snapshot(snapshot)
         self.query_one(AlertsPanel).show_snapshot(snapshot)

@@ -145,41 +145,98 @@ def _make(
     return RowValues._make((slot_id, *slot_part, *backend_part, stale))
 
 
-def build_rows(snapshot: Snapshot, default_slo_ms: float) -> dict[RowKey, RowValues]:
-    """One row per (slot, backend); a slot with no backend, or a backend with no known slot,
-    gets a row of its own."""
-    stale_sources = snapshot.stale_sources()
-    origins = snapshot.origins
-    empty: frozenset[str] = frozenset()
+class RowBuilder:
+    """Builds the rows of each snapshot, reusing the parts of slots and backends that are the
+    same objects as last tick (the hub passes unchanged entities through), so a tick with few
+    changes costs little more than a dict walk."""
 
-    def is_stale(key: str) -> bool:
-        return bool(stale_sources) and bool(origins.get(key, empty) & stale_sources)
+    def __init__(self, default_slo_ms: float) -> None:
+        self.default_slo_ms = default_slo_ms
+        self._slots: dict[str, tuple[Slot, tuple[object, ...]]] = {}
+        self._backends: dict[str, tuple[tuple[object, ...], tuple[object, ...]]] = {}
+        self._rows: dict[RowKey, tuple[object, object, bool, RowValues]] = {}
 
-    on_slot: dict[str, list[Backend]] = {}
-    for b in snapshot.backends.values():
-        on_slot.setdefault(b.slot_id or "", []).append(b)
-    rows: dict[RowKey, RowValues] = {}
-    slos = snapshot.slo_p95_ms
-    latency = snapshot.latency
-    for sid, slot in snapshot.slots.items():
-        backends = on_slot.pop(sid, None)
-        slot_stale = is_stale(f"slot:{sid}")
+    def _slot_part(self, slot: Slot) -> tuple[object, ...]:
+        cached = self._slots.get(slot.id)
+        if cached is not None and cached[0] is slot:
+            return cached[1]
         part = _slot_part(slot)
-        shown_id = clean(sid)
-        if not backends:
-            rows[(sid, "")] = _make(shown_id, part, _NO_BACKEND, slot_stale)
-            continue
-        for b in backends:
-            stale = slot_stale or is_stale(f"backend:{b.name}")
-            bpart = _backend_part(b, latency.get(b.name), slos.get(b.name, default_slo_ms))
-            rows[(sid, b.name)] = _make(shown_id, part, bpart, stale)
-    for sid, backends in on_slot.items():
-        shown_id = clean(sid)
-        no_slot = (*_NO_SLOT[:2], shown_id, *_NO_SLOT[3:])
-        for b in backends:
-            bpart = _backend_part(b, latency.get(b.name), slos.get(b.name, default_slo_ms))
-            rows[(sid, b.name)] = _make(shown_id, no_slot, bpart, is_stale(f"backend:{b.name}"))
-    return rows
+        self._slots[slot.id] = (slot, part)
+        return part
+
+    def _backend_part(self, b: Backend, snapshot: Snapshot) -> tuple[object, ...]:
+        lat = snapshot.latency.get(b.name)
+        slo = snapshot.slo_p95_ms.get(b.name, self.default_slo_ms)
+        inputs = (
+            b,
+            None if lat is None else lat.p95_ms,
+            None if lat is None else lat.req_per_s,
+            slo,
+        )
+        cached = self._backends.get(b.name)
+        if cached is not None and cached[0] == inputs:  # b compares by identity first
+            return cached[1]
+        part = _backend_part(b, lat, slo)
+        self._backends[b.name] = (inputs, part)
+        return part
+
+    def _row(
+        self, key: RowKey, slot_part: tuple[object, ...], bpart: tuple[object, ...], stale: bool
+    ) -> RowValues:
+        cached = self._rows.get(key)
+        if (
+            cached is not None
+            and cached[0] is slot_part
+            and cached[1] is bpart
+            and cached[2] == stale
+        ):
+            return cached[3]
+        row = _make(clean(key[0]), slot_part, bpart, stale)
+        self._rows[key] = (slot_part, bpart, stale, row)
+        return row
+
+    def build(self, snapshot: Snapshot) -> dict[RowKey, RowValues]:
+        """One row per (slot, backend); a slot with no backend, or a backend with no known
+        slot, gets a row of its own."""
+        stale_sources = snapshot.stale_sources()
+        origins = snapshot.origins
+        empty: frozenset[str] = frozenset()
+
+        def is_stale(key: str) -> bool:
+            return bool(origins.get(key, empty) & stale_sources)
+
+        on_slot: dict[str, list[Backend]] = {}
+        for b in snapshot.backends.values():
+            on_slot.setdefault(b.slot_id or "", []).append(b)
+        rows: dict[RowKey, RowValues] = {}
+        for sid, slot in snapshot.slots.items():
+            backends = on_slot.pop(sid, None)
+            slot_stale = bool(stale_sources) and is_stale(f"slot:{sid}")
+            part = self._slot_part(slot)
+            if not backends:
+                rows[(sid, "")] = self._row((sid, ""), part, _NO_BACKEND, slot_stale)
+                continue
+            for b in backends:
+                stale = slot_stale or (bool(stale_sources) and is_stale(f"backend:{b.name}"))
+                key = (sid, b.name)
+                rows[key] = self._row(key, part, self._backend_part(b, snapshot), stale)
+        for sid, backends in on_slot.items():
+            no_slot = (*_NO_SLOT[:2], clean(sid), *_NO_SLOT[3:])
+            for b in backends:
+                stale = bool(stale_sources) and is_stale(f"backend:{b.name}")
+                rows[(sid, b.name)] = _make(
+                    clean(sid), no_slot, self._backend_part(b, snapshot), stale
+                )
+        if len(self._rows) > 2 * len(rows) + 64:  # forget rows of slots long gone
+            self._rows = {k: v for k, v in self._rows.items() if k in rows}
+            self._slots = {k: v for k, v in self._slots.items() if k in snapshot.slots}
+            self._backends = {k: v for k, v in self._backends.items() if k in snapshot.backends}
+        return rows
+
+
+def build_rows(snapshot: Snapshot, default_slo_ms: float) -> dict[RowKey, RowValues]:
+    """The rows of one snapshot, built from scratch."""
+    return RowBuilder(default_slo_ms).build(snapshot)
 
 
 _STATE_RANK = {s.value: i for i, s in enumerate(BackendState)}

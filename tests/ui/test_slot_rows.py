@@ -93,3 +93,25 @@ def test_resorts_only_when_sort_values_change() -> None:
     order.update(moved)
     assert order.sorts == sorts + 1
     assert order.keys[-1] == key
+
+
+def test_builder_reuses_rows_of_unchanged_entities() -> None:
+    from dataclasses import replace
+
+    from gpucon.widgets.slot_rows import RowBuilder
+
+    source, clock = HandSource(), FrozenClock()
+    hub = hub_with(source, clock)
+    snap = advance(hub, source, clock, 2)
+    builder = RowBuilder(2500.0)
+    first = builder.build(snap)
+    again = builder.build(snap)
+    assert all(again[k] is first[k] for k in first)
+    slots = dict(snap.slots)
+    slots["gpu-a/gpu0/gi1"] = replace(slots["gpu-a/gpu0/gi1"], activity_pct=1.0)
+    changed = builder.build(replace(snap, slots=slots))
+    fresh = build_rows(replace(snap, slots=slots), 2500.0)
+    assert changed == fresh
+    assert [k for k in first if changed[k] is not first[k]] == [
+        ("gpu-a/gpu0/gi1", "sdxl-gpu-a-gi1")
+    ]
