@@ -50,6 +50,30 @@ def _node_backends(snapshot: Snapshot, node: str) -> tuple[Backend, ...]:
     return tuple(sorted(found, key=lambda b: b.name))
 
 
+def _others_serving(
+    snapshot: Snapshot, draining: tuple[Backend, ...], force: bool
+) -> list[Precondition]:
+    """For each model the drain takes backends from, another active backend must serve it."""
+    names = {b.name for b in draining}
+    serving = [
+        b
+        for b in snapshot.backends.values()
+        if b.name not in names and b.state is BackendState.ACTIVE and (b.weight or 0.0) > 0
+    ]
+    checks = []
+    for model in sorted({b.model or "" for b in draining}):
+        # a backend without a model can serve anything, as far as gpucon knows
+        others = [b for b in serving if not model or not b.model or b.model == model]
+        what = f"model {model}" if model else "the queue"
+        ok = bool(others)
+        text = f"{len(others)} other active backend(s) keep serving {what}"
+        if not ok:
+            text += f": nothing would serve {what} (use force to drain anyway)"
+        name = f"others_serving:{model}" if model else "others_serving"
+        checks.append(Precondition(name, ok or force, text))
+    return checks
+
+
 def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     """The drain plan for ``params["backend"]`` (or every backend of ``params["node"]``)."""
     reason = text_param(params, "reason", DEFAULT_REASON) or DEFAULT_REASON
@@ -73,19 +97,7 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
         ok = b.state is not BackendState.DRAINED
         text = f"{b.name} is {b.state}" + ("" if ok else ": already drained, nothing to do")
         pre.append(Precondition(f"state:{b.name}", ok or node is not None, text))
-    others = [
-        b
-        for b in snapshot.backends.values()
-        if b.name not in names and b.state is BackendState.ACTIVE and (b.weight or 0.0) > 0
-    ]
-    pre.append(
-        Precondition(
-            "others_serving",
-            bool(others) or force,
-            f"{len(others)} other active backend(s) keep serving"
-            + ("" if others else ": nothing would serve the queue (use force to drain anyway)"),
-        )
-    )
+    pre.extend(_others_serving(snapshot, backends, force))
     pods = tuple(sorted({b.pod for b in backends if b.pod}))
     if node is not None:
         pre.append(

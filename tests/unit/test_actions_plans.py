@@ -192,3 +192,15 @@ def test_catalog_finds_each_action_and_refuses_unknown_names() -> None:
     assert get_action("rebalance").tier is Tier.REVERSIBLE
     with pytest.raises(BadParams, match=r"^action: unknown action 'explode'"):
         get_action("explode")
+
+
+def test_drain_of_the_last_backend_of_a_model_fails_even_if_others_serve() -> None:
+    snap = fleet(
+        b1=Backend("b1", model="llama", weight=1.0),
+        b2=Backend("b2", model="bert", weight=1.0),
+        b3=Backend("b3", model="bert", weight=2.0),
+    )
+    plan = drain.plan_drain(snap, {"backend": "b1"})
+    assert [p.name for p in plan.failed_preconditions] == ["others_serving:llama"]
+    assert "nothing would serve model llama" in plan.failed_preconditions[0].text
+    assert drain.plan_drain(snap, {"backend": "b2"}).ok  # b3 still serves bert
