@@ -79,7 +79,8 @@ class ManagedProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def signal_group(self, sig: int) -> None:
-        if self.proc is None:
+        # only while our child has not been reaped: its pid (= group id) cannot be reused yet
+        if self.proc is None or self.proc.returncode is not None:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
@@ -93,8 +94,6 @@ class ManagedProcess:
         except subprocess.TimeoutExpired:
             self.signal_group(signal.SIGKILL)
             self.proc.wait(timeout=grace_s)
-        # anything else left in its group (a grandchild) goes too
-        self.signal_group(signal.SIGKILL)
 
     def log_tail(self, lines: int = 20) -> str:
         try:
