@@ -163,19 +163,22 @@ def _wait_idle(
     clock: Callable[[], float],
 ) -> None:
     key = f"wait:{name}"
+    most = 0  # the most work seen outstanding: the progress fraction counts down from it
     while True:
         rec = controls.registry.backend(name)
         inflight = (rec.inflight if rec else 0) or 0
         pending = controls.registry.pending_for(name)
         if inflight <= 0 and pending <= 0:
-            progress(ProgressEvent(key, StepStatus.DONE, f"{name}: 0 in flight, 0 pending"))
+            progress(ProgressEvent(key, StepStatus.DONE, f"{name}: 0 in flight, 0 pending", 1.0))
             return
+        outstanding = max(inflight, pending)
+        most = max(most, outstanding)
         left = deadline - clock()
         text = f"{name}: {inflight} in flight, {pending} pending ({max(0.0, left):.0f} s left)"
         if left <= 0:
             progress(ProgressEvent(key, StepStatus.FAILED, f"timed out: {text}"))
             raise StepTimeout(key, f"timed out with {inflight} in flight, {pending} pending")
-        progress(ProgressEvent(key, StepStatus.RUNNING, text))
+        progress(ProgressEvent(key, StepStatus.RUNNING, text, 1.0 - outstanding / most))
         time.sleep(min(poll_s, max(0.0, left)))
 
 

@@ -46,8 +46,8 @@ class ProgressScreen(ModalScreen[None]):
     def __init__(self, plan: Plan) -> None:
         super().__init__()
         self.plan = plan
-        # step key -> (status, latest text), in the order steps started
-        self.lines: dict[str, tuple[StepStatus, str]] = {}
+        # step key -> (status, latest text, fraction done), in the order steps started
+        self.lines: dict[str, tuple[StepStatus, str, float | None]] = {}
         self.outcome: Outcome | None = None
 
     def compose(self) -> ComposeResult:
@@ -68,10 +68,13 @@ class ProgressScreen(ModalScreen[None]):
 
     def steps_text(self) -> Text:
         text = Text()
-        for key, (status, line) in self.lines.items():
+        for key, (status, line, fraction) in self.lines.items():
             mark, style = MARKS[status]
             text.append(f" {mark} ", style=style)
             text.append(clean(key), style="bold")
+            if status is StepStatus.RUNNING and fraction is not None:
+                filled = round(10 * min(1.0, max(0.0, fraction)))
+                text.append(f"  [{'#' * filled}{'.' * (10 - filled)}] {fraction:4.0%}", "bold")
             text.append(f"  {clean(line)}\n")
         return text
 
@@ -103,7 +106,7 @@ class ProgressScreen(ModalScreen[None]):
             close.focus()
 
     def add_event(self, event: ProgressEvent) -> None:
-        self.lines[event.step] = (event.status, event.text)
+        self.lines[event.step] = (event.status, event.text, event.fraction)
         self._show_progress()
 
     def finish(self, outcome: Outcome) -> None:

@@ -82,6 +82,10 @@ def test_drain_waits_for_inflight_and_pending_then_marks_drained(
     assert worker.is_alive()  # still waiting: two entries in flight
     assert any(e.status is StepStatus.RUNNING and "2 in flight" in e.text for e in events)
     answer(client, "b1", "1-0")
+    deadline = time.monotonic() + 5
+    while not any(e.fraction == 0.5 for e in events):  # one of two answered: half done
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
     answer(client, "b1", "2-0")
     worker.join(timeout=5)
     outcome = result[0]

@@ -149,10 +149,11 @@ async def test_progress_screen_streams_steps_and_closes_only_when_finished() -> 
         await pilot.pause()
         screen.add_event(ProgressEvent("wait:b1", StepStatus.STARTED, "waiting"))
         screen.add_event(ProgressEvent("wait:b1", StepStatus.RUNNING, "3 in flight"))
-        screen.add_event(ProgressEvent("wait:b1", StepStatus.RUNNING, "1 in flight"))
+        screen.add_event(ProgressEvent("wait:b1", StepStatus.RUNNING, "1 in flight", 2 / 3))
         await pilot.pause()
         steps = str(screen.query_one("#progress-steps", Static).render())
         assert "1 in flight" in steps and "3 in flight" not in steps  # one line per step
+        assert "[#######...]  67%" in steps
         assert screen.query_one("#close", Button).disabled
         await pilot.press("escape")
         await pilot.pause()
