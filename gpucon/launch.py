@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 
 def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
@@ -36,10 +36,16 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
         )
 
 
+def _fail(message: str) -> NoReturn:
+    """A usage error: say what is wrong and exit 2, before anything starts."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
 def _refresh(args: argparse.Namespace, configured: float) -> float:
     refresh = args.refresh if args.refresh is not None else configured
     if refresh <= 0:
-        raise SystemExit("gpucon: --refresh must be a positive number of seconds")
+        _fail("gpucon: --refresh must be a positive number of seconds")
     return float(refresh)
 
 
@@ -67,7 +73,7 @@ def _demo_hub(args: argparse.Namespace, refresh_s: float, config_slo: dict[str, 
     try:
         source = sim.SimSource.for_demo(args.seed, args.scenario, args.size)
     except ValueError as exc:  # unknown scenario, size out of range
-        raise SystemExit(f"gpucon demo: {exc}") from None
+        _fail(f"gpucon demo: {exc}")
     slo = {**getattr(importlib.import_module("gpucon.sim"), "DEMO_SLO_P95_MS", {}), **config_slo}
     return Hub([source], refresh_s=refresh_s, slo_p95_ms_by_model=slo)
 

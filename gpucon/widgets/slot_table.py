@@ -23,9 +23,10 @@ from textual.strip import Strip
 
 from gpucon.model.history import History
 from gpucon.widgets import fmt
+from gpucon.widgets.row_order import RowOrder
 from gpucon.widgets.safe_text import pad
 from gpucon.widgets.slot_cells import cell
-from gpucon.widgets.slot_rows import COLUMN_KEYS, Column, RowKey, RowOrder, RowValues, layout
+from gpucon.widgets.slot_rows import COLUMN_KEYS, Column, RowKey, RowValues, layout
 
 STYLE_NAMES = ("hot", "breach", "warn", "ok", "dim", "na", "bar", "stale")
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from gpucon.model.fleet import Health
 from gpucon.widgets import fmt
+from gpucon.widgets.row_order import RowOrder
 from gpucon.widgets.slot_cells import cell
-from gpucon.widgets.slot_rows import COLUMNS, RowKey, RowOrder, RowValues, build_rows, layout
+from gpucon.widgets.slot_rows import COLUMNS, RowKey, RowValues, build_rows, layout
 from tests.ui.fleet_fixture import FrozenClock, HandSource, advance, hub_with
 
 

@@ -1,0 +1,54 @@
+"""`gpucon live` / `gpucon demo` argument handling, before any UI starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpucon.cli import build_parser, main
+
+
+def test_launch_module_imports_no_textual() -> None:
+    code = "import sys, gpucon.cli; gpucon.cli.build_parser(); print('textual' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_demo_options_parse() -> None:
+    args = build_parser().parse_args(
+        ["demo", "--seed", "3", "--scenario", "burst", "--size", "64", "--refresh", "2"]
+    )
+    assert (args.seed, args.scenario, args.size, args.refresh) == (3, "burst", 64, 2.0)
+    args = build_parser().parse_args(["--read-only", "demo"])
+    assert args.read_only and args.seed == 7
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["demo", "--scenario", "nope"], "unknown 'nope'"),
+        (["demo", "--size", "100000"], "size"),
+        (["demo", "--refresh", "0"], "--refresh must be a positive"),
+        (["live"], "gpucon demo"),  # no config: how to write one, and the demo
+    ],
+)
+def test_bad_arguments_exit_2_with_a_message(
+    argv: list[str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delenv("GPUCON_CONFIG", raising=False)
+    for name in ("GPUCON_REDIS_URL", "GPUCON_PROMETHEUS_URL"):
+        monkeypatch.delenv(name, raising=False)
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code  # type: ignore[assignment]
+    assert code == 2
+    assert message in capsys.readouterr().err
