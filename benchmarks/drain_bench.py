@@ -94,6 +94,9 @@ def one_drain(stack: LabStack, controls: Controls, client: Any) -> dict[str, flo
         "draining_written": marks[f"draining:{TARGET}"] - confirmed,
         "last_assigned": max([e["assigned_at"] - confirmed for e in after] + [0.0]),
         "assigned_after": float(len(after)),
+        "assigned_after_draining": float(
+            sum(1 for e in after if e["assigned_at"] > marks[f"draining:{TARGET}"])
+        ),
         # 0: nothing reached it after confirming
         "last_arrival": max([e["arrived_at"] - confirmed for e in new] + [0.0]),
         "drained": finished - confirmed,
@@ -142,6 +145,8 @@ def main() -> None:
         print("  " + summarize(key, [r[key] for r in runs]))
     print(f"  entries assigned to it after confirming: "
           f"{int(sum(r['assigned_after'] for r in runs))}")  # fmt: skip
+    print(f"  entries assigned to it after the draining write: "
+          f"{int(sum(r['assigned_after_draining'] for r in runs))}")  # fmt: skip
     print(f"  requests reaching the backend after the drain returned: "
           f"{int(sum(r['late_arrivals'] for r in runs))}")  # fmt: skip
 
