@@ -116,12 +116,26 @@ def _live_hub(config: Any, refresh_s: float) -> Any:
     )
 
 
-def _controls(config: Any, read_only: bool) -> Any:
-    """The write side, built only when writes are allowed (read-only: never constructed)."""
+def _controls(config: Any, hub: Any, demo: bool, read_only: bool) -> tuple[Any, str | None]:
+    """The write side and, when it cannot be built, why. Read-only: never constructed."""
     if read_only:
-        return None
-    factory = _optional("gpucon.controls.factory")
-    return None if factory is None else factory.build_controls(config)
+        return None, None
+    base = _optional("gpucon.controls.base")
+    if base is None:
+        return None, None
+    try:
+        if demo:
+            from gpucon.controls.sim_registry import build_sim_controls
+
+            return build_sim_controls(
+                hub.sources[0].fleet,
+                read_only=False,
+                audit_path=base.audit_path_for(config),
+                operator=config.operator,
+            ), None
+        return base.build_controls(config, False), None
+    except Exception as exc:  # no registry configured, Redis URL refused, ...
+        return None, f"actions are off: {exc}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,19 +144,24 @@ def run(args: argparse.Namespace) -> int:
     demo = args.command == "demo"
     hub = _demo_hub(args, refresh_s, config.slo_p95_ms) if demo else _live_hub(config, refresh_s)
 
+    read_only = bool(args.read_only or args.noc or getattr(config, "read_only", False))
+    controls, why_not = _controls(config, hub, demo, read_only)
+
     from gpucon.app import GpuconApp
 
     app = GpuconApp(
         hub,
         mode="demo" if demo else "live",
-        read_only=bool(args.read_only),
+        read_only=read_only,
         noc=bool(args.noc),
         theme=args.theme or (None if args.noc else config.ui.theme),
         keys=config.ui.keys,
-        controls=_controls(config, bool(args.read_only or args.noc)),
+        controls=controls,
         fleet_name="simulated" if demo else config.fleet.name,
         default_slo_ms=config.alerts.default_slo_p95_ms,
     )
+    if why_not:
+        app.startup_problems.append(why_not)
     try:
         app.run()
     finally:
