@@ -138,7 +138,12 @@ def run(args: argparse.Namespace) -> int:
     except ActionError as error:
         _err(_safe(f"gpucon {args.command}: {error}"))
         return int(error.exit_code)
-    except (OSError, ConnectionError) as error:  # redis-py's errors derive from these too
+    except BrokenPipeError:  # the reader went away (| head): stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return int(ExitCode.ERROR)
+    except (OSError, ConnectionError) as error:
         _err(_safe(f"gpucon {args.command}: cannot reach the fleet: {error}; nothing changed"))
         return int(ExitCode.ERROR)
     except Exception as error:
@@ -220,7 +225,9 @@ def _run_action(args: argparse.Namespace) -> int:
 
     context = DemoContext(args) if args.demo else _live_context(args, read_only)
     try:
-        snapshot, version = context.read()
+        # a proposed rebalance needs what only the full sources know (latency, SM counts)
+        full = spec.name == "rebalance" and "weights" not in params
+        snapshot, version = context.read(full=full)
         if spec.name == "rebalance":
             params["registry_version"] = version
         if spec.name == "drain" and params.get("node"):

@@ -47,10 +47,31 @@ class LiveContext:
             client_name="gpucon-cli-read",
         )
 
-    def read(self) -> tuple[Any, int]:
+    def read(self, *, full: bool = False) -> tuple[Any, int]:
+        """The registry as a Snapshot and its version; ``full``: every configured source.
+
+        A full read (for rebalance proposals: latency, slots and their SM counts) goes through
+        the fleet's sources once. The version is read first, so a write in between makes the
+        plan look stale (refused, safe) rather than fresh.
+        """
+        from dataclasses import replace
+
         from gpucon.actions.registry_snapshot import read_registry
 
-        return read_registry(self.client)
+        registry, version = read_registry(self.client)
+        if not full:
+            return registry, version
+        from gpucon.sources.factory import build_hub
+
+        hub = build_hub(self.config)
+        try:
+            hub.poll_once()
+            snapshot = hub.tick()
+        finally:
+            hub.stop()
+        if not snapshot.backends:  # the Redis source could not be read: plan on the registry
+            snapshot = replace(snapshot, backends=registry.backends)
+        return snapshot, version
 
     def controls(self) -> Any:
         from gpucon.controls.base import build_controls
@@ -75,7 +96,7 @@ class DemoContext:
         self.args = args
         self.runner = DemoFleetRunner.start()
 
-    def read(self) -> tuple[Any, int]:
+    def read(self, *, full: bool = False) -> tuple[Any, int]:
         return self.runner.snapshot(), self.runner.fleet.registry_version()
 
     def controls(self) -> Any:
