@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,3 +53,38 @@ def test_bad_arguments_exit_2_with_a_message(
         code = exc.code  # type: ignore[assignment]
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def _launch(argv: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    """Run ``gpucon ARGV`` up to the point the app would start; return the app."""
+    from gpucon.app import GpuconApp
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("GPUCON_CONFIG", raising=False)
+    built: list[GpuconApp] = []
+    monkeypatch.setattr(GpuconApp, "run", lambda self, *a, **k: built.append(self))
+    assert main(argv) == 0
+    return built[0]
+
+
+def test_read_only_demo_never_builds_controls(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import gpucon.controls.sim_registry as sim_registry
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("controls built in read-only mode")
+
+    monkeypatch.setattr(sim_registry, "build_sim_controls", refuse)
+    for flag in ("--read-only", "--noc"):
+        app = _launch([flag, "demo"], monkeypatch, tmp_path)
+        assert app.read_only and app.controls is None
+
+
+def test_demo_gets_controls_over_the_simulated_fleet(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    app = _launch(["demo", "--seed", "3"], monkeypatch, tmp_path)
+    assert not app.read_only and app.controls is not None
+    assert app.mode == "demo" and app.fleet_name == "simulated"
