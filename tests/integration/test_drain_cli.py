@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -195,3 +196,22 @@ def test_an_unreachable_registry_is_exit_1_with_a_message(
     err = capsys.readouterr().err
     assert "gpucon drain: Redis:" in err and "nothing changed" in err
     assert "Traceback" not in err
+
+
+def test_proposed_rebalance_reads_the_fleet_through_its_sources(
+    client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client.hset("gpucon:backend:b2", "weight", "3.0")
+    version = int(client.get("gpucon:registry:version") or 0)
+    stats: Any = client.info("commandstats")
+    scripts_before = stats.get("cmdstat_eval_ro", {}).get("calls", 0)
+    assert main(["rebalance", "--dry-run", "--json"]) == 0
+    stats = client.info("commandstats")
+    assert stats["cmdstat_eval_ro"]["calls"] > scripts_before  # the Redis source read it
+    plan = json.loads(capsys.readouterr().out)["plan"]
+    assert plan["registry_version"] == version
+    # the redis source told of both backends (no latency or SM counts here): same model, so
+    # the current weights are scaled to average 1
+    assert plan["params"]["weights"] == {"b1": 0.8, "b2": 1.2}
+    assert plan["params"]["old_weights"] == {"b1": 2.0, "b2": 3.0}
+    assert "current weights" in plan["params"]["basis"]
