@@ -84,7 +84,12 @@ def start_action(
         return
     controls = getattr(app, "controls", None)
     if controls is None:
-        _notify(app, f"{name}: read-only, no action can write", "warning")
+        why = (
+            "read-only, no action can write"
+            if getattr(app, "read_only", True)
+            else "no write path was built for this fleet (is its [redis] registry configured?)"
+        )
+        _notify(app, f"{name}: {why}", "warning")
         return
     if snapshot is None:
         _notify(app, f"{name}: no fleet data yet", "warning")

@@ -238,13 +238,15 @@ async def test_drain_flow_from_key_to_drained_backend(
     registry.close()
 
 
-async def test_without_controls_actions_only_notify(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("read_only", "says"), [(True, "read-only"), (False, "no write path")])
+async def test_without_controls_actions_only_notify(read_only: bool, says: str) -> None:
     app = Host(None, Snapshot(taken_at=0.0))
+    app.read_only = read_only  # type: ignore[attr-defined]
     async with app.run_test(size=SIZE) as pilot:
         actions_flow.start_action(app, "drain", app.snapshot, None, "b1")
         await pilot.pause()
         assert not isinstance(app.screen, PlanScreen)
-        assert any("read-only" in n.message for n in app._notifications)
+        assert any(says in n.message for n in app._notifications)
 
 
 @pytest.mark.integration
