@@ -22,7 +22,7 @@ from gpucon.model.snapshot import Snapshot
 from gpucon.screens.detail import DetailScreen
 from gpucon.screens.fleet import ActionFleetScreen, FleetScreen
 from gpucon.screens.help import HelpScreen
-from gpucon.themes import CSS_PATH, THEMES, VARIABLE_DEFAULTS, ThemeError, resolve_theme
+from gpucon.themes import CSS_PATH, THEMES, VARIABLE_DEFAULTS, resolve_theme
 from gpucon.widgets.slot_rows import COLUMNS
 
 ACTIONS = ("drain", "undrain", "rebalance", "probe", "audit")
@@ -107,7 +107,7 @@ class GpuconApp(App[int]):
                 self.register_theme(resolved)
                 resolved = resolved.name
             self.theme = resolved
-        except (ThemeError, Exception) as exc:
+        except Exception as exc:  # ThemeError, or a theme Textual refuses
             self.startup_problems.append(f"{exc}; using gpucon-dark")
             self.theme = "gpucon-noc" if self.noc else "gpucon-dark"
 

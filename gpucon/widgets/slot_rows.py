@@ -197,12 +197,9 @@ class RowBuilder:
     def build(self, snapshot: Snapshot) -> dict[RowKey, RowValues]:
         """One row per (slot, backend); a slot with no backend, or a backend with no known
         slot, gets a row of its own."""
-        stale_sources = snapshot.stale_sources()
-        origins = snapshot.origins
-        empty: frozenset[str] = frozenset()
-
-        def is_stale(key: str) -> bool:
-            return bool(origins.get(key, empty) & stale_sources)
+        # Snapshot.is_stale decides; asked only when some source is stale (the rare case)
+        any_stale = bool(snapshot.stale_sources())
+        is_stale = snapshot.is_stale
 
         on_slot: dict[str, list[Backend]] = {}
         for b in snapshot.backends.values():
@@ -210,19 +207,19 @@ class RowBuilder:
         rows: dict[RowKey, RowValues] = {}
         for sid, slot in snapshot.slots.items():
             backends = on_slot.pop(sid, None)
-            slot_stale = bool(stale_sources) and is_stale(f"slot:{sid}")
+            slot_stale = any_stale and is_stale(f"slot:{sid}")
             part = self._slot_part(slot)
             if not backends:
                 rows[(sid, "")] = self._row((sid, ""), part, _NO_BACKEND, slot_stale)
                 continue
             for b in backends:
-                stale = slot_stale or (bool(stale_sources) and is_stale(f"backend:{b.name}"))
+                stale = slot_stale or (any_stale and is_stale(f"backend:{b.name}"))
                 key = (sid, b.name)
                 rows[key] = self._row(key, part, self._backend_part(b, snapshot), stale)
         for sid, backends in on_slot.items():
             no_slot = (*_NO_SLOT[:2], clean(sid), *_NO_SLOT[3:])
             for b in backends:
-                stale = bool(stale_sources) and is_stale(f"backend:{b.name}")
+                stale = any_stale and is_stale(f"backend:{b.name}")
                 rows[(sid, b.name)] = _make(
                     clean(sid), no_slot, self._backend_part(b, snapshot), stale
                 )
