@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from gpucon.actions.backends import capacity_share_pct, describe_state, find_backend, text_param
@@ -199,26 +200,35 @@ def apply_drain(
             progress(ProgressEvent(key, StepStatus.FAILED, str(failure)))
             raise
         except Exception as exc:
-            progress(ProgressEvent(key, StepStatus.FAILED, f"{type(exc).__name__}: {exc}"))
-            raise StepFailed(key, f"{type(exc).__name__}: {exc}") from exc
+            detail = f"{type(exc).__name__}: {exc}"
+            progress(ProgressEvent(key, StepStatus.FAILED, detail))
+            # an eviction the API kept refusing until the timeout is a timeout (exit 6)
+            kind = StepTimeout if isinstance(exc, TimeoutError) else StepFailed
+            raise kind(key, detail) from exc
         progress(ProgressEvent(key, StepStatus.DONE, text))
 
-    try:
-        for name in names:
-            run(
-                f"draining:{name}",
-                f"{name}: state=draining, weight 0",
-                lambda n=name: controls.registry.begin_drain(n, owner, reason),  # type: ignore[misc]
-            )
-        for name in names:
-            progress(ProgressEvent(f"wait:{name}", StepStatus.STARTED, f"waiting for {name}"))
+    def wait(name: str) -> None:
+        key = f"wait:{name}"
+        progress(ProgressEvent(key, StepStatus.STARTED, f"waiting for {name}"))
+        try:
             _wait_idle(controls, name, deadline, poll_s, progress, clock)
+        except StepFailed:
+            raise  # _wait_idle reported it
+        except Exception as exc:  # the registry went away while we waited
+            detail = f"{type(exc).__name__}: {exc}"
+            progress(ProgressEvent(key, StepStatus.FAILED, detail))
+            raise StepFailed(key, detail) from exc
+
+    try:
+        registry = controls.registry
         for name in names:
-            run(
-                f"drained:{name}",
-                f"{name}: state=drained",
-                lambda n=name: controls.registry.mark_state(n, "drained", owner, reason),  # type: ignore[misc]
-            )
+            begin = partial(registry.begin_drain, name, owner, reason)
+            run(f"draining:{name}", f"{name}: state=draining, weight 0", begin)
+        for name in names:
+            wait(name)
+        for name in names:
+            mark = partial(registry.mark_state, name, "drained", owner, reason)
+            run(f"drained:{name}", f"{name}: state=drained", mark)
         node = plan.params.get("node")
         if node:
             _drain_node(plan, controls, progress, str(node), deadline, clock, run)

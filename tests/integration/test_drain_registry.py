@@ -178,3 +178,48 @@ def test_audit_stream_is_capped(
     newest = newest[0][1]
     assert newest["n"] == "599"
     registry.close()
+
+
+def test_registry_lost_during_the_wait_fails_the_step_and_says_so(tmp_path: Path) -> None:
+    from tests.helpers.servers import redis_server
+
+    (tmp_path / "r").mkdir()
+    with redis_server(tmp_path / "r") as url:
+        c = redis.Redis.from_url(url, decode_responses=True)
+        register_backends(
+            c,
+            [
+                BackendRecord("b1", "http://127.0.0.1:1", "m", "h/gpu0/gi1", weight=2.0),
+                BackendRecord("b2", "http://127.0.0.1:2", "m", "h/gpu0/gi2", weight=1.0),
+            ],
+        )
+        assign(c, "b1", "1-0")
+        snapshot, _ = read_registry(c)
+        plan = drain.plan_drain(snapshot, {"backend": "b1", "timeout_s": 30, "poll_s": 0.05})
+        registry = RedisRegistry.from_url(url, timeout_s=0.5)
+        controls = Controls(registry, AuditLog(tmp_path / "audit.jsonl"), "ann@h1")
+        result: list[Outcome] = []
+        worker = threading.Thread(
+            target=lambda: result.append(execute(drain.apply_drain, plan, controls, print))
+        )
+        worker.start()
+        deadline = time.monotonic() + 5
+        while c.hget("gpucon:backend:b1", "state") != "draining":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        c.close()
+    # the server is gone now, mid-wait
+    worker.join(timeout=15)
+    assert not worker.is_alive()
+    outcome = result[0]
+    assert outcome.status is OutcomeStatus.FAILED
+    assert outcome.exit_code is ExitCode.STEP_FAILED
+    assert "step 'wait:b1' failed" in outcome.message
+    assert "state unknown" in outcome.state_left
+    log = read_audit(tmp_path / "audit.jsonl")
+    assert [(r.event, r.step, r.status) for r in log] == [
+        ("intent", "", ""),
+        ("step", "draining:b1", "done"),
+        ("step", "wait:b1", "failed"),
+        ("outcome", "", "failed"),
+    ]
