@@ -83,10 +83,13 @@ class StatusBar(TextPanel):
         self.redraw()
 
     def redraw(self) -> None:
+        # most important first, so a narrow terminal cuts only the fleet counts
         text = Text(no_wrap=True, overflow="ellipsis")
         for badge in self.badges:
             text.append(f" {badge} ", style="reverse bold")
             text.append(" ")
+        if self.show_clock:
+            text.append(time.strftime("%H:%M:%S", time.localtime(self.clock())) + " ", "bold")
         text.append("gpucon", style="bold")
         if self.fleet_name:
             text.append(" · ")
@@ -97,21 +100,22 @@ class StatusBar(TextPanel):
         else:
             crit = sum(1 for a in snap.alerts if a.severity is Severity.CRITICAL)
             warn = sum(1 for a in snap.alerts if a.severity is Severity.WARNING)
-            text.append(f"  {len(snap.gpus)} GPUs {len(snap.slots)} slots ")
-            text.append(f"{len(snap.backends)} backends  ")
+            text.append("  ")
             text.append(
                 f" {crit} crit ", style=self.theme_style("latency-breach") if crit else "dim"
             )
             text.append(f" {warn} warn ", style=self.theme_style("util-hot") if warn else "dim")
-            text.append("  │")
+            text.append(" │")
             health_styles = {
                 Health.OK: self.theme_style("success"),
                 Health.DEGRADED: "reverse " + self.theme_style("util-hot"),
                 Health.DOWN: "reverse " + self.theme_style("latency-breach"),
             }
             text.append_text(source_badges(snap, health_styles))
-        if self.show_clock:
-            text.append("  " + time.strftime("%H:%M:%S", time.localtime(self.clock())), "bold")
+            text.append(
+                f" {len(snap.gpus)} GPUs {len(snap.slots)} slots {len(snap.backends)} backends",
+                style="dim",
+            )
         self.show_text(text)
 
 
