@@ -57,7 +57,7 @@ class RowOrder:
     def update(self, rows: dict[RowKey, RowValues]) -> set[RowKey]:
         """Take this tick's rows; return the keys whose values changed (or are new)."""
         old = self.rows
-        changed = {k for k, v in rows.items() if old.get(k) != v}
+        changed = {k for k, v in rows.items() if (was := old.get(k)) is not v and was != v}
         self.rows = rows
         if len(rows) != len(old) or any(k not in old for k in changed):
             self.resort()

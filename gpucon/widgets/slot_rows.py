@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from gpucon.model.fleet import Backend, LatencyStats, Slot, SlotKind
 from gpucon.model.snapshot import Snapshot
@@ -154,6 +154,7 @@ class RowBuilder:
         self._slots: dict[str, tuple[Slot, tuple[object, ...]]] = {}
         self._backends: dict[str, tuple[tuple[object, ...], tuple[object, ...]]] = {}
         self._rows: dict[RowKey, tuple[object, object, bool, RowValues]] = {}
+        self._fast: dict[RowKey, tuple[Any, ...]] = {}
 
     def _slot_part(self, slot: Slot) -> tuple[object, ...]:
         cached = self._slots.get(slot.id)
@@ -205,17 +206,35 @@ class RowBuilder:
         for b in snapshot.backends.values():
             on_slot.setdefault(b.slot_id or "", []).append(b)
         rows: dict[RowKey, RowValues] = {}
+        latency, slos, default_slo = snapshot.latency, snapshot.slo_p95_ms, self.default_slo_ms
+        fast = self._fast
         for sid, slot in snapshot.slots.items():
             backends = on_slot.pop(sid, None)
             slot_stale = any_stale and is_stale(f"slot:{sid}")
-            part = self._slot_part(slot)
             if not backends:
+                part = self._slot_part(slot)
                 rows[(sid, "")] = self._row((sid, ""), part, _NO_BACKEND, slot_stale)
                 continue
             for b in backends:
                 stale = slot_stale or (any_stale and is_stale(f"backend:{b.name}"))
                 key = (sid, b.name)
-                rows[key] = self._row(key, part, self._backend_part(b, snapshot), stale)
+                lat = latency.get(b.name)
+                p95 = None if lat is None else lat.p95_ms
+                rps = None if lat is None else lat.req_per_s
+                slo = slos.get(b.name, default_slo)
+                # the common case: the same slot and backend objects, the same numbers
+                hit = fast.get(key)
+                if (
+                    hit is not None
+                    and hit[0] is slot
+                    and hit[1] is b
+                    and hit[2:6] == (p95, rps, slo, stale)
+                ):
+                    rows[key] = hit[6]
+                    continue
+                row = self._row(key, self._slot_part(slot), self._backend_part(b, snapshot), stale)
+                fast[key] = (slot, b, p95, rps, slo, stale, row)
+                rows[key] = row
         for sid, backends in on_slot.items():
             no_slot = (*_NO_SLOT[:2], clean(sid), *_NO_SLOT[3:])
             for b in backends:
@@ -225,6 +244,7 @@ class RowBuilder:
                 )
         if len(self._rows) > 2 * len(rows) + 64:  # forget rows of slots long gone
             self._rows = {k: v for k, v in self._rows.items() if k in rows}
+            self._fast = {k: v for k, v in self._fast.items() if k in rows}
             self._slots = {k: v for k, v in self._slots.items() if k in snapshot.slots}
             self._backends = {k: v for k, v in self._backends.items() if k in snapshot.backends}
         return rows

@@ -63,7 +63,6 @@ class SlotTable(ScrollView, can_focus=True):
         self.history = History()
         self.cursor = 0
         self.cursor_key: RowKey | None = None
-        self.metrics: frozenset[str] = frozenset()
         self.row_renders = 0  # rows drawn (cache misses): tests and benchmarks read it
         self._strips: dict[RowKey, tuple[tuple[Any, ...], Strip]] = {}
         self._shown: dict[int, tuple[Any, ...]] = {}
@@ -75,11 +74,8 @@ class SlotTable(ScrollView, can_focus=True):
 
     def show_rows(self, rows: dict[RowKey, RowValues], history: History) -> None:
         """Take this tick's rows; dirty only the lines whose shown values changed."""
-        before = self.order.sorts
         self.order.update(rows)
         self.history = history
-        if self.order.sorts != before or len(self.metrics) == 0:
-            self.metrics = frozenset(r.metric for r in rows.values() if r.metric)
         self._after_reorder()
         self._refresh_changed_lines()
 
@@ -287,7 +283,8 @@ class SlotTable(ScrollView, can_focus=True):
     def on_mouse_move(self, event: events.MouseMove) -> None:
         column = self.column_at(event.x) if event.y == 0 else None
         tip = column.tooltip if column else None
-        if column is not None and column.key == "activity" and self.metrics:
-            tip = f"activity % from {', '.join(sorted(self.metrics))}"
+        if column is not None and column.key == "activity" and tip != self.tooltip:
+            metrics = sorted({r.metric for r in self.order.rows.values() if r.metric})
+            tip = f"activity % from {', '.join(metrics) or 'no source'}"
         if tip != self.tooltip:
             self.tooltip = tip

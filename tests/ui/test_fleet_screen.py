@@ -168,3 +168,16 @@ async def test_command_palette_offers_gpucon_commands() -> None:
         await pilot.press("ctrl+p")
         await pilot.pause()
         assert app.screen.__class__.__name__ == "CommandPalette"
+
+
+async def test_activity_header_tooltip_names_the_metrics() -> None:
+    app = Rig().app()
+    async with app.run_test(size=SIZE) as pilot:
+        table = table_of(app)
+        x = next(x for c, x, _ in table._columns() if c.key == "activity")
+        await pilot.hover(table, offset=(x + 1, 0))
+        tip = str(table.tooltip)
+        assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in tip and "GPM SM_OCCUPANCY" in tip
+        host_x = next(x for c, x, _ in table._columns() if c.key == "host")
+        await pilot.hover(table, offset=(host_x + 1, 0))
+        assert table.tooltip == "host name"
