@@ -76,6 +76,8 @@ class SlotTable(ScrollView, can_focus=True):
         """Take this tick's rows; dirty only the lines whose shown values changed."""
         self.order.update(rows)
         self.history = history
+        if len(self._strips) > 2 * len(rows) + 256:  # forget strips of rows long gone
+            self._strips = {k: v for k, v in self._strips.items() if k in rows}
         self._after_reorder()
         self._refresh_changed_lines()
 
