@@ -97,7 +97,9 @@ def backend_lines(backends: tuple[Backend, ...], snapshot: Snapshot, slo_ms: flo
             )
         line.append_text(safe(b.model or fmt.NA, 30))
         if b.owner or b.reason:
-            line.append(f"  by {b.owner or '?'}: ", style="dim")
+            line.append("  by ", style="dim")
+            line.append_text(safe(b.owner or "?", 24, "dim"))
+            line.append(": ", style="dim")
             line.append_text(safe(b.reason or "", 40))
         text.append_text(line)
         text.append("\n")

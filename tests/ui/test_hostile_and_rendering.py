@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpucon.model.fleet import Backend
+from gpucon.model.fleet import Backend, BackendState
 from gpucon.widgets.slot_table import SlotTable
 from tests.ui.fleet_fixture import HandSource
 from tests.ui.rig import Rig, table_lines, table_of
@@ -121,3 +121,24 @@ async def test_theme_change_redraws_rows() -> None:
         app.theme = "gpucon-light"
         await pilot.pause()
         assert table.row_renders >= before + table.row_count
+
+
+async def test_hostile_owner_and_reason_in_the_detail() -> None:
+    source = HandSource(
+        extra_backends=[
+            Backend(
+                name="evil-owner",
+                slot_id="gpu-a/gpu0/gi1",
+                state=BackendState.DRAINED,
+                owner="\x1b]0;pwned\x07[red]root[/red]",
+                reason="\x1b[2Jwiped [blink]x[/blink]",
+            )
+        ]
+    )
+    app = Rig(source=source).app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.open_detail("gpu-a/gpu0/gi1")
+        await pilot.pause()
+        text = str(app.screen.query_one("#detail-backends").render())
+        assert "[red]root[/red]" in text and "wiped [blink]x[/blink]" in text
+        assert "\x1b" not in text and "pwned" not in text
