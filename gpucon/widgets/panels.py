@@ -46,8 +46,12 @@ def source_badges(snapshot: Snapshot, styles: dict[Health, str]) -> Text:
     for name, status in sorted(snapshot.sources.items()):
         age = status.age_s(snapshot.taken_at)
         label = f" {fit(clean(name), 16)} "
-        state = {Health.OK: "ok", Health.DEGRADED: "STALE", Health.DOWN: "DOWN"}[status.health]
         text.append(label, style="bold")
+        never_read = status.last_read_s is None and status.last_ok_at is None
+        if status.health is Health.DOWN and never_read:  # first read not finished, not late
+            text.append("waiting │", style="dim italic")
+            continue
+        state = {Health.OK: "ok", Health.DEGRADED: "STALE", Health.DOWN: "DOWN"}[status.health]
         text.append(state if status.health is Health.OK else f" {state} ", styles[status.health])
         text.append(f" {fmt.seconds(age) if age is not None else 'never'}", style="dim")
         text.append(" │")

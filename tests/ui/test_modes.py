@@ -126,3 +126,16 @@ async def test_theme_file_is_loaded(tmp_path: Path) -> None:
         assert app.theme == "mine"
         assert app.theme_variables["stale"] == "#123456"
         assert "util-hot" in app.theme_variables  # from the defaults
+
+
+async def test_source_not_read_yet_shows_waiting_not_down() -> None:
+    rig = Rig()
+    app = rig.app(warmup=0)
+    async with app.run_test(size=SIZE) as pilot:
+        app.show_snapshot(rig.hub.tick())  # no read has finished yet
+        await pilot.pause()
+        status = str(app.screen.query_one("#status").render())
+        assert "hand waiting" in status and "DOWN" not in status
+        app.show_snapshot(rig.step())
+        await pilot.pause()
+        assert "hand ok" in str(app.screen.query_one("#status").render())
