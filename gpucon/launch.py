@@ -19,6 +19,13 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
         default=None,
         help="seconds between screen updates (default: config [ui] refresh_s, or 1)",
     )
+    parser.add_argument(
+        "--page-seconds",
+        type=float,
+        metavar="S",
+        default=10.0,
+        help="--noc: seconds each page (table pages, then alerts) stays up (default 10)",
+    )
     if command_name == "demo":
         parser.add_argument("--seed", type=int, default=7, help="simulator seed (default 7)")
         parser.add_argument(
@@ -141,6 +148,8 @@ def _controls(config: Any, hub: Any, demo: bool, read_only: bool) -> tuple[Any, 
 def run(args: argparse.Namespace) -> int:
     config = _load_config(args)
     refresh_s = _refresh(args, config.ui.refresh_s)
+    if args.page_seconds <= 0:
+        _fail("gpucon: --page-seconds must be a positive number of seconds")
     demo = args.command == "demo"
     hub = _demo_hub(args, refresh_s, config.slo_p95_ms) if demo else _live_hub(config, refresh_s)
 
@@ -159,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
         controls=controls,
         fleet_name="simulated" if demo else config.fleet.name,
         default_slo_ms=config.alerts.default_slo_p95_ms,
+        page_s=args.page_seconds,
     )
     if why_not:
         app.startup_problems.append(why_not)

@@ -33,6 +33,7 @@ def test_demo_options_parse() -> None:
         (["demo", "--scenario", "nope"], "unknown 'nope'"),
         (["demo", "--size", "100000"], "size"),
         (["demo", "--refresh", "0"], "--refresh must be a positive"),
+        (["demo", "--noc", "--page-seconds", "-1"], "--page-seconds must be a positive"),
         (["live"], "gpucon demo"),  # no config: how to write one, and the demo
     ],
 )
@@ -85,6 +86,7 @@ def test_read_only_demo_never_builds_controls(
 def test_demo_gets_controls_over_the_simulated_fleet(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    app = _launch(["demo", "--seed", "3"], monkeypatch, tmp_path)
+    app = _launch(["demo", "--seed", "3", "--page-seconds", "4"], monkeypatch, tmp_path)
+    assert app.page_s == 4.0
     assert not app.read_only and app.controls is not None
     assert app.mode == "demo" and app.fleet_name == "simulated"
