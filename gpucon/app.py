@@ -119,7 +119,7 @@ class GpuconApp(App[int]):
     def on_mount(self) -> None:
         unknown = sorted(set(self.keys) - known_binding_ids())
         if unknown:
-            self.startup_problems.append(f"[ui.keys]: unknown binding id {unknown[0]!r}")
+            self.startup_problems.append(f"[keys]: unknown binding id {unknown[0]!r}")
         self.set_keymap({k: v for k, v in self.keys.items() if k not in unknown})
         for problem in self.startup_problems:
             self.notify(problem, title="gpucon", severity="warning", markup=False)
@@ -228,7 +228,7 @@ class GpuconApp(App[int]):
 
 
 def known_binding_ids() -> set[str]:
-    """Every binding id a user may remap in ``[ui.keys]``."""
+    """Every binding id a user may remap in ``[keys]``."""
     from gpucon.widgets.slot_table import SlotTable
 
     ids: set[str] = set()

@@ -26,12 +26,12 @@ def help_text(keys: Sequence[tuple[str, str, str]], mode_note: str) -> Text:
     text.append(INTRO + "\n\n")
     if mode_note:
         text.append(mode_note + "\n\n", style="bold")
-    text.append(f"{'KEY':<14}{'ID (config [ui.keys])':<22}WHAT\n", style="bold")
+    text.append(f"{'KEY':<14}{'ID (config [keys])':<22}WHAT\n", style="bold")
     for key, binding_id, description in keys:
         text.append(f"{key:<14}", style="bold")
         text.append(f"{binding_id:<22}", style="dim")
         text.append(f"{description}\n")
-    text.append('\nRemap any key in the config: [ui.keys] filter = "f"   (Esc closes)', "dim")
+    text.append('\nRemap any key in the config: [keys] filter = "f"   (Esc closes)', "dim")
     return text
 
 

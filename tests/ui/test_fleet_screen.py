@@ -148,7 +148,7 @@ async def test_unknown_key_id_gives_one_notification() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert [n.message for n in app._notifications] == [
-            "[ui.keys]: unknown binding id 'no_such_binding'"
+            "[keys]: unknown binding id 'no_such_binding'"
         ]
 
 

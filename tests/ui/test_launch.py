@@ -90,3 +90,13 @@ def test_demo_gets_controls_over_the_simulated_fleet(
     assert app.page_s == 4.0
     assert not app.read_only and app.controls is not None
     assert app.mode == "demo" and app.fleet_name == "simulated"
+
+
+def test_example_config_remaps_only_known_bindings() -> None:
+    from gpucon.app import known_binding_ids
+    from gpucon.config import load_config
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "config.toml"
+    config = load_config(example, env={})
+    assert config.ui.keys, "the example shows how to remap keys"
+    assert set(config.ui.keys) <= known_binding_ids()
