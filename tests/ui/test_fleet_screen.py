@@ -31,10 +31,15 @@ async def test_snapshot_message_is_replaceable_and_applied() -> None:
     first, second = rig.step(), rig.step()
     assert SnapshotArrived(second).can_replace(SnapshotArrived(first))
     async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        shown: list[int] = []
+        original = app.show_snapshot
+        app.show_snapshot = lambda s: (shown.append(s.seq), original(s))  # type: ignore[method-assign]
         app.post_message(SnapshotArrived(first))
         app.post_message(SnapshotArrived(second))
         await pilot.pause()
         assert app.snapshot is second
+        assert shown == [second.seq]  # the older pending snapshot was replaced, never applied
 
 
 async def test_sort_keys_and_header_click() -> None:
