@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpucon.messages import SnapshotArrived
+from gpucon.model.snapshot import Snapshot
 from gpucon.screens.detail import DetailScreen
 from gpucon.screens.help import HelpScreen
 from gpucon.widgets.slot_rows import COLUMNS
@@ -34,7 +35,12 @@ async def test_snapshot_message_is_replaceable_and_applied() -> None:
         await pilot.pause()
         shown: list[int] = []
         original = app.show_snapshot
-        app.show_snapshot = lambda s: (shown.append(s.seq), original(s))  # type: ignore[method-assign]
+
+        def counting(snapshot: Snapshot) -> None:
+            shown.append(snapshot.seq)
+            original(snapshot)
+
+        app.show_snapshot = counting  # type: ignore[method-assign]
         app.post_message(SnapshotArrived(first))
         app.post_message(SnapshotArrived(second))
         await pilot.pause()
