@@ -108,8 +108,9 @@ class GpuconApp(App[int]):
                 resolved = resolved.name
             self.theme = resolved
         except Exception as exc:  # ThemeError, or a theme Textual refuses
-            self.startup_problems.append(f"{exc}; using gpucon-dark")
-            self.theme = "gpucon-noc" if self.noc else "gpucon-dark"
+            fallback = "gpucon-noc" if self.noc else "gpucon-dark"
+            self.startup_problems.append(f"{exc}; using {fallback}")
+            self.theme = fallback
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(VARIABLE_DEFAULTS)
