@@ -6,9 +6,11 @@ which columns there are and how they lay out; ``row_order`` sorts and filters th
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+from rich.cells import cell_len
 
 from gpucon.model.fleet import Backend, LatencyStats, Slot, SlotKind
 from gpucon.model.snapshot import Snapshot
@@ -71,20 +73,54 @@ COLUMN_KEYS = tuple(c.key for c in COLUMNS)
 COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
 
 
-def layout(width: int, columns: Iterable[Column] = COLUMNS) -> list[tuple[Column, int, int]]:
-    """Columns that fit ``width`` as (column, x, cell width); the narrow ones dropped first."""
+# the columns that take spare width, most useful first (names an operator must read)
+FLEX_ORDER = ("backend", "slot", "host", "gpu")
+
+
+def layout(
+    width: int, natural: Mapping[str, int] | None = None, columns: Iterable[Column] = COLUMNS
+) -> list[tuple[Column, int, int]]:
+    """Columns that fit ``width`` as (column, x, cell width); the narrow ones dropped first.
+
+    Spare width goes to the name columns (``FLEX_ORDER``), each up to its ``natural`` width
+    (the longest value it holds) and at most ``flex`` more cells than its minimum.
+    """
     shown = list(columns)
     while shown and sum(c.width for c in shown) + len(shown) - 1 > width:
         shown.remove(min(shown, key=lambda c: c.priority))
     spare = max(0, width - (sum(c.width for c in shown) + len(shown) - 1))
+    extra: dict[str, int] = {}
+    by_key = {c.key: c for c in shown}
+    for key in FLEX_ORDER:
+        c = by_key.get(key)
+        if c is None:
+            continue
+        wanted = c.flex if natural is None else max(0, natural.get(key, 0) - c.width)
+        extra[key] = min(c.flex, wanted, spare)
+        spare -= extra[key]
     placed: list[tuple[Column, int, int]] = []
     x = 0
     for c in shown:
-        extra = min(c.flex, spare)
-        spare -= extra
-        placed.append((c, x, c.width + extra))
-        x += c.width + extra + 1
+        w = c.width + extra.get(c.key, 0)
+        placed.append((c, x, w))
+        x += w + 1
     return placed
+
+
+def natural_widths(rows: Iterable[RowValues]) -> dict[str, int]:
+    """The longest value of each name column, in terminal cells."""
+    widths = dict.fromkeys(FLEX_ORDER, 0)
+    for r in rows:
+        for key, value in (
+            ("backend", r.backend),
+            ("slot", r.slot),
+            ("host", r.host),
+            ("gpu", r.gpu),
+        ):
+            n = len(value) if value.isascii() else cell_len(value)
+            if n > widths[key]:
+                widths[key] = n
+    return widths
 
 
 def _slot_label(slot: Slot) -> str:

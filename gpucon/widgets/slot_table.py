@@ -10,9 +10,9 @@ repaints every visible row on any update (DESIGN.md), which a live table cannot 
 
 from __future__ import annotations
 
+from collections.abc import KeysView
 from typing import Any, ClassVar
 
-from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
@@ -24,9 +24,15 @@ from textual.strip import Strip
 from gpucon.model.history import History
 from gpucon.widgets import fmt
 from gpucon.widgets.row_order import RowOrder
-from gpucon.widgets.safe_text import pad
-from gpucon.widgets.slot_cells import cell
-from gpucon.widgets.slot_rows import COLUMN_KEYS, Column, RowKey, RowValues, layout
+from gpucon.widgets.slot_rows import (
+    COLUMN_KEYS,
+    Column,
+    RowKey,
+    RowValues,
+    layout,
+    natural_widths,
+)
+from gpucon.widgets.slot_strips import header_strip, row_strip
 
 STYLE_NAMES = ("hot", "breach", "warn", "ok", "dim", "na", "bar", "stale")
 
@@ -69,6 +75,8 @@ class SlotTable(ScrollView, can_focus=True):
         self._header: tuple[tuple[Any, ...], Strip] | None = None
         self._layout: tuple[int, list[tuple[Column, int, int]]] = (-1, [])
         self._styles: dict[str, Style] | None = None
+        self._natural: dict[str, int] | None = None
+        self._measured_keys: KeysView[RowKey] | None = None
 
     # -- data ------------------------------------------------------------------------------
 
@@ -76,6 +84,7 @@ class SlotTable(ScrollView, can_focus=True):
         """Take this tick's rows; dirty only the lines whose shown values changed."""
         self.order.update(rows)
         self.history = history
+        self._measure(rows)
         if len(self._strips) > 2 * len(rows) + 256:  # forget strips of rows long gone
             self._strips = {k: v for k, v in self._strips.items() if k in rows}
         self._after_reorder()
@@ -148,8 +157,20 @@ class SlotTable(ScrollView, can_focus=True):
     def _columns(self) -> list[tuple[Column, int, int]]:
         width = self.content_width
         if self._layout[0] != width:
-            self._layout = (width, layout(width))
+            self._layout = (width, layout(width, self._natural))
         return self._layout[1]
+
+    def _measure(self, rows: dict[RowKey, RowValues]) -> None:
+        """Re-measure the name columns when the set of rows changed (not on every tick)."""
+        if rows.keys() == self._measured_keys:
+            return
+        self._measured_keys = rows.keys()
+        natural = natural_widths(rows.values())
+        if natural != self._natural:
+            self._natural = natural
+            self._layout = (-1, [])
+            self._header = None
+            self.refresh()
 
     def _spark(self, row: RowValues, width: int) -> str:
         return fmt.sparkline(self.history.get(f"slot:{row.slot_id}:activity"), width, 100.0)
@@ -191,41 +212,15 @@ class SlotTable(ScrollView, can_focus=True):
         return strip
 
     def _render_row(self, row: RowValues, spark: str, is_cursor: bool, width: int) -> Strip:
-        styles = self._style_map()
-        cursor = styles["cursor"] if is_cursor else None
-        stale = styles["stale"] if row.stale else None
-        segments: list[Segment] = []
-        blank = styles[""] + cursor if cursor is not None else styles[""]
-        gap = Segment(" ", blank)
-        for column, _, w in self._columns():
-            text, style_name = cell(column.key, row, w, spark)
-            style = styles[style_name]
-            if stale is not None:
-                style = style + stale
-            if cursor is not None:
-                style = style + cursor
-            if segments:
-                segments.append(gap)
-            segments.append(Segment(pad(text, w, column.right), style))
-        return Strip(segments).adjust_cell_length(width, blank)
+        return row_strip(row, spark, self._columns(), self._style_map(), is_cursor, width)
 
     def _render_header(self, width: int) -> Strip:
         header_key = (width, self.order.sort_key, self.order.reverse)
         if self._header is not None and self._header[0] == header_key:
             return self._header[1]
-        styles = self._style_map()
-        segments: list[Segment] = []
-        for column, _, w in self._columns():
-            sorted_here = column.key == self.order.sort_key
-            title = column.title
-            if sorted_here:  # the arrow replaces the title's end when the column is narrow
-                arrow = "▼" if self.order.reverse else "▲"
-                title = f"{title} {arrow}" if len(title) + 2 <= w else f"{title[: w - 1]}{arrow}"
-            if segments:
-                segments.append(Segment(" ", styles["header"]))
-            style = styles["sorted" if sorted_here else "header"]
-            segments.append(Segment(pad(title, w, column.right), style))
-        strip = Strip(segments).adjust_cell_length(width, styles["header"])
+        strip = header_strip(
+            self._columns(), self._style_map(), self.order.sort_key, self.order.reverse, width
+        )
         self._header = (header_key, strip)
         return strip
 

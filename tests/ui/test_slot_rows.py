@@ -116,3 +116,17 @@ def test_builder_reuses_rows_of_unchanged_entities() -> None:
     assert [k for k in first if changed[k] is not first[k]] == [
         ("gpu-a/gpu0/gi1", "sdxl-gpu-a-gi1")
     ]
+
+
+def test_spare_width_goes_to_names_up_to_their_length() -> None:
+    from gpucon.widgets.slot_rows import natural_widths
+
+    rows = snapshot_rows()
+    natural = natural_widths(rows.values())
+    assert natural["backend"] == max(len(r.backend) for r in rows.values())
+    placed = {c.key: w for c, _, w in layout(200, natural)}
+    assert placed["backend"] == natural["backend"]  # wide enough: no name is cut
+    assert placed["host"] == max(8, natural["host"])  # no wider than its longest host
+    narrow = {c.key: w for c, _, w in layout(150, natural)}
+    # short of room, the backend column is served before the host column
+    assert narrow["backend"] >= placed["backend"] or narrow["host"] == 8

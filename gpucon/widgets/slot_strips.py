@@ -1,0 +1,63 @@
+"""One slot-table line as a Strip of Segments, drawn straight from a row's values.
+
+Pure rendering (no widget state): the table caches what these return and calls them only
+for rows whose shown values changed. Styles come in by name ("hot", "breach", ...) from the
+theme; a stale row and the cursor row are styled over each cell's own style.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.strip import Strip
+
+from gpucon.widgets.safe_text import pad
+from gpucon.widgets.slot_cells import cell
+from gpucon.widgets.slot_rows import Column, RowValues
+
+Placed = Sequence[tuple[Column, int, int]]
+
+
+def row_strip(
+    row: RowValues,
+    spark: str,
+    columns: Placed,
+    styles: Mapping[str, Style],
+    is_cursor: bool,
+    width: int,
+) -> Strip:
+    cursor = styles["cursor"] if is_cursor else None
+    stale = styles["stale"] if row.stale else None
+    blank = styles[""] + cursor if cursor is not None else styles[""]
+    gap = Segment(" ", blank)
+    segments: list[Segment] = []
+    for column, _, w in columns:
+        text, style_name = cell(column.key, row, w, spark)
+        style = styles[style_name]
+        if stale is not None:
+            style = style + stale
+        if cursor is not None:
+            style = style + cursor
+        if segments:
+            segments.append(gap)
+        segments.append(Segment(pad(text, w, column.right), style))
+    return Strip(segments).adjust_cell_length(width, blank)
+
+
+def header_strip(
+    columns: Placed, styles: Mapping[str, Style], sort_key: str, reverse: bool, width: int
+) -> Strip:
+    segments: list[Segment] = []
+    for column, _, w in columns:
+        sorted_here = column.key == sort_key
+        title = column.title
+        if sorted_here:  # the arrow replaces the title's end when the column is narrow
+            arrow = "▼" if reverse else "▲"
+            title = f"{title} {arrow}" if len(title) + 2 <= w else f"{title[: w - 1]}{arrow}"
+        if segments:
+            segments.append(Segment(" ", styles["header"]))
+        style = styles["sorted" if sorted_here else "header"]
+        segments.append(Segment(pad(title, w, column.right), style))
+    return Strip(segments).adjust_cell_length(width, styles["header"])
