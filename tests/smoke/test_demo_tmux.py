@@ -1,13 +1,12 @@
 """`gpucon demo` in a real terminal (tmux), as a user runs it: start, see the table fill,
 filter with `/`, open a detail with Enter, go back and quit with `q`.
 
-tmux runs on a private socket so it never touches anyone's sessions; the assertions read
-``tmux capture-pane`` text, i.e. exactly what a user would see.
+tmux runs on a private socket in the test's temporary directory, never anyone's sessions;
+the assertions read ``tmux capture-pane`` text, i.e. exactly what a user would see.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -23,12 +22,12 @@ WIDTH, HEIGHT = 160, 45
 
 
 class Tmux:
-    def __init__(self, socket: str) -> None:
+    def __init__(self, socket: Path) -> None:
         self.socket = socket
 
     def __call__(self, *args: str) -> str:
         result = subprocess.run(
-            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10
+            ["tmux", "-S", str(self.socket), *args], capture_output=True, text=True, timeout=10
         )
         return result.stdout
 
@@ -50,7 +49,7 @@ class Tmux:
 def tmux(tmp_path: Path) -> Iterator[Tmux]:
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed (scripts/test installs it)")
-    t = Tmux(f"gpucon-smoke-{os.getpid()}")
+    t = Tmux(tmp_path / "tmux.sock")  # a private server: never anyone's sessions
     t("-f", "/dev/null", "start-server")  # no user config: a known, plain tmux
     env = {
         "XDG_CONFIG_HOME": str(tmp_path / "config"),  # no config: the demo needs none
