@@ -10,6 +10,7 @@ its pod from Kubernetes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -64,6 +65,7 @@ class MergedFleet:
     origins: dict[str, frozenset[str]]
 
 
+@functools.lru_cache(maxsize=16384)
 def _netloc(url: str | None) -> str | None:
     if not url:
         return None
@@ -90,6 +92,7 @@ def attach_pods_by_ip(
     return attached
 
 
+@functools.lru_cache(maxsize=16384)
 def _url_host(url: str | None) -> str | None:
     try:
         return urlsplit(url).hostname if url else None
@@ -101,22 +104,33 @@ def resolve_latency(
     latency: Iterable[LatencyStats], backends: dict[str, Backend]
 ) -> dict[str, LatencyStats]:
     """Latency by backend name; ``host:port`` keys map to the backend with that url."""
-    by_netloc = {loc: b.name for b in backends.values() if (loc := _netloc(b.url)) is not None}
+    by_netloc: dict[str, str] | None = None  # built only if some key is not a backend name
     resolved: dict[str, LatencyStats] = {}
     for stats in latency:
-        name = stats.key if stats.key in backends else by_netloc.get(stats.key, stats.key)
+        name = stats.key
+        if name not in backends:
+            if by_netloc is None:
+                by_netloc = {
+                    loc: b.name for b in backends.values() if (loc := _netloc(b.url)) is not None
+                }
+            name = by_netloc.get(name, name)
+            stats = dataclasses.replace(stats, key=name)
         existing = resolved.get(name)
-        stats = dataclasses.replace(stats, key=name)
         resolved[name] = stats if existing is None else overlay(existing, stats)
     return resolved
 
 
 def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
     """Merge readings given in priority order (the first source known wins per field)."""
-    origins: dict[str, set[str]] = {}
+    origins: dict[str, frozenset[str]] = {}
+    single: dict[str, frozenset[str]] = {}  # one shared frozenset per source name
 
     def note(key: str, source: str) -> None:
-        origins.setdefault(key, set()).add(source)
+        known = origins.get(key)
+        if known is None:
+            origins[key] = single.get(source) or single.setdefault(source, frozenset((source,)))
+        elif source not in known:
+            origins[key] = known | {source}
 
     gpus: list[Gpu] = []
     slots: list[Slot] = []
@@ -164,5 +178,5 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
         queues={str(k): v for k, v in merge_by_key(queues, lambda q: q.stream).items()},
         latency=resolve_latency(latency, merged_backends),
         nodes=merged_nodes,
-        origins={k: frozenset(v) for k, v in origins.items()},
+        origins=origins,
     )

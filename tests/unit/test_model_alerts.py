@@ -144,3 +144,34 @@ def test_order_is_worst_then_newest_and_since_carries_over() -> None:
     assert all(a.severity is Severity.CRITICAL for a in later)
     assert later[0].target == "a"  # newest of the worst first
     assert {a.target: a.since for a in later}["s1"] == 10.0
+
+
+def test_history_views_do_not_change_after_later_appends() -> None:
+    h = History(capacity=4)
+    views = []
+    for i in range(50):  # far past the trimming point (3 x capacity)
+        h = h.append(float(i), {"k": float(i)} if i % 7 else {})
+        views.append(h)
+    assert views[-1].get("k") == (46.0, 47.0, 48.0, None)  # tick 49 had no sample
+    assert views[-1].times == (46.0, 47.0, 48.0, 49.0)
+    # a view taken earlier still shows what it showed then
+    assert views[-3].get("k") == (44.0, 45.0, 46.0, 47.0)
+    assert views[-3].last("k") == 47.0
+    assert views[-1].last("k") is None
+
+
+def test_history_branching_from_an_older_view_copies() -> None:
+    h1 = History(capacity=3).append(1.0, {"k": 1.0})
+    h2 = h1.append(2.0, {"k": 2.0})
+    branch = h1.append(3.0, {"k": 30.0})
+    assert h2.get("k") == (1.0, 2.0)
+    assert branch.get("k") == (1.0, 30.0)
+    assert branch.times == (1.0, 3.0)
+
+
+def test_series_gone_for_two_windows_is_forgotten() -> None:
+    h = History(capacity=2).append(0.0, {"gone": 1.0})
+    for i in range(1, 10):
+        h = h.append(float(i), {"kept": 1.0})
+    assert h.get("gone") == ()
+    assert h.get("kept") == (1.0, 1.0)
