@@ -27,6 +27,9 @@ from gpucon.sources.base import Source, guarded_read
 
 SnapshotCallback = Callable[[Snapshot], None]
 
+# the longest the first snapshot waits for every source's first reading
+FIRST_SNAPSHOT_WAIT_S = 2.0
+
 
 @dataclass
 class _SourceState:
@@ -86,6 +89,7 @@ class Hub:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
+        self._started_at = clock()
 
     @property
     def sources(self) -> tuple[Source, ...]:
@@ -131,8 +135,10 @@ class Hub:
                 read_s,
             )
         if st.last is None:
-            return SourceStatus(name, Health.DOWN, "not read yet", None, None)
-        return SourceStatus(name, st.last.health, st.last.error, last_ok_at, read_s)
+            return SourceStatus(name, Health.DOWN, "not read yet", None, None, self._started_at)
+        return SourceStatus(
+            name, st.last.health, st.last.error, last_ok_at, read_s, self._started_at
+        )
 
     # -- snapshots --------------------------------------------------------------------------
 
@@ -212,7 +218,21 @@ class Hub:
         if not future.cancelled() and future.exception() is None:
             self.record(future.result())
 
+    def _first_readings_in(self) -> bool:
+        """True once every source has answered, or the slowest one's timeout has passed."""
+        with self._lock:
+            waiting = [st for st in self._states if st.last is None]
+        if not waiting:
+            return True
+        limit = min(FIRST_SNAPSHOT_WAIT_S, max(st.source.timeout_s for st in waiting))
+        return self.clock() - self._started_at >= limit
+
     def _run(self, on_snapshot: SnapshotCallback) -> None:
+        self._started_at = self.clock()
+        self._submit_due(self._started_at)
+        # the first snapshot waits (briefly) for the first readings, so it is not an empty one
+        while not self._stop.is_set() and not self._first_readings_in():
+            self._stop.wait(0.005)
         next_tick = self.clock()
         while not self._stop.is_set():
             self._submit_due(self.clock())

@@ -141,6 +141,8 @@ def _not_ready(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, S
 def _stale_source(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
     for name, s in i.sources.items():
         age = s.age_s(i.now)
+        if age is None and s.started_at is not None and i.now - s.started_at < t.stale_after_s:
+            continue  # its first read is still within time
         if s.health is Health.DOWN or age is None or age > t.stale_after_s:
             shown = "never read" if age is None else f"last good read {age:.0f}s ago"
             detail = f": {s.error}" if s.error else ""

@@ -185,6 +185,8 @@ class SourceStatus:
     error: str | None = None
     last_ok_at: float | None = None
     last_read_s: float | None = None
+    # when the hub first asked this source (a source not read yet is not stale before its time)
+    started_at: float | None = None
 
     def age_s(self, now: float) -> float | None:
         return None if self.last_ok_at is None else max(0.0, now - self.last_ok_at)

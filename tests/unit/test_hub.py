@@ -115,3 +115,34 @@ def test_background_hub_keeps_ticking_while_a_source_hangs() -> None:
     last = got[-1].sources["slow"]
     assert last.health is Health.DEGRADED and "timed out" in (last.error or "")
     assert slow.calls == 1  # a hanging read is never piled on
+
+
+def test_a_source_not_read_yet_is_not_stale_until_its_time() -> None:
+    clock = FakeClock()
+    hub = Hub([ScriptedSource("nvml", clock, [1.0])], clock=clock)
+    snap = hub.tick()
+    assert snap.sources["nvml"].last_ok_at is None
+    assert not [a for a in snap.alerts if a.rule == "stale_source"]
+    clock.t += hub.thresholds.stale_after_s + 1
+    snap = hub.tick()
+    assert [a.target for a in snap.alerts if a.rule == "stale_source"] == ["nvml"]
+
+
+def test_the_first_background_snapshot_already_holds_the_first_readings() -> None:
+    src = ScriptedSource("sim", FakeClock(), [42.0])
+    src.clock = time.time  # type: ignore[assignment]
+    hub = Hub([src], refresh_s=0.05)
+    first = threading.Event()
+    got: list[Snapshot] = []
+
+    def take(snapshot: Snapshot) -> None:
+        got.append(snapshot)
+        first.set()
+
+    hub.start(take)
+    try:
+        assert first.wait(3.0)
+    finally:
+        hub.stop()
+    assert got[0].slots["h/gpu0"].activity_pct == 42.0
+    assert src.closed
