@@ -62,7 +62,32 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, suppress: bool = Fa
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+# common options that take a value: the token after them is never the subcommand
+_VALUED_OPTIONS = frozenset({"--config", "--fleet", "--theme"})
+
+
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (the first word that is not an option or its value)."""
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token == "--":
+            return argv[argv.index(token) + 1] if token != argv[-1] else None
+        elif token.startswith("-"):
+            skip = token in _VALUED_OPTIONS
+        else:
+            return token
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given ``argv``, only the named subcommand's module is imported.
+
+    ``gpucon demo`` then never imports the action, lab or snapshot modules just to build
+    their options (``gpucon --help`` lists every command from COMMANDS alone).
+    """
+    only = None if argv is None else chosen_command(argv)
     parser = argparse.ArgumentParser(prog="gpucon", description=__doc__.splitlines()[0])
     add_common_arguments(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -70,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(command=name, module=module_name)
         add_common_arguments(p, suppress=True)
+        if argv is not None and name != only:
+            continue
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -84,10 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    if chosen_command(args_list) is None and not {"-h", "--help"} & set(args_list):
+        # no subcommand: ``gpucon [options]`` is ``gpucon [options] live``, with live's defaults
+        args_list.append("live")
+    parser = build_parser(args_list)
     args = parser.parse_args(args_list)
-    if args.command is None:
-        args.command, args.module = "live", COMMANDS["live"][0]
     module = importlib.import_module(args.module)
     from gpucon.config import ConfigError  # pure and light: the dataclasses only
 

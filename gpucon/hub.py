@@ -233,7 +233,9 @@ class Hub:
         # the first snapshot waits (briefly) for the first readings, so it is not an empty one
         while not self._stop.is_set() and not self._first_readings_in():
             self._stop.wait(0.005)
-        next_tick = self.clock()
+        # a snapshot made before start (the demo's first frame) counts as this tick's
+        primed = self._snapshot
+        next_tick = self.clock() if primed is None else primed.taken_at + self.refresh_s
         while not self._stop.is_set():
             self._submit_due(self.clock())
             now = self.clock()

@@ -82,7 +82,11 @@ def _demo_hub(args: argparse.Namespace, refresh_s: float, config_slo: dict[str, 
     except ValueError as exc:  # unknown scenario, size out of range
         _fail(f"gpucon demo: {exc}")
     slo = {**getattr(importlib.import_module("gpucon.sim"), "DEMO_SLO_P95_MS", {}), **config_slo}
-    return Hub([source], refresh_s=refresh_s, slo_p95_ms_by_model=slo)
+    hub = Hub([source], refresh_s=refresh_s, slo_p95_ms_by_model=slo)
+    # the simulator answers in well under a millisecond: the first frame can show data
+    hub.poll_once()
+    hub.tick()
+    return hub
 
 
 def _load_config(args: argparse.Namespace) -> Any:
@@ -93,8 +97,16 @@ def _load_config(args: argparse.Namespace) -> Any:
     try:
         return load_config(Path(args.config) if args.config else None, fleet=args.fleet)
     except ConfigMissing:
-        if args.command == "demo":
-            return GpuconConfig()  # the demo needs no setup
+        if args.command == "demo":  # the demo needs no setup; GPUCON_* variables still apply
+            import os
+
+            from gpucon.config_env import apply_env
+
+            try:
+                return apply_env(GpuconConfig(), os.environ)
+            except ConfigError as exc:
+                print(f"gpucon: {exc}", file=sys.stderr)
+                raise SystemExit(2) from None
         raise
     except ConfigError as exc:
         print(f"gpucon: {exc}", file=sys.stderr)
@@ -153,7 +165,8 @@ def run(args: argparse.Namespace) -> int:
     demo = args.command == "demo"
     hub = _demo_hub(args, refresh_s, config.slo_p95_ms) if demo else _live_hub(config, refresh_s)
 
-    read_only = bool(args.read_only or args.noc or getattr(config, "read_only", False))
+    # --read-only, --noc, the config's read_only or GPUCON_READ_ONLY: any one of them is enough
+    read_only = bool(args.read_only or args.noc or config.read_only)
     controls, why_not = _controls(config, hub, demo, read_only)
 
     from gpucon.app import GpuconApp

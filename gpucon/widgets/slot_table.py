@@ -120,6 +120,9 @@ class SlotTable(ScrollView, can_focus=True):
 
     def _after_reorder(self) -> None:
         keys = self.order.keys
+        top = round(self.scroll_y)
+        was_visible = top <= self.cursor < top + self.page_rows
+        line = self.cursor - top  # the screen line the selected row was on
         if self.cursor_key is not None and self.cursor_key in self.order.rows:
             try:
                 self.cursor = keys.index(self.cursor_key)
@@ -129,6 +132,9 @@ class SlotTable(ScrollView, can_focus=True):
             self.cursor = min(self.cursor, max(0, len(keys) - 1))
         self.cursor_key = keys[self.cursor] if keys else None
         self.virtual_size = Size(self.content_width, len(keys) + 1)
+        if was_visible and not top <= self.cursor < top + self.page_rows:
+            # a re-sort moved the selected row out of view: follow it, on the same line
+            self.scroll_to(y=max(0, self.cursor - line), animate=False, immediate=True)
 
     # -- drawing ---------------------------------------------------------------------------
 

@@ -192,3 +192,30 @@ async def test_activity_header_tooltip_names_the_metrics() -> None:
         host_x = next(x for c, x, _ in table._columns() if c.key == "host")
         await pilot.hover(table, offset=(host_x + 1, 0))
         assert table.tooltip == "host name"
+
+
+async def test_selected_row_stays_in_view_when_the_table_resorts() -> None:
+    from tests.ui.rig import sim_rig
+
+    app = sim_rig(size=64).app(warmup=3)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await pilot.pause()
+        table = table_of(app)
+        assert table.row_count > 3 * table.page_rows
+        await pilot.press("down", "down", "down")
+        key = table.cursor_key
+        assert key is not None and table.cursor == 3
+        # sort by slot id, reversed: the selected row moves far below the first page
+        table.set_sort("slot", not (table.order.sort_key == "slot" and table.order.reverse))
+        await pilot.pause()
+        top = round(table.scroll_y)
+        assert table.cursor_key == key and table.cursor >= table.page_rows
+        assert top <= table.cursor < top + table.page_rows  # still on screen
+        assert table.cursor - top == 3  # on the line it was on
+        assert key[1] and key[1] in table_lines(app)[table.cursor - top + 1]
+        # scrolled away by hand (cursor out of view): a re-sort does not pull the view back
+        table.scroll_to(y=0, animate=False, immediate=True)
+        await pilot.pause()
+        table.set_sort("slot", not table.order.reverse)
+        await pilot.pause()
+        assert round(table.scroll_y) == 0

@@ -100,3 +100,87 @@ def test_example_config_remaps_only_known_bindings() -> None:
     config = load_config(example, env={})
     assert config.ui.keys, "the example shows how to remap keys"
     assert set(config.ui.keys) <= known_binding_ids()
+
+
+def _write_config(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "gpucon.toml"
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+LIVE_CONFIG = """
+[ui]
+refresh_s = 3.0
+
+[fleets.default.redis]
+url = "redis://127.0.0.1:9/0"
+streams = ["gen:queue"]
+group = "g1"
+"""
+
+
+def test_no_subcommand_is_live_with_its_defaults(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``gpucon --config X`` once crashed: the live options had no defaults without ``live``."""
+    monkeypatch.delenv("GPUCON_READ_ONLY", raising=False)
+    config = _write_config(tmp_path, LIVE_CONFIG)
+    app = _launch(["--config", str(config)], monkeypatch, tmp_path)
+    assert app.mode == "live" and app.fleet_name == "default"
+    assert app.feed.refresh_s == 3.0  # the config's refresh, as `live` would take it
+    assert app.page_s == 10.0
+    app = _launch(["--read-only", f"--config={config}"], monkeypatch, tmp_path)
+    assert app.mode == "live" and app.read_only and app.controls is None
+
+
+def test_subcommand_is_found_after_valued_options() -> None:
+    from gpucon.cli import chosen_command
+
+    assert chosen_command(["--config", "demo", "live"]) == "live"
+    assert chosen_command(["--config=x", "--read-only", "demo", "--seed", "3"]) == "demo"
+    assert chosen_command(["--theme", "gpucon-noc"]) is None
+    assert chosen_command([]) is None
+
+
+@pytest.mark.parametrize("how", ["file", "env"])
+async def test_config_read_only_means_no_controls_and_no_action_keys(
+    how: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import gpucon.controls.sim_registry as sim_registry
+    from gpucon.app import ACTIONS
+    from gpucon.screens.fleet import FleetScreen
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("controls built in read-only mode")
+
+    monkeypatch.setattr(sim_registry, "build_sim_controls", refuse)
+    argv = ["demo"]
+    if how == "file":
+        monkeypatch.delenv("GPUCON_READ_ONLY", raising=False)
+        argv = [
+            "--config",
+            str(_write_config(tmp_path, "read_only = true\n" + LIVE_CONFIG)),
+            "demo",
+        ]
+    else:  # no config file at all: the demo still honours the environment
+        monkeypatch.setenv("GPUCON_READ_ONLY", "yes")
+    app = _launch(argv, monkeypatch, tmp_path)
+    assert app.read_only and app.controls is None
+    assert "READ-ONLY" in app.badges
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause()
+        assert type(app.screen) is FleetScreen
+        ids = {a.binding.id for a in app.screen.active_bindings.values() if a.binding.id}
+        assert not ids & set(ACTIONS)
+
+
+def test_bad_environment_for_the_demo_is_a_message(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delenv("GPUCON_CONFIG", raising=False)
+    monkeypatch.setenv("GPUCON_READ_ONLY", "perhaps")
+    with pytest.raises(SystemExit) as exc:
+        main(["demo"])
+    assert exc.value.code == 2
+    assert "GPUCON_READ_ONLY" in capsys.readouterr().err
