@@ -1,0 +1,53 @@
+"""Run every CPU-side benchmark in one go: ``.venv/bin/python -m benchmarks [--quick]``.
+
+Each benchmark prints its own figures and ratios, all measured in this one run on this
+machine. The GPU benchmarks (``nvml_bench``, ``nvml_console_vs_nvitop``) need an NVIDIA GPU:
+they run on the device machine through ``tests/device/run_on_device.sh``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import subprocess
+import sys
+import time
+
+BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
+    # (module, full arguments, --quick arguments)
+    ("benchmarks.tick_cost", ["--ticks", "40"], ["--ticks", "15"]),
+    (
+        "benchmarks.startup_cpu",
+        ["--seconds", "60", "--repeat", "5"],
+        ["--seconds", "15", "--repeat", "3"],
+    ),
+    ("benchmarks.round_trips", ["--reads", "20"], ["--reads", "5"]),
+    ("benchmarks.drain_bench", ["--repeat", "20"], ["--repeat", "5"]),
+    ("benchmarks.probe_bench", ["--count", "500"], ["--count", "200"]),
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
+    parser.add_argument("only", nargs="*", help="run only these (e.g. tick_cost startup_cpu)")
+    args = parser.parse_args()
+    print(
+        f"machine: {platform.node()} {platform.machine()}, {platform.python_version()}, "
+        f"{subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores"
+    )
+    failed = 0
+    for module, full, quick in BENCHMARKS:
+        short = module.rsplit(".", 1)[1]
+        if args.only and short not in args.only:
+            continue
+        print(f"\n== {short}", flush=True)
+        started = time.perf_counter()
+        rc = subprocess.call([sys.executable, "-m", module, *(quick if args.quick else full)])
+        print(f"({short}: {time.perf_counter() - started:.0f} s, exit {rc})", flush=True)
+        failed += rc != 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
