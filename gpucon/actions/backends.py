@@ -12,6 +12,7 @@ from typing import Any
 from gpucon.actions.plan import BadParams
 from gpucon.controls.base import Controls
 from gpucon.model.fleet import Backend, BackendState
+from gpucon.model.ids import parse_slot_id
 from gpucon.model.snapshot import Snapshot
 
 
@@ -34,6 +35,31 @@ def find_backend(snapshot: Snapshot, name: str | None) -> Backend:
         known = ", ".join(sorted(snapshot.backends)[:8]) or "none"
         raise BadParams("backend", f"unknown backend {name!r} (known: {known})")
     return backend
+
+
+def backend_node(snapshot: Snapshot, backend: Backend) -> str | None:
+    """The Kubernetes node a backend runs on: its pod's node, its slot's, or its slot's host.
+
+    The host in the slot id is the last resort, for a drained backend whose pod was evicted
+    (Kubernetes no longer places it anywhere, the registry still names its slot).
+    """
+    if backend.node:
+        return backend.node
+    slot = snapshot.slots.get(backend.slot_id or "")
+    if slot is not None and slot.node:
+        return slot.node
+    if backend.slot_id:
+        try:
+            return parse_slot_id(backend.slot_id).host
+        except ValueError:
+            return None
+    return None
+
+
+def node_backends(snapshot: Snapshot, node: str) -> tuple[Backend, ...]:
+    """The backends on Kubernetes node ``node`` (see ``backend_node``), by name."""
+    found = [b for b in snapshot.backends.values() if backend_node(snapshot, b) == node]
+    return tuple(sorted(found, key=lambda b: b.name))
 
 
 def capacity_share_pct(snapshot: Snapshot, names: tuple[str, ...]) -> float | None:

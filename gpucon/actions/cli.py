@@ -65,6 +65,13 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
         parser.add_argument(
             "--node", action="store_true", help="NAME is a Kubernetes node: drain all its backends"
         )
+    if command_name == "undrain":
+        parser.add_argument(
+            "--node",
+            action="store_true",
+            help="NAME is a Kubernetes node: uncordon it and undrain all its backends",
+        )
+    if command_name == "drain":
         parser.add_argument(
             "--timeout",
             type=float,
@@ -225,12 +232,13 @@ def _run_action(args: argparse.Namespace) -> int:
 
     context = DemoContext(args) if args.demo else _live_context(args, read_only)
     try:
-        # a proposed rebalance needs what only the full sources know (latency, SM counts)
-        full = spec.name == "rebalance" and "weights" not in params
+        # a proposed rebalance needs what only the full sources know (latency, SM counts);
+        # a node's backends are known only by joining the registry with Kubernetes' pods
+        full = (spec.name == "rebalance" and "weights" not in params) or "node" in params
         snapshot, version = context.read(full=full)
         if spec.name == "rebalance":
             params["registry_version"] = version
-        if spec.name == "drain" and params.get("node"):
+        if "node" in params:
             params["kube"] = context.has_kube
         plan = spec.plan(snapshot, params)
         _show_plan(plan, args.json)

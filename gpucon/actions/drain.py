@@ -15,7 +15,13 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from gpucon.actions.backends import capacity_share_pct, describe_state, find_backend, text_param
+from gpucon.actions.backends import (
+    capacity_share_pct,
+    describe_state,
+    find_backend,
+    node_backends,
+    text_param,
+)
 from gpucon.actions.plan import (
     BadParams,
     BlastRadius,
@@ -40,15 +46,6 @@ from gpucon.model.snapshot import Snapshot
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_REASON = "drained with gpucon"
 POLL_S = 0.2
-
-
-def _node_backends(snapshot: Snapshot, node: str) -> tuple[Backend, ...]:
-    found = []
-    for b in snapshot.backends.values():
-        slot = snapshot.slots.get(b.slot_id or "")
-        if b.node == node or (slot is not None and slot.node == node):
-            found.append(b)
-    return tuple(sorted(found, key=lambda b: b.name))
 
 
 def _others_serving(
@@ -84,7 +81,7 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     force = bool(params.get("force", False))
     node = text_param(params, "node")
     if node is not None:
-        backends = _node_backends(snapshot, node)
+        backends = node_backends(snapshot, node)
         if not backends and node not in snapshot.nodes:
             raise BadParams("node", f"unknown node {node!r}")
         target = node
@@ -131,9 +128,11 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
             steps.append(Step(f"evict:{pod}", f"evict pod {pod} (Eviction API, PDBs respected)"))
 
     slots = tuple(sorted({b.slot_id for b in backends if b.slot_id}))
-    undo = "; ".join(f"gpucon undrain {n}" for n in names) or "nothing to undo"
-    if node is not None:
-        undo += f"; kubectl uncordon {node}"
+    if node is not None:  # one command undrains the node's backends and uncordons it
+        undo = f"gpucon undrain {node} --node (uncordons it, restores each backend's weight)"
+    else:
+        undo = "; ".join(f"gpucon undrain {n}" for n in names) or "nothing to undo"
+        undo += " (restores the weight each had)"
     return Plan(
         action="drain",
         target=target,
@@ -141,7 +140,7 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
         preconditions=tuple(pre),
         steps=tuple(steps),
         blast_radius=BlastRadius(names, slots, capacity_share_pct(snapshot, names)),
-        undo=undo + " (restores the weight each had)",
+        undo=undo,
         params={
             "backends": list(names),
             "node": node,

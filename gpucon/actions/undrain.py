@@ -1,7 +1,9 @@
-"""Undrain (tier 1): return a draining or drained backend to service with the weight it had.
+"""Undrain (tier 1): return a drained backend, or a drained Kubernetes node, to service.
 
-The registry remembered the weight when the drain began (``weight_before_drain``); undrain
-restores it (or ``default_weight`` when none was remembered) and sets ``state=active``.
+The registry remembered each backend's weight when its drain began (``weight_before_drain``);
+undrain restores it (or ``default_weight`` when none was remembered) and sets ``state=active``.
+With ``node`` (``gpucon undrain NODE --node``) it uncordons the node through the KubeControl
+first, then undrains every draining or drained backend on it; active ones are left as they are.
 """
 
 from __future__ import annotations
@@ -9,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpucon.actions.backends import describe_state, find_backend, text_param
+from gpucon.actions.backends import describe_state, find_backend, node_backends, text_param
 from gpucon.actions.plan import (
+    BadParams,
     BlastRadius,
     Outcome,
     OutcomeStatus,
@@ -19,21 +22,35 @@ from gpucon.actions.plan import (
     Progress,
     ProgressEvent,
     Step,
+    StepFailed,
     StepStatus,
     Tier,
     finite_number,
 )
 from gpucon.controls.base import Controls
-from gpucon.model.fleet import BackendState
+from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot
+
+OUT_OF_SERVICE = (BackendState.DRAINING, BackendState.DRAINED)
+
+
+def _restore_step(name: str, default_weight: float) -> Step:
+    return Step(
+        f"active:{name}",
+        f"set {name} state=active and restore the weight it had before the drain "
+        f"({default_weight:g} if none was remembered)",
+    )
 
 
 def plan_undrain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
-    """Return a draining/drained backend to service with the weight it had before."""
-    backend = find_backend(snapshot, text_param(params, "backend"))
+    """Return a draining/drained backend (or node, with ``node``) to service."""
     reason = text_param(params, "reason", "undrained with gpucon") or ""
     default_weight = finite_number("default_weight", params.get("default_weight", 1.0), minimum=0.0)
-    ok = backend.state in (BackendState.DRAINING, BackendState.DRAINED)
+    node = text_param(params, "node")
+    if node is not None:
+        return _plan_node(snapshot, params, node, reason, default_weight)
+    backend = find_backend(snapshot, text_param(params, "backend"))
+    ok = backend.state in OUT_OF_SERVICE
     pre = (
         Precondition(
             f"state:{backend.name}",
@@ -41,46 +58,144 @@ def plan_undrain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
             f"{backend.name} is {backend.state}" + ("" if ok else ": not drained, nothing to do"),
         ),
     )
-    step = Step(
-        f"active:{backend.name}",
-        f"set {backend.name} state=active and restore the weight it had before the drain "
-        f"({default_weight:g} if none was remembered)",
-    )
     return Plan(
         action="undrain",
         target=backend.name,
         tier=Tier.REVERSIBLE,
         preconditions=pre,
-        steps=(step,),
+        steps=(_restore_step(backend.name, default_weight),),
         blast_radius=BlastRadius(
             (backend.name,), (backend.slot_id,) if backend.slot_id else (), None
         ),
         undo=f"gpucon drain {backend.name}",
-        params={"backend": backend.name, "reason": reason, "default_weight": default_weight},
+        params={
+            "backends": [backend.name],
+            "backend": backend.name,
+            "node": None,
+            "reason": reason,
+            "default_weight": default_weight,
+        },
         summary=f"undrain {backend.name}: send it new work again",
         made_at=snapshot.taken_at,
     )
 
 
-def apply_undrain(plan: Plan, controls: Controls, progress: Progress) -> Outcome:
-    name = str(plan.params["backend"])
-    key = f"active:{name}"
-    progress(ProgressEvent(key, StepStatus.STARTED, f"{name}: restoring"))
-    weight = controls.registry.undrain(
-        name,
-        controls.operator,
-        str(plan.params.get("reason", "")),
-        float(plan.params.get("default_weight", 1.0)),
+def _plan_node(
+    snapshot: Snapshot,
+    params: Mapping[str, Any],
+    node: str,
+    reason: str,
+    default_weight: float,
+) -> Plan:
+    on_node = node_backends(snapshot, node)
+    if not on_node and node not in snapshot.nodes:
+        raise BadParams("node", f"unknown node {node!r}")
+    restore: tuple[Backend, ...] = tuple(b for b in on_node if b.state in OUT_OF_SERVICE)
+    kube = bool(params.get("kube", False))
+    pre = [
+        Precondition(
+            "kubernetes",
+            kube,
+            "Kubernetes is configured (uncordon)"
+            if kube
+            else "Kubernetes is not configured: a node undrain needs it",
+        )
+    ]
+    for b in on_node:
+        left = b.state not in OUT_OF_SERVICE
+        text = f"{b.name} is {b.state}" + (": left as it is" if left else "")
+        pre.append(Precondition(f"state:{b.name}", True, text))
+    steps = [Step(f"uncordon:{node}", f"uncordon node {node} (pods may be scheduled on it)")]
+    steps.extend(_restore_step(b.name, default_weight) for b in restore)
+    names = tuple(b.name for b in restore)
+    slots = tuple(sorted({b.slot_id for b in restore if b.slot_id}))
+    return Plan(
+        action="undrain",
+        target=node,
+        tier=Tier.REVERSIBLE,
+        preconditions=tuple(pre),
+        steps=tuple(steps),
+        blast_radius=BlastRadius(names, slots, None),
+        undo=f"gpucon drain {node} --node",
+        params={
+            "backends": list(names),
+            "backend": None,
+            "node": node,
+            "reason": reason,
+            "default_weight": default_weight,
+        },
+        summary=f"undrain node {node}: uncordon it and send {len(names)} backend(s) work again",
+        made_at=snapshot.taken_at,
     )
-    progress(ProgressEvent(key, StepStatus.DONE, f"{name}: state=active, weight {weight:g}"))
+
+
+def _uncordon(controls: Controls, node: str, progress: Progress) -> None:
+    key = f"uncordon:{node}"
+    progress(ProgressEvent(key, StepStatus.STARTED, f"uncordon {node}"))
+    kube = controls.kube
+    if kube is None:
+        progress(ProgressEvent(key, StepStatus.FAILED, "Kubernetes is not configured"))
+        raise StepFailed(key, "Kubernetes is not configured")
+    try:
+        kube.uncordon(node)
+    except Exception as exc:
+        detail = f"{type(exc).__name__}: {exc}"
+        progress(ProgressEvent(key, StepStatus.FAILED, detail))
+        raise StepFailed(key, detail) from exc
+    progress(ProgressEvent(key, StepStatus.DONE, f"{node} is schedulable again"))
+
+
+def apply_undrain(plan: Plan, controls: Controls, progress: Progress) -> Outcome:
+    names = [str(n) for n in plan.params.get("backends") or [plan.params["backend"]]]
+    node = plan.params.get("node")
+    weights: dict[str, float] = {}
+    try:
+        if node:
+            _uncordon(controls, str(node), progress)
+        for name in names:
+            key = f"active:{name}"
+            progress(ProgressEvent(key, StepStatus.STARTED, f"{name}: restoring"))
+            try:
+                weight = controls.registry.undrain(
+                    name,
+                    controls.operator,
+                    str(plan.params.get("reason", "")),
+                    float(plan.params.get("default_weight", 1.0)),
+                )
+            except Exception as exc:
+                detail = f"{type(exc).__name__}: {exc}"
+                progress(ProgressEvent(key, StepStatus.FAILED, detail))
+                raise StepFailed(key, detail) from exc
+            weights[name] = weight
+            progress(
+                ProgressEvent(key, StepStatus.DONE, f"{name}: state=active, weight {weight:g}")
+            )
+    except StepFailed as failure:
+        return Outcome(
+            plan.action,
+            plan.target,
+            OutcomeStatus.FAILED,
+            str(failure),
+            plan.digest,
+            state_left=describe_state(controls, names),
+            details={"weights": weights},
+        )
+    restored = ", ".join(f"{n} with weight {w:g}" for n, w in weights.items())
+    if node:
+        message = f"node {node} uncordoned" + (f"; active again: {restored}" if restored else "")
+    else:
+        message = f"{names[0]} is active again with weight {weights[names[0]]:g}"
+    details: dict[str, Any] = {"weights": weights}
+    if not node:
+        details["weight"] = weights[names[0]]
     return Outcome(
         plan.action,
         plan.target,
         OutcomeStatus.OK,
-        f"{name} is active again with weight {weight:g}",
+        message,
         plan.digest,
-        state_left=describe_state(controls, [name]),
-        details={"weight": weight},
+        state_left=describe_state(controls, names),
+        details=details,
     )
 
 

@@ -106,9 +106,11 @@ class RegistryControl(Protocol):
 
 
 class KubeControl(Protocol):
-    """The Kubernetes writes a node drain needs (implemented in ``gpucon.controls.kube``)."""
+    """The Kubernetes writes a node drain and undrain need (``gpucon.controls.kube``)."""
 
     def cordon(self, node: str) -> None: ...
+
+    def uncordon(self, node: str) -> None: ...
 
     def evict(
         self,
