@@ -19,9 +19,7 @@ from textual.screen import Screen
 
 from gpucon.messages import SnapshotArrived
 from gpucon.model.snapshot import Snapshot
-from gpucon.screens.detail import DetailScreen
 from gpucon.screens.fleet import ActionFleetScreen, FleetScreen
-from gpucon.screens.help import HelpScreen
 from gpucon.themes import CSS_PATH, THEMES, VARIABLE_DEFAULTS, resolve_theme
 from gpucon.widgets.slot_rows import COLUMNS
 
@@ -66,6 +64,7 @@ class GpuconApp(App[int]):
         theme: str | None = None,
         keys: Mapping[str, str] | None = None,
         controls: Any = None,
+        controls_factory: Callable[[], Any] | None = None,
         clock: Callable[[], float] = time.time,
         autostart: bool = True,
         fleet_name: str = "",
@@ -77,8 +76,10 @@ class GpuconApp(App[int]):
         self.mode = mode
         self.noc = noc
         self.read_only = read_only or noc
-        # read-only is enforced where writes happen: no controls object exists at all
-        self.controls = None if self.read_only else controls
+        # read-only is enforced where writes happen: no controls object exists at all, and a
+        # factory for one is dropped unseen
+        self._controls = None if self.read_only else controls
+        self._controls_factory = None if self.read_only else controls_factory
         self.clock = clock
         self.autostart = autostart
         self.fleet_name = fleet_name
@@ -90,6 +91,22 @@ class GpuconApp(App[int]):
         for t in THEMES.values():
             self.register_theme(t)
         self._set_theme(theme or ("gpucon-noc" if noc else "gpucon-dark"))
+
+    @property
+    def controls(self) -> Any:
+        """The write side, or None (read-only, or it could not be built).
+
+        Built from ``controls_factory`` on first use; the app asks for it right after its
+        first frame, so the factory's imports never delay the first screen of data.
+        """
+        factory, self._controls_factory = self._controls_factory, None
+        if factory is not None and not self.read_only:
+            try:
+                self._controls = factory()
+            except Exception as exc:  # no registry, audit file not writable, ...
+                self._controls = None
+                self.notify(f"actions are off: {exc}", severity="warning", markup=False)
+        return self._controls
 
     @property
     def badges(self) -> tuple[str, ...]:
@@ -106,35 +123,54 @@ class GpuconApp(App[int]):
             if not isinstance(resolved, str):
                 self.register_theme(resolved)
                 resolved = resolved.name
-            self.theme = resolved
+            if self.is_running:
+                self.theme = resolved
+            else:
+                self._set_initial_theme(resolved)
         except Exception as exc:  # ThemeError, or a theme Textual refuses
             fallback = "gpucon-noc" if self.noc else "gpucon-dark"
             self.startup_problems.append(f"{exc}; using {fallback}")
             self.theme = fallback
+
+    def _set_initial_theme(self, name: str) -> None:
+        """Set the theme before the app runs without re-parsing every stylesheet.
+
+        Assigning ``theme`` queues a full CSS re-parse (about 10 ms, a tenth of the start-up
+        budget); before the first parse it is enough to give the stylesheet the theme's
+        variables. Textual applies the theme's classes when the app starts (``init`` watcher).
+        """
+        self.set_reactive(App.theme, name)
+        self.stylesheet.set_variables(self.get_css_variables())
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(VARIABLE_DEFAULTS)
 
     # -- start and stop --------------------------------------------------------------------
 
+    def get_default_screen(self) -> Screen[Any]:
+        """The fleet screen is the app's first screen: composed with the app, so the very
+        first frame Textual draws already shows it (a screen pushed from ``on_mount`` is
+        drawn inside the app's start-up batch, which Textual discards, and appears only on
+        the terminal's first resize event, ~100 ms later)."""
+        screen_class = FleetScreen if self.read_only else ActionFleetScreen
+        return screen_class(
+            badges=self.badges,
+            fleet_name=self.fleet_name,
+            clock=self.clock,
+            noc=self.noc,
+            page_s=self.page_s,
+            default_slo_ms=self.default_slo_ms,
+        )
+
     def on_mount(self) -> None:
-        unknown = sorted(set(self.keys) - known_binding_ids())
+        unknown = sorted(set(self.keys) - known_binding_ids()) if self.keys else []
         if unknown:
             self.startup_problems.append(f"[keys]: unknown binding id {unknown[0]!r}")
         self.set_keymap({k: v for k, v in self.keys.items() if k not in unknown})
         for problem in self.startup_problems:
             self.notify(problem, title="gpucon", severity="warning", markup=False)
-        screen_class = FleetScreen if self.read_only else ActionFleetScreen
-        self.push_screen(
-            screen_class(
-                badges=self.badges,
-                fleet_name=self.fleet_name,
-                clock=self.clock,
-                noc=self.noc,
-                page_s=self.page_s,
-                default_slo_ms=self.default_slo_ms,
-            )
-        )
+        if self._controls_factory is not None:
+            self.call_after_refresh(lambda: self.controls)
         if self.autostart:
             self.feed.start(self._from_hub_thread)
 
@@ -162,11 +198,15 @@ class GpuconApp(App[int]):
     # -- navigation and actions ------------------------------------------------------------
 
     def open_detail(self, slot_id: str) -> None:
+        from gpucon.screens.detail import DetailScreen  # not needed for the first frame
+
         self.push_screen(
             DetailScreen(slot_id, badges=self.badges, default_slo_ms=self.default_slo_ms)
         )
 
     def action_help(self) -> None:
+        from gpucon.screens.help import HelpScreen
+
         if isinstance(self.screen, HelpScreen):
             return
         rows: list[tuple[str, str, str]] = []
@@ -230,6 +270,8 @@ class GpuconApp(App[int]):
 
 def known_binding_ids() -> set[str]:
     """Every binding id a user may remap in ``[keys]``."""
+    from gpucon.screens.detail import DetailScreen
+    from gpucon.screens.help import HelpScreen
     from gpucon.widgets.slot_table import SlotTable
 
     ids: set[str] = set()

@@ -135,24 +135,38 @@ def _live_hub(config: Any, refresh_s: float) -> Any:
     )
 
 
+def _sim_controls(config: Any, hub: Any) -> Any:
+    """The demo's write side: the simulated registry, audited like a real one."""
+    from gpucon.controls.base import audit_path_for
+    from gpucon.controls.sim_registry import build_sim_controls
+
+    return build_sim_controls(
+        hub.sources[0].fleet,
+        read_only=False,
+        audit_path=audit_path_for(config),
+        operator=config.operator,
+    )
+
+
 def _controls(config: Any, hub: Any, demo: bool, read_only: bool) -> tuple[Any, str | None]:
-    """The write side and, when it cannot be built, why. Read-only: never constructed."""
+    """The write side and, when it cannot be built, why. Read-only: never constructed.
+
+    The demo's controls come back as a factory (``functools.partial``) that the app calls
+    right after its first frame: they touch no network, and importing them is a tenth of
+    the demo's start-up.
+    """
     if read_only:
         return None, None
-    base = _optional("gpucon.controls.base")
-    if base is None:
+    if demo:
+        from functools import partial
+
+        return partial(_sim_controls, config, hub), None
+    if _optional("gpucon.controls.base") is None:
         return None, None
     try:
-        if demo:
-            from gpucon.controls.sim_registry import build_sim_controls
+        from gpucon.controls.base import build_controls
 
-            return build_sim_controls(
-                hub.sources[0].fleet,
-                read_only=False,
-                audit_path=base.audit_path_for(config),
-                operator=config.operator,
-            ), None
-        return base.build_controls(config, False), None
+        return build_controls(config, False), None
     except Exception as exc:  # no registry configured, Redis URL refused, ...
         return None, f"actions are off: {exc}"
 
@@ -178,7 +192,8 @@ def run(args: argparse.Namespace) -> int:
         noc=bool(args.noc),
         theme=args.theme or (None if args.noc else config.ui.theme),
         keys=config.ui.keys,
-        controls=controls,
+        controls=None if demo else controls,
+        controls_factory=controls if demo else None,
         fleet_name="simulated" if demo else config.fleet.name,
         default_slo_ms=config.alerts.default_slo_p95_ms,
         page_s=args.page_seconds,

@@ -37,6 +37,7 @@ def test_fleet_sorted_by_p95_and_filtered(snap_compare) -> None:  # type: ignore
     app = sim_rig().app(warmup=60)
 
     async def sort_and_filter(pilot: Pilot[int]) -> None:
+        await pilot.pause()  # the fleet screen is the default screen: composed just after start
         app.screen.query_one("SlotTable").set_sort("p95", True)  # type: ignore[attr-defined]
         await pilot.press("slash", *"sdxl", "enter", "down")
 
@@ -83,6 +84,7 @@ def test_noc_alerts_page(snap_compare) -> None:  # type: ignore[no-untyped-def]
     app = sim_rig(scenario="burst").app(warmup=90, noc=True, page_s=3600)
 
     async def to_alerts(pilot: Pilot[int]) -> None:
+        await pilot.pause()
         screen = app.screen
         assert isinstance(screen, FleetScreen)
         screen.next_page()  # one page of table, then the alerts page
