@@ -29,6 +29,8 @@ SnapshotCallback = Callable[[Snapshot], None]
 
 # the longest the first snapshot waits for every source's first reading
 FIRST_SNAPSHOT_WAIT_S = 2.0
+# the longest stop() waits for the sources to close
+CLOSE_WAIT_S = 1.0
 
 
 @dataclass
@@ -257,6 +259,13 @@ class Hub:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+        # sources close in a helper thread: a close stuck behind a hung read (a lost GPU, a
+        # dead libvirt connection) must not hang the caller, which is often the UI thread
+        closer = threading.Thread(target=self._close_sources, name="gpucon-close", daemon=True)
+        closer.start()
+        closer.join(timeout=CLOSE_WAIT_S)
+
+    def _close_sources(self) -> None:
         for st in self._states:
             with contextlib.suppress(Exception):  # one failing close must not stop the rest
                 st.source.close()

@@ -50,6 +50,10 @@ _PROCESS_FUNCTIONS = [
 _PROCESS_NAME_CACHE = 4096
 
 
+# how long close() waits for a read in flight before it gives up on nvmlShutdown
+CLOSE_WAIT_S = 0.5
+
+
 @dataclass
 class _ReadState:
     garbage: Garbage = field(default_factory=Garbage)
@@ -101,7 +105,11 @@ class NvmlSource:
         return None
 
     def close(self) -> None:
-        with self._lock:
+        # a read hung inside the driver holds the lock: give up on a clean shutdown rather
+        # than hang whoever closes (the console quitting); the process exit releases NVML
+        if not self._lock.acquire(timeout=CLOSE_WAIT_S):
+            return
+        try:
             if not self._initialized:
                 return
             self._gpm.close()
@@ -110,6 +118,8 @@ class NvmlSource:
             self._initialized = False
             self._statics = ()
             self._statics_at = None
+        finally:
+            self._lock.release()
 
     def invalidate(self) -> None:
         """Make the next read refresh the slow fields (e.g. after a re-slice)."""

@@ -146,3 +146,17 @@ def test_the_first_background_snapshot_already_holds_the_first_readings() -> Non
         hub.stop()
     assert got[0].slots["h/gpu0"].activity_pct == 42.0
     assert src.closed
+
+
+class HangingCloseSource(ScriptedSource):
+    def close(self) -> None:
+        time.sleep(30)
+
+
+def test_stop_does_not_wait_for_a_source_whose_close_hangs() -> None:
+    clock = FakeClock()
+    hub = Hub([HangingCloseSource("stuck", clock, [1.0])], refresh_s=0.05)
+    hub.start(lambda snapshot: None)
+    started = time.monotonic()
+    hub.stop()  # the console calls this on the UI thread when it quits
+    assert time.monotonic() - started < 3.0

@@ -347,3 +347,29 @@ def test_close_shuts_down_and_a_later_read_initialises_again(h200: ReplayNvml) -
     assert h200.log.count("nvmlShutdown") == 1
     assert source.read().health is Health.OK
     assert h200.log.count("nvmlInit") == 2
+
+
+def test_close_does_not_hang_behind_a_read_stuck_in_the_driver(h200: ReplayNvml) -> None:
+    import threading
+    import time
+
+    source = NvmlSource(host="n", nvml=h200)
+    source.read()
+    stuck = threading.Event()
+    release = threading.Event()
+    real = h200.replayed("nvmlDeviceGetMemoryInfo")
+
+    def hang(*args: Any) -> Any:
+        stuck.set()
+        release.wait(10)
+        return real(*args)
+
+    h200.override("nvmlDeviceGetMemoryInfo", hang)
+    reader = threading.Thread(target=source.read, daemon=True)
+    reader.start()
+    assert stuck.wait(5)
+    started = time.monotonic()
+    source.close()  # the lost GPU's read still holds NVML
+    assert time.monotonic() - started < 2.0
+    release.set()
+    reader.join(5)
