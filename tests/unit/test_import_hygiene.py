@@ -9,7 +9,15 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gpucon"
 CORE = ["model", "sources", "controls", "actions", "sim", "hub.py", "config.py"]
-FORBIDDEN = ("textual", "gpucon.screens", "gpucon.widgets", "gpucon.app", "gpucon.themes")
+FORBIDDEN = (
+    "textual",
+    "gpucon.screens",
+    "gpucon.widgets",
+    "gpucon.app",
+    "gpucon.themes",
+    "gpucon.messages",
+    "gpucon.launch",
+)
 
 
 def core_files() -> list[Path]:
@@ -47,3 +55,23 @@ def test_checker_catches_a_textual_import(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("from textual.app import App\nimport os\n")
     assert "textual.app" in imported_modules(sample)
+
+
+def test_importing_every_core_module_loads_no_textual_at_run_time() -> None:
+    """Indirect imports too: import the whole core in a fresh interpreter, then look."""
+    import subprocess
+    import sys
+
+    modules = []
+    for path in core_files():
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        modules.append(".".join(parts))
+    code = (
+        "import importlib, sys\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "bad = sorted(m for m in sys.modules if m == 'textual' or m.startswith('textual.'))\n"
+        "print(','.join(bad[:5]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"the core loaded {out.stdout.strip()}"
