@@ -21,7 +21,8 @@ from gpucon.sources.nvml_calls import (
 
 
 class Bindings:
-    """A minimal bindings object: functions answer from a table, errors are real NVMLErrors."""
+    """A stand-in for the pynvml bindings: functions answer from a table, errors are real
+    NVMLErrors (the recorded H200 answers are in tests/helpers/nvml_replay.py)."""
 
     NVMLError = pynvml.NVMLError
 
