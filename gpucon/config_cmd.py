@@ -110,11 +110,39 @@ def run(args: argparse.Namespace) -> int:
         config = dataclasses.replace(
             config, read_only=True, origins={**config.origins, "read_only": "--read-only"}
         )
+    problems = ui_problems(config)
+    for problem in problems:
+        print(f"gpucon: config error: {problem}", file=sys.stderr)
+    if problems:
+        return 2
     print("\n".join(describe_config(config)).rstrip())
     print()
     print("\n".join(source_availability(config)))
     print("\nconfig OK")
     return 0
+
+
+def ui_problems(config: GpuconConfig) -> list[str]:
+    """What the console would refuse at start: unknown binding ids in [keys], unknown themes.
+
+    The schema cannot know these (the core never imports the UI), so the check asks the UI.
+    """
+    from gpucon.app import known_binding_ids
+    from gpucon.themes import THEMES, ThemeError, resolve_theme
+
+    where = str(config.path) if config.path else "config"
+    problems: list[str] = []
+    known = known_binding_ids()
+    for binding_id in sorted(set(config.ui.keys) - known):
+        problems.append(
+            f"{where}: keys.{binding_id}: unknown binding id "
+            f"(expected one of: {', '.join(sorted(known))})"
+        )
+    try:
+        resolve_theme(config.ui.theme, set(THEMES))
+    except ThemeError as exc:
+        problems.append(f"{where}: ui.theme: {exc}")
+    return problems
 
 
 def source_availability(config: GpuconConfig) -> list[str]:

@@ -58,3 +58,23 @@ def test_gpucon_without_config_says_how_to_write_one(
     err = capsys.readouterr().err
     assert err.startswith(f"gpucon: no gpucon config at {tmp_path}")
     assert "gpucon demo" in err
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        ('[keys]\nnonexistent = "x"\n', "keys.nonexistent: unknown binding id"),
+        ('[ui]\ntheme = "nosuchtheme"\n', "ui.theme: unknown theme 'nosuchtheme'"),
+    ],
+)
+def test_check_refuses_what_the_console_would_refuse(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], toml: str, expected: str
+) -> None:
+    bad = tmp_path / "ui.toml"
+    bad.write_text('[fleets.prod.redis]\nurl = "redis://127.0.0.1:6379/0"\n' + toml)
+    assert main(["config", "check", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}: {expected}" in err
+    good = tmp_path / "good.toml"
+    good.write_text('[fleets.prod.redis]\nurl = "redis://127.0.0.1:6379/0"\n[keys]\nfilter = "f"\n')
+    assert main(["config", "check", "--config", str(good)]) == 0
