@@ -22,15 +22,40 @@ if TYPE_CHECKING:  # the verb's parser is built for every gpucon command: import
     from gpucon.model.snapshot import Snapshot
 
 PROGRESS_EVERY_S = 0.1
+# the demo's probe, unless the operator asks for more (within a configured target's caps)
+SIM_DEFAULTS = {"count": 40, "rate": 20.0, "duration": 10.0}
+# a simulated backend's caps: nothing real is loaded, but the bounds are enforced all the same
+SIM_CAPS: dict[str, Any] = {
+    "max_requests": 500,
+    "max_rate_per_s": 100.0,
+    "max_concurrency": 16,
+    "max_duration_s": 60.0,
+}
 
 
-def _target(params: Mapping[str, Any]) -> ProbeTarget:
+def _sim_target(snapshot: Snapshot, name: str) -> ProbeTarget:
+    """In the demo every backend is a target, with the default caps of a configured one."""
+    from gpucon.actions.plan import BadParams
+    from gpucon.config import ProbeTarget
+
+    backend = snapshot.backends.get(name)
+    if backend is None:
+        known = ", ".join(sorted(snapshot.backends)[:8]) or "none"
+        raise BadParams("target", f"no backend {name!r} in the simulated fleet (known: {known})")
+    return ProbeTarget(
+        name=name, url=backend.url or f"sim://{name}", model=backend.model or "", **SIM_CAPS
+    )
+
+
+def _target(snapshot: Snapshot, params: Mapping[str, Any]) -> ProbeTarget:
     from gpucon.actions.plan import BadParams
 
     name = params.get("target")
     targets: Sequence[ProbeTarget] = params.get("probe_targets") or ()
     if not isinstance(name, str) or not name.strip():
         raise BadParams("target", "which probe target? (a name from the config's probe_targets)")
+    if params.get("simulated"):
+        return _sim_target(snapshot, name)
     for t in targets:
         if t.name == name:
             return t
@@ -40,13 +65,18 @@ def _target(params: Mapping[str, Any]) -> ProbeTarget:
 
 def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     """The probe plan; refuses unknown targets and out-of-bounds params before anything runs."""
-    from gpucon.actions.plan import BlastRadius, Plan, Precondition, Step, Tier
+    from gpucon.actions.plan import BadParams, BlastRadius, Plan, Precondition, Step, Tier
     from gpucon.controls.probe import check_bounds
     from gpucon.model.fleet import BackendState
 
-    target = _target(params)
+    target = _target(snapshot, params)
+    if params.get("simulated"):  # a demo probe takes a few seconds unless asked for more
+        params = {**SIM_DEFAULTS, **params}
     bounds = check_bounds(target, dict(params))
     via_queue = bool(params.get("via_queue", False))
+    simulated = bool(params.get("simulated", False))
+    if simulated and via_queue:
+        raise BadParams("via_queue", "the demo probes a backend directly; there is no queue")
     redis_url = params.get("redis_url")
     stream = str(params.get("stream") or "gen:queue")
     pre: list[Precondition] = []
@@ -75,7 +105,12 @@ def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
                 else "no active backend serves the queue: every request would time out",
             )
         )
-    where = f"through the queue {stream}" if via_queue else f"directly to {target.url}"
+    if simulated:
+        where = f"to {target.name} of the simulated fleet (latencies from its service model)"
+    elif via_queue:
+        where = f"through the queue {stream}"
+    else:
+        where = f"directly to {target.url}"
     send = (
         f"send up to {bounds.count} requests at {bounds.rate_per_s:g}/s, at most "
         f"{bounds.concurrency} at once, for at most {bounds.duration_s:g} s, {where} "
@@ -107,6 +142,7 @@ def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
             "via_queue": via_queue,
             "redis_url": redis_url if via_queue else None,
             "stream": stream,
+            "simulated": simulated,
         },
         summary=f"probe {target.name}: {send}",
         made_at=snapshot.taken_at,
@@ -150,11 +186,19 @@ def apply(plan: Plan, controls: Any, progress: Progress) -> Outcome:
         progress(ProgressEvent("probe", StepStatus.RUNNING, text, fraction))
 
     progress(ProgressEvent("probe", StepStatus.STARTED, plan.steps[0].text))
+    prober = getattr(controls, "prober", None)
+    if p.get("simulated") and prober is None:  # never reaches a live fleet's backends
+        text = "this plan probes the simulated fleet; these controls steer a live one"
+        progress(ProgressEvent("probe", StepStatus.FAILED, text))
+        return Outcome(plan.action, plan.target, OutcomeStatus.REFUSED, text, plan.digest)
     try:
-        result = probe_target(
-            target, bounds, via_queue=bool(p["via_queue"]), redis_url=p.get("redis_url"),
-            stream=str(p["stream"]), on_progress=on_progress,
-        )  # fmt: skip
+        if prober is not None and p.get("simulated"):
+            result = prober.probe(target.name, bounds, on_progress)
+        else:
+            result = probe_target(
+                target, bounds, via_queue=bool(p["via_queue"]), redis_url=p.get("redis_url"),
+                stream=str(p["stream"]), on_progress=on_progress,
+            )  # fmt: skip
     except Exception as exc:
         text = f"{type(exc).__name__}: {exc}"
         progress(ProgressEvent("probe", StepStatus.FAILED, text))
@@ -173,7 +217,9 @@ def apply(plan: Plan, controls: Any, progress: Progress) -> Outcome:
 
 
 def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
-    parser.add_argument("target", metavar="TARGET", help="a probe target named in the config")
+    parser.add_argument(
+        "target", metavar="TARGET", help="a probe target named in the config (--demo: a backend)"
+    )
     parser.add_argument("--count", type=float, default=None, help="requests (cap: max_requests)")
     parser.add_argument("--rate", type=float, default=None, help="requests/s (max_rate_per_s)")
     parser.add_argument("--concurrency", type=float, default=1, help="at once (max_concurrency)")
@@ -183,22 +229,27 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print the plan, send nothing")
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     parser.add_argument("--json", action="store_true", help="print plan and outcome as JSON")
+    parser.add_argument(
+        "--demo", action="store_true", help="probe a backend of a simulated fleet (any backend)"
+    )
 
 
 def params_from_args(args: argparse.Namespace, config: Any) -> dict[str, Any]:
     fleet = config.fleet
+    demo = bool(getattr(args, "demo", False))
     params: dict[str, Any] = {
         "target": args.target,
-        "probe_targets": fleet.probe_targets,
+        "probe_targets": () if demo else fleet.probe_targets,
         "via_queue": bool(args.via_queue),
         "timeout": args.timeout,
         "concurrency": args.concurrency,
+        "simulated": demo,
     }
     for name in ("count", "rate", "duration"):
         value = getattr(args, name)
         if value is not None:
             params[name] = value
-    if fleet.redis is not None:
+    if fleet.redis is not None and not demo:
         params["redis_url"] = fleet.redis.url
         params["stream"] = fleet.redis.streams[0] if fleet.redis.streams else "gen:queue"
     return params
@@ -234,10 +285,17 @@ def run(args: argparse.Namespace) -> int:
     from gpucon.controls.base import ReadOnlyError
 
     read_only = bool(args.read_only or args.noc)
+    demo = bool(getattr(args, "demo", False))
     try:
-        config = cli._load_config(args)
+        config = cli._load_config(args, allow_missing=demo)
         params = params_from_args(args, config)
-        context = cli._live_context(args, read_only)
+        if demo:
+            from gpucon.actions.cli_context import DemoContext
+
+            context: Any = DemoContext(args)
+            read_only = read_only or context.read_only
+        else:
+            context = cli._live_context(args, read_only)
         try:
             snapshot, _version = context.read()
             the_plan = plan(snapshot, params)

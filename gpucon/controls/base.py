@@ -21,6 +21,7 @@ from gpucon.actions.plan import JsonValue, Refused
 if TYPE_CHECKING:
     from gpucon.actions.audit import AuditLog
     from gpucon.config import GpuconConfig
+    from gpucon.controls.probe import ProbeBounds, ProbeProgress, ProbeResult
 
 
 class ReadOnlyError(Refused):
@@ -121,6 +122,17 @@ class KubeControl(Protocol):
     ) -> None: ...
 
 
+class Prober(Protocol):
+    """A probe that needs no configured target (the demo's: ``gpucon.controls.sim_probe``)."""
+
+    def probe(
+        self,
+        backend: str,
+        bounds: ProbeBounds,
+        on_progress: Callable[[ProbeProgress], None] | None = None,
+    ) -> ProbeResult: ...
+
+
 def default_operator() -> str:
     """``user@host`` of whoever runs this process."""
     try:
@@ -139,6 +151,9 @@ class Controls:
     operator: str
     kube: KubeControl | None = None
     kube_namespace: str = "default"
+    # the simulated fleet's probe: any backend is a target (None for a live fleet, whose probe
+    # targets come only from the config)
+    prober: Prober | None = None
 
     def close(self) -> None:
         self.registry.close()

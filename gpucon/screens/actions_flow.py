@@ -65,6 +65,9 @@ def params_for(
         if backend is None:
             raise BadParams("backend", "the selected row has no backend")
         if name == "probe":
+            controls = getattr(app, "controls", None)
+            if getattr(controls, "prober", None) is not None:  # the demo: any backend
+                return {"target": backend, "simulated": True}
             config = getattr(app, "config", None)
             targets = config.fleet.probe_targets if config is not None else ()
             return {"target": backend, "probe_targets": targets}

@@ -63,3 +63,38 @@ async def test_drain_key_in_the_demo_drains_the_selected_backend(tmp_path: Path)
         await wait_for(pilot, lambda: isinstance(app.screen, AuditScreen))
     events = [r.event for r in read_audit(tmp_path / "audit.jsonl")]
     assert events[0] == "intent" and events[-1] == "outcome"
+
+
+async def test_probe_key_in_the_demo_probes_any_backend(tmp_path: Path) -> None:
+    rig = sim_rig()
+    source: Any = rig.source
+    controls = build_sim_controls(
+        source.fleet, read_only=False, audit_path=tmp_path / "audit.jsonl", operator="demo@test"
+    )
+    app = rig.app(controls=controls)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("slash", *"bert", "enter")  # select the bert-base backend's row
+        await pilot.pause()
+        await pilot.press("p")
+        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await pilot.pause()
+        plan_screen = app.screen
+        assert isinstance(plan_screen, PlanScreen)
+        # no probe target is configured: in the demo the selected backend is the target
+        assert plan_screen.plan.target == "bert-base-b0-gi2"
+        assert plan_screen.plan.params["simulated"] is True
+        assert app.focused is not None and app.focused.id == "cancel"
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
+        progress = app.screen
+        assert isinstance(progress, ProgressScreen)
+        await wait_for(pilot, lambda: progress.finished)
+        outcome = progress.outcome
+        assert outcome is not None and outcome.ok, outcome
+        assert outcome.details["mode"] == "sim" and outcome.details["succeeded"] == 40
+        shown = progress.outcome_text().plain
+        assert "probe of bert-base-b0-gi2: 40/40 ok" in shown and "p95" in shown
+        assert "probe" in progress.steps_text().plain and "report" in progress.steps_text().plain
+    records = read_audit(tmp_path / "audit.jsonl")
+    assert records[0].event == "intent" and records[-1].status == "ok"
