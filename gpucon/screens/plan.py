@@ -5,7 +5,8 @@ focus when it opens, so Enter on a stray keypress cancels. Tier 1: an "Apply" bu
 the button names the exact target ("Drain b1"). Tier 3: a dry-run banner and an input where
 the target's name must be typed before the button unlocks. A plan with a failed precondition
 cannot be confirmed. Dismisses with True (confirmed) or False. Fleet text is ``Text``, never
-markup.
+markup: a str label is parsed as Textual markup, so a backend named ``b[/x]`` would crash the
+screen and ``b[bold]x[/bold]`` would be shown as "bx" on the very button that must name it.
 """
 
 from __future__ import annotations
@@ -64,10 +65,16 @@ def plan_text(plan: Plan) -> Text:
     return text
 
 
-def confirm_label(plan: Plan) -> str:
+def confirm_label(plan: Plan) -> Text:
+    """The confirm button's label: ``Text``, since Textual reads a str label as markup."""
     if plan.tier is Tier.REVERSIBLE:
-        return "Apply"
-    return f"{plan.action.capitalize()} {clean(plan.target)}"
+        return Text("Apply")
+    return Text(f"{plan.action.capitalize()} {clean(plan.target)}")
+
+
+def typed_name_matches(plan: Plan, typed: str) -> bool:
+    """Tier 3: the operator typed the target's name as the screen shows it (cleaned)."""
+    return typed.strip() == clean(plan.target).strip()
 
 
 class PlanScreen(ModalScreen[bool]):
@@ -118,7 +125,7 @@ class PlanScreen(ModalScreen[bool]):
             if plan.tier is Tier.DESTRUCTIVE:
                 yield Input(placeholder=f"type {clean(plan.target)} to unlock", id="confirm-name")
             with Horizontal(id="plan-buttons"):
-                yield Button("Cancel", id="cancel", variant="primary")
+                yield Button(Text("Cancel"), id="cancel", variant="primary")
                 yield Button(
                     confirm_label(plan),
                     id="confirm",
@@ -131,7 +138,7 @@ class PlanScreen(ModalScreen[bool]):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "confirm-name":
-            typed = event.value.strip() == self.plan.target
+            typed = typed_name_matches(self.plan, event.value)
             self.query_one("#confirm", Button).disabled = not (typed and self.plan.ok)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

@@ -60,7 +60,7 @@ class ProgressScreen(ModalScreen[None]):
             yield Static(Text("starting…", style="dim"), id="progress-steps")
             yield Static(Text(""), id="progress-outcome")
             with Horizontal(id="progress-buttons"):
-                yield Button("Close", id="close", disabled=True)
+                yield Button(Text("Close"), id="close", disabled=True)
 
     @property
     def finished(self) -> bool:
@@ -117,7 +117,7 @@ class ProgressScreen(ModalScreen[None]):
         if self.finished:
             self.dismiss(None)
         else:
-            self.notify("the action is still running", severity="warning")
+            self.notify("the action is still running", severity="warning", markup=False)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import redis
 from textual.app import App, ComposeResult
+from textual.content import Content
 from textual.widgets import Button, Input, Static
 
 from gpucon.actions import drain
@@ -61,6 +62,13 @@ class Host(App[None]):
 
     def compose(self) -> ComposeResult:
         yield Static("host")
+
+
+def label_of(button: Button) -> str:
+    """The label as shown: Textual turns any label into Content (parsing a str as markup)."""
+    label = button.label
+    assert isinstance(label, Content)
+    return label.plain
 
 
 def focused_id(app: App[Any]) -> str | None:
@@ -138,7 +146,68 @@ async def test_fleet_text_is_shown_literally_never_as_markup() -> None:
         await pilot.pause()
         body = str(app.screen.query_one("#plan-body", Static).render())
         assert "[bold red]evil[/]" in body and "\x1b" not in body
-        assert "\x1b" not in str(app.screen.query_one("#confirm", Button).label)
+        label = app.screen.query_one("#confirm", Button).label
+        # the tier-2 confirm names the exact target: brackets and all, no escape code
+        assert isinstance(label, Content) and label.plain == "Drain [bold red]evil[/]"
+        assert not label.spans
+
+
+# a closing tag with no opening one (MarkupError), an injected action, a style that eats text
+MARKUP_NAMES = ["b[/x]", "b[@click=app.quit]y[/]", "b[bold]x[/bold]", "[bold red]evil[/]"]
+
+
+@pytest.mark.parametrize("name", MARKUP_NAMES)
+async def test_a_name_with_markup_confirms_through_the_plan_screen(name: str) -> None:
+    app = Host()
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(PlanScreen(make_plan(Tier.DISRUPTIVE, target=name)), app.answers.append)
+        await pilot.pause()
+        confirm = app.screen.query_one("#confirm", Button)
+        assert label_of(confirm) == f"Drain {name}"
+        lines = [confirm.render_line(y) for y in range(confirm.size.height)]
+        shown = "".join(segment.text for line in lines for segment in line)
+        assert name in shown  # what the operator reads is the exact name
+        await pilot.click("#confirm")
+        await pilot.pause()
+        assert app.answers == [True]
+        assert app.is_running  # no action was run from the name (app.quit)
+
+
+@pytest.mark.parametrize("name", MARKUP_NAMES)
+async def test_tier3_typing_a_name_with_markup_literally_unlocks(name: str) -> None:
+    app = Host()
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(PlanScreen(make_plan(Tier.DESTRUCTIVE, target=name)), app.answers.append)
+        await pilot.pause()
+        screen = app.screen
+        confirm = screen.query_one("#confirm", Button)
+        assert label_of(confirm) == f"Reslice {name}"
+        screen.query_one("#confirm-name", Input).focus()
+        await pilot.press(*name[:-1])
+        await pilot.pause()
+        assert confirm.disabled  # not the whole name yet
+        await pilot.press(name[-1])
+        await pilot.pause()
+        assert not confirm.disabled
+        await pilot.click("#confirm")
+        await pilot.pause()
+        assert app.answers == [True]
+        assert app.is_running
+
+
+async def test_tier3_name_with_control_codes_is_confirmed_as_shown() -> None:
+    name = "gpu\x1b[31m0\u202e"
+    app = Host()
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(PlanScreen(make_plan(Tier.DESTRUCTIVE, target=name)), app.answers.append)
+        await pilot.pause()
+        screen = app.screen
+        field = screen.query_one("#confirm-name", Input)
+        assert "\x1b" not in str(field.placeholder) and "gpu0" in str(field.placeholder)
+        field.focus()
+        await pilot.press(*"gpu0")  # what the operator sees is what they type
+        await pilot.pause()
+        assert not screen.query_one("#confirm", Button).disabled
 
 
 async def test_progress_screen_streams_steps_and_closes_only_when_finished() -> None:
@@ -235,6 +304,35 @@ async def test_drain_flow_from_key_to_drained_backend(
         text = str(audit.query_one("#audit-body", Static).render())
         assert "intent" in text and "ui@test" in text and "drained:b1" in text
     assert read_audit(tmp_path / "audit.jsonl")[0].event == "intent"
+    registry.close()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", ["b[/x]", "b[@click=app.quit]y[/]"])
+async def test_drain_flow_of_a_backend_named_with_markup(
+    registry_client: redis.Redis, redis_url: str, tmp_path: Path, name: str
+) -> None:
+    """What pressing ``d`` on such a backend does: plan, confirm, progress; nothing crashes."""
+    register_backends(registry_client, [BackendRecord(name, "http://127.0.0.1:3", "m", "h/g/3")])
+    registry = RedisRegistry.from_url(redis_url)
+    controls = Controls(registry, AuditLog(tmp_path / "audit.jsonl"), "ui@test")
+    snapshot, _ = read_registry(registry_client)
+    app = Host(controls, snapshot)
+    async with app.run_test(size=SIZE) as pilot:
+        actions_flow.start_action(app, "drain", snapshot, None, name)
+        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await pilot.pause()
+        assert label_of(app.screen.query_one("#confirm", Button)) == f"Drain {name}"
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
+        progress = app.screen
+        assert isinstance(progress, ProgressScreen)
+        await wait_for(pilot, lambda: progress.finished)
+        await pilot.pause()
+        assert progress.outcome is not None and progress.outcome.ok
+        assert name in str(progress.query_one("#progress-title", Static).render())
+        assert app.is_running
+    assert registry_client.hget(f"gpucon:backend:{name}", "state") == "drained"
     registry.close()
 
 
