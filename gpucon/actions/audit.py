@@ -145,6 +145,89 @@ def read_audit(path: Path, limit: int | None = None) -> list[AuditRecord]:
     return list(keep)
 
 
+# where an audit entry was read: this console's file, the fleet's stream, or both (this
+# console's own actions, which it writes to both)
+ORIGIN_FILE = "file"
+ORIGIN_STREAM = "redis"
+ORIGIN_BOTH = "file+redis"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One audit record and where it was read from (``ORIGIN_*``)."""
+
+    record: AuditRecord
+    origin: str
+
+
+def _same(record: AuditRecord) -> tuple[object, ...]:
+    return tuple(record.to_dict().values())
+
+
+def merge_audit(
+    local: Iterable[AuditRecord], stream: Iterable[AuditRecord], limit: int | None = None
+) -> list[AuditEntry]:
+    """The file's and the stream's records in one list by time, oldest first, each marked
+    with its origin; a record in both (this console's own) appears once, as ``file+redis``.
+
+    Given each source's newest ``limit`` records, the result's newest ``limit`` are exact.
+    """
+    entries = [AuditEntry(r, ORIGIN_FILE) for r in local]
+    unmatched: dict[tuple[object, ...], list[int]] = {}
+    for i, entry in enumerate(entries):
+        unmatched.setdefault(_same(entry.record), []).append(i)
+    for r in stream:
+        waiting = unmatched.get(_same(r))
+        if waiting:
+            i = waiting.pop(0)
+            entries[i] = AuditEntry(entries[i].record, ORIGIN_BOTH)
+        else:
+            entries.append(AuditEntry(r, ORIGIN_STREAM))
+    entries.sort(key=lambda e: e.record.ts)  # stable: one source's order is kept on equal times
+    return entries[-limit:] if limit and limit > 0 else entries
+
+
+class AuditStreamReader:
+    """Reads the fleet's ``gpucon:audit`` stream (XREVRANGE only) over its own connection.
+
+    Connects on the first ``read`` (call it from a worker thread, never the UI thread), with
+    the fleet's Redis timeout on connect and on every read.
+    """
+
+    def __init__(self, url: str, timeout_s: float, client_name: str = "gpucon-audit-read"):
+        self.url = url
+        self.timeout_s = timeout_s
+        self.client_name = client_name
+        self._client: object | None = None
+        self._lock = threading.Lock()
+
+    def read(self, limit: int) -> list[AuditRecord]:
+        """The newest ``limit`` stream records, oldest first; raises when Redis cannot answer."""
+        from gpucon.controls.registry import read_audit_stream
+
+        with self._lock:
+            if self._client is None:
+                import redis
+
+                self._client = redis.Redis.from_url(
+                    self.url,
+                    decode_responses=True,
+                    socket_timeout=self.timeout_s,
+                    socket_connect_timeout=self.timeout_s,
+                    client_name=self.client_name,
+                )
+            client = self._client
+        rows = read_audit_stream(client, limit)
+        return [AuditRecord.from_dict(row) for row in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        close = getattr(client, "close", None)
+        if close is not None:
+            close()
+
+
 def format_record(record: AuditRecord) -> str:
     """One line of the audit log as plain text (the CLI and the audit screen)."""
     from gpucon.actions.plan import format_ts

@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from gpucon.actions.audit import AuditStreamReader
 from gpucon.actions.catalog import ActionSpec, get_action
 from gpucon.actions.guard import execute
 from gpucon.actions.plan import (
@@ -44,6 +45,18 @@ def audit_path(app: Any) -> Path:
     from gpucon.config import default_state_dir
 
     return default_state_dir() / "audit.jsonl"
+
+
+def audit_stream(app: Any) -> AuditStreamReader | None:
+    """The fleet's shared audit stream where Redis is configured (not in the demo, whose
+    actions steer the simulator and are recorded only in this console's file)."""
+    if getattr(app, "mode", None) == "demo":
+        return None
+    config = getattr(app, "config", None)
+    redis_config = getattr(getattr(config, "fleet", None), "redis", None)
+    if redis_config is None:
+        return None
+    return AuditStreamReader(redis_config.url, redis_config.timeout_s)
 
 
 def _notify(app: Any, message: str, severity: str = "information") -> None:
@@ -83,7 +96,7 @@ def start_action(
     backend_name: str | None,
 ) -> None:
     if name == "audit":
-        app.push_screen(AuditScreen(audit_path(app)))
+        app.push_screen(AuditScreen(audit_path(app), stream=audit_stream(app)))
         return
     controls = getattr(app, "controls", None)
     if controls is None:

@@ -1,7 +1,10 @@
-"""The audit screen: the newest records of this console's audit log, newest at the bottom.
+"""The audit screen: the newest audit records, newest at the bottom, each marked with its origin.
 
-The JSONL file is read in a thread worker (``r`` reads it again); the screen never blocks.
-Every field comes from a file others may have written into, so it is shown as ``Text``.
+This console's JSONL file, and where the fleet has Redis the shared stream ``gpucon:audit``
+(other operators' actions too), merged by time (``gpucon.actions.audit.merge_audit``). Both
+are read in a thread worker (``r`` reads them again); the screen never blocks, and a stream
+that cannot be read is named in the header while the file's records are still shown. Every
+field comes from a file or stream others may have written into, so it is shown as ``Text``.
 """
 
 from __future__ import annotations
@@ -17,7 +20,15 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from gpucon.actions.audit import AuditRecord, read_audit
+from gpucon.actions.audit import (
+    ORIGIN_BOTH,
+    ORIGIN_FILE,
+    AuditEntry,
+    AuditRecord,
+    AuditStreamReader,
+    merge_audit,
+    read_audit,
+)
 from gpucon.actions.plan import format_ts
 from gpucon.widgets.safe_text import clean
 
@@ -33,13 +44,29 @@ STATUS_STYLES = {
 }
 
 
-def audit_text(records: list[AuditRecord], path: Path) -> Text:
+ORIGIN_STYLES = {ORIGIN_FILE: "cyan", ORIGIN_BOTH: "cyan", "redis": "magenta"}
+
+
+def audit_text(
+    entries: list[AuditEntry],
+    path: Path,
+    *,
+    stream: str | None = None,
+    problems: tuple[str, ...] = (),
+) -> Text:
     text = Text()
-    text.append(f"Audit log  {clean(str(path))}  ({len(records)} newest)\n\n", style="bold")
-    if not records:
+    where = clean(str(path)) + (f" + {clean(stream)}" if stream else "")
+    text.append(f"Audit log  {where}  ({len(entries)} newest)\n", style="bold")
+    for problem in problems:
+        text.append(clean(problem) + "\n", style="bold red")
+    text.append("\n")
+    if not entries:
         text.append("no action has been recorded yet\n", style="dim")
-    for r in records:
+    width = max((len(e.origin) for e in entries), default=0)
+    for entry in entries:
+        r = entry.record
         text.append(format_ts(r.ts) + "  ", style="dim")
+        text.append(f"{clean(entry.origin):<{width}}  ", style=ORIGIN_STYLES.get(entry.origin, ""))
         text.append(clean(r.operator) + "  ")
         text.append(f"{clean(r.event):<8}", style=EVENT_STYLES.get(r.event, ""))
         text.append(f" {clean(r.action)} {clean(r.target)}")
@@ -67,11 +94,16 @@ class AuditScreen(ModalScreen[None]):
         Binding("r", "reload", "Reload", id="reload_audit"),
     ]
 
-    def __init__(self, path: Path, limit: int = 200) -> None:
+    def __init__(
+        self, path: Path, limit: int = 200, stream: AuditStreamReader | None = None
+    ) -> None:
         super().__init__()
         self.path = path
         self.limit = limit
+        self.stream = stream
+        self.entries: list[AuditEntry] = []
         self.records: list[AuditRecord] = []
+        self.loaded = False
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="audit-box"):
@@ -80,22 +112,39 @@ class AuditScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         self.action_reload()
 
+    def on_unmount(self) -> None:
+        if self.stream is not None:
+            self._close_stream(self.stream)
+
+    @work(thread=True, group="audit-close", exit_on_error=False)
+    def _close_stream(self, stream: AuditStreamReader) -> None:
+        stream.close()
+
     def action_reload(self) -> None:
         self._load()
 
     @work(thread=True, exclusive=True, group="audit", exit_on_error=False)
     def _load(self) -> None:
+        problems: list[str] = []
         try:
-            records = read_audit(self.path, self.limit)
+            local = read_audit(self.path, self.limit)
         except OSError as exc:
-            self.app.call_from_thread(self._show_error, f"cannot read {self.path}: {exc}")
-            return
-        self.app.call_from_thread(self._show, records)
+            local = []
+            problems.append(f"cannot read {self.path}: {exc}")
+        shared: list[AuditRecord] = []
+        if self.stream is not None:
+            try:
+                shared = self.stream.read(self.limit)
+            except Exception as exc:  # Redis down or slow: the file's records still show
+                problems.append(f"cannot read gpucon:audit: {type(exc).__name__}: {exc}")
+        entries = merge_audit(local, shared, self.limit)
+        self.app.call_from_thread(self._show, entries, tuple(problems))
 
-    def _show(self, records: list[AuditRecord]) -> None:
-        self.records = records
-        self.query_one("#audit-body", Static).update(audit_text(records, self.path))
+    def _show(self, entries: list[AuditEntry], problems: tuple[str, ...] = ()) -> None:
+        self.entries = entries
+        self.records = [e.record for e in entries]
+        self.loaded = True
+        stream = "redis gpucon:audit" if self.stream is not None else None
+        body = audit_text(entries, self.path, stream=stream, problems=problems)
+        self.query_one("#audit-body", Static).update(body)
         self.query_one("#audit-box", VerticalScroll).scroll_end(animate=False)
-
-    def _show_error(self, message: str) -> None:
-        self.query_one("#audit-body", Static).update(Text(clean(message), style="bold red"))

@@ -1,0 +1,172 @@
+"""The audit screen with Redis configured: this console's file and the fleet's ``gpucon:audit``
+stream (other operators' actions) merged by time, each entry marked with its origin, read off
+the UI thread; a stream that cannot be read is named while the file's records still show."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from textual.app import App, ComposeResult
+from textual.widgets import Static
+
+from gpucon.actions.audit import (
+    ORIGIN_BOTH,
+    ORIGIN_FILE,
+    ORIGIN_STREAM,
+    AuditLog,
+    AuditRecord,
+    AuditStreamReader,
+)
+from gpucon.config import FleetConfig, GpuconConfig, RedisConfig
+from gpucon.controls.registry import RedisRegistry
+from gpucon.screens import actions_flow
+from gpucon.screens.audit import AuditScreen
+
+pytestmark = pytest.mark.integration
+SIZE = (180, 40)
+
+
+class Host(App[None]):
+    def __init__(self, config: GpuconConfig, mode: str = "live") -> None:
+        super().__init__()
+        self.config = config
+        self.mode = mode
+        self.controls = None
+        self.read_only = True
+
+    def compose(self) -> ComposeResult:
+        yield Static("host")
+
+
+def config_for(audit_path: Path, redis_url: str | None) -> GpuconConfig:
+    fleet = FleetConfig(
+        name="lab", redis=None if redis_url is None else RedisConfig(url=redis_url, timeout_s=0.5)
+    )
+    return GpuconConfig(fleets={"lab": fleet}, default_fleet="lab", audit_path=audit_path)
+
+
+def write_history(redis_url: str, audit_path: Path) -> None:
+    """ann acts from this console (file and stream), bob from another (stream only), and an
+    older demo action of ann's is in the file only."""
+    registry = RedisRegistry.from_url(redis_url)
+    mine = AuditLog(audit_path, stream=registry.append_audit, clock=iter([100.0, 102.0]).__next__)
+    theirs = AuditLog(
+        audit_path.parent / "bob.jsonl", stream=registry.append_audit, clock=lambda: 101.0
+    )
+    local_only = AuditLog(audit_path, clock=lambda: 50.0)
+    mine.record(operator="ann@h1", event="intent", action="drain", target="b1", digest="d1")
+    theirs.record(operator="bob@h2", event="intent", action="probe", target="b2", digest="d2")
+    mine.record(
+        operator="ann@h1", event="outcome", action="drain", target="b1", digest="d1", status="ok"
+    )
+    local_only.record(operator="ann@h1", event="intent", action="drain", target="x", digest="d0")
+    registry.close()
+
+
+async def wait_until(pilot: Any, check: Any, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await pilot.pause(0.02)
+
+
+async def test_file_and_stream_merged_by_time_with_their_origin(
+    redis_url: str, tmp_path: Path
+) -> None:
+    audit_path = tmp_path / "audit.jsonl"
+    write_history(redis_url, audit_path)
+    app = Host(config_for(audit_path, redis_url))
+    async with app.run_test(size=SIZE) as pilot:
+        actions_flow.start_action(app, "audit", None, None, None)
+        await wait_until(pilot, lambda: isinstance(app.screen, AuditScreen) and app.screen.loaded)
+        screen = app.screen
+        assert isinstance(screen, AuditScreen)
+        got = [(e.record.ts, e.record.operator, e.origin) for e in screen.entries]
+        assert got == [
+            (50.0, "ann@h1", ORIGIN_FILE),  # the file only (a demo action)
+            (100.0, "ann@h1", ORIGIN_BOTH),  # this console's: in both, shown once
+            (101.0, "bob@h2", ORIGIN_STREAM),  # another operator's, from the stream
+            (102.0, "ann@h1", ORIGIN_BOTH),
+        ]
+        lines = str(screen.query_one("#audit-body", Static).render()).splitlines()
+        assert "redis gpucon:audit" in lines[0]
+        bob = next(line for line in lines if "bob@h2" in line)
+        assert f" {ORIGIN_STREAM} " in bob and "probe b2" in bob
+        # another operator acts while the screen is open: r reads both again
+        registry = RedisRegistry.from_url(redis_url)
+        AuditLog(
+            tmp_path / "carol.jsonl", stream=registry.append_audit, clock=lambda: 103.0
+        ).record(operator="carol@h3", event="refused", action="drain", target="b1", digest="d3")
+        registry.close()
+        await pilot.press("r")
+        await wait_until(pilot, lambda: len(screen.entries) == 5)
+        assert screen.entries[-1].record.operator == "carol@h3"
+
+
+async def test_a_stream_that_cannot_be_read_is_named_and_the_file_still_shows(
+    tmp_path: Path,
+) -> None:
+    audit_path = tmp_path / "audit.jsonl"
+    AuditLog(audit_path, clock=lambda: 10.0).record(
+        operator="ann@h1", event="intent", action="drain", target="b1", digest="d1"
+    )
+    app = Host(config_for(audit_path, "redis://127.0.0.1:1/0"))  # nothing listens there
+    async with app.run_test(size=SIZE) as pilot:
+        actions_flow.start_action(app, "audit", None, None, None)
+        await wait_until(pilot, lambda: isinstance(app.screen, AuditScreen) and app.screen.loaded)
+        screen = app.screen
+        assert isinstance(screen, AuditScreen)
+        assert [e.origin for e in screen.entries] == [ORIGIN_FILE]
+        text = str(screen.query_one("#audit-body", Static).render())
+        assert "cannot read gpucon:audit: ConnectionError" in text and "ann@h1" in text
+
+
+class SlowStream(AuditStreamReader):
+    """Answers after a delay and notes the thread it was read in."""
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__("redis://127.0.0.1:1/0", 1.0)
+        self.release = release
+        self.threads: list[threading.Thread] = []
+
+    def read(self, limit: int) -> list[AuditRecord]:
+        self.threads.append(threading.current_thread())
+        self.release.wait(5.0)
+        return [AuditRecord(5.0, "bob@h2", "intent", "drain", "b9", "d9")]
+
+
+async def test_the_stream_is_read_off_the_ui_thread(tmp_path: Path) -> None:
+    release = threading.Event()
+    stream = SlowStream(release)
+    app = Host(config_for(tmp_path / "audit.jsonl", None))
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(AuditScreen(tmp_path / "audit.jsonl", stream=stream))
+        await pilot.pause(0.2)
+        screen = app.screen
+        assert isinstance(screen, AuditScreen) and not screen.loaded  # still reading
+        await pilot.press("r")  # the UI answers while the stream is slow
+        await pilot.pause(0.05)
+        release.set()
+        await wait_until(pilot, lambda: screen.loaded)
+        assert [e.origin for e in screen.entries] == [ORIGIN_STREAM]
+        assert stream.threads and threading.main_thread() not in stream.threads
+
+
+async def test_no_stream_without_redis_or_in_the_demo(redis_url: str, tmp_path: Path) -> None:
+    assert actions_flow.audit_stream(Host(config_for(tmp_path / "a", None))) is None
+    demo = Host(config_for(tmp_path / "a", redis_url), mode="demo")
+    assert actions_flow.audit_stream(demo) is None
+    live = actions_flow.audit_stream(Host(config_for(tmp_path / "a", redis_url)))
+    assert live is not None and live.url == redis_url
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert live.read(10) == []  # nothing recorded yet; a read, nothing written
+        assert client.exists("gpucon:audit") == 0
+    finally:
+        live.close()
+        client.close()
