@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gpucon.actions.backends import text_param
 from gpucon.actions.plan import (
     BadParams,
     BlastRadius,
@@ -32,6 +33,8 @@ from gpucon.controls.base import Controls
 from gpucon.model.alerts import AlertThresholds
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot
+
+DEFAULT_REASON = "rebalanced with gpucon"
 
 TARGET = "registry:weights"
 
@@ -151,7 +154,7 @@ def plan_rebalance(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     version = params.get("registry_version")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
         raise BadParams("registry_version", f"expected an integer, got {version!r}")
-    reason = str(params.get("reason") or "rebalanced with gpucon")
+    reason = text_param(params, "reason", DEFAULT_REASON) or DEFAULT_REASON
 
     old = {n: snapshot.backends[n].weight for n in new}
     changed = {n: w for n, w in new.items() if old[n] is None or abs((old[n] or 0.0) - w) > 1e-9}
