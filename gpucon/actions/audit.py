@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from gpucon.actions.plan import JsonValue
 
@@ -226,6 +227,28 @@ class AuditStreamReader:
         close = getattr(client, "close", None)
         if close is not None:
             close()
+
+
+class AuditStream(Protocol):
+    """What the audit screen reads the shared stream through (from a worker thread)."""
+
+    def read(self, limit: int) -> list[AuditRecord]: ...
+
+    def close(self) -> None: ...
+
+
+class RegistryAuditStream:
+    """The stream read through a live console's registry control (its connection, its
+    timeouts); used when the console knows its registry but not its config."""
+
+    def __init__(self, registry: Any) -> None:
+        self.registry = registry
+
+    def read(self, limit: int) -> list[AuditRecord]:
+        return [AuditRecord.from_dict(row) for row in self.registry.read_audit(limit)]
+
+    def close(self) -> None:
+        """The registry belongs to the controls; they close it."""
 
 
 def format_record(record: AuditRecord) -> str:

@@ -252,6 +252,10 @@ class RedisRegistry:
         fields = {k: "" if v is None else str(v) for k, v in record.items()}
         self.client.xadd(AUDIT_STREAM, fields, maxlen=AUDIT_MAXLEN, approximate=True)
 
+    def read_audit(self, limit: int) -> list[dict[str, str]]:
+        """The newest ``limit`` records of the fleet's audit stream, oldest first (a read)."""
+        return read_audit_stream(self.client, limit)
+
     def close(self) -> None:
         self.client.close()
 

@@ -15,7 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gpucon.actions.audit import AuditStreamReader
+from gpucon.actions.audit import AuditStream, AuditStreamReader, RegistryAuditStream
 from gpucon.actions.catalog import ActionSpec, get_action
 from gpucon.actions.guard import execute
 from gpucon.actions.plan import (
@@ -47,16 +47,20 @@ def audit_path(app: Any) -> Path:
     return default_state_dir() / "audit.jsonl"
 
 
-def audit_stream(app: Any) -> AuditStreamReader | None:
+def audit_stream(app: Any) -> AuditStream | None:
     """The fleet's shared audit stream where Redis is configured (not in the demo, whose
-    actions steer the simulator and are recorded only in this console's file)."""
+    actions steer the simulator and are recorded only in this console's file): from the
+    app's config when it has one, else through a live console's registry control."""
     if getattr(app, "mode", None) == "demo":
         return None
     config = getattr(app, "config", None)
     redis_config = getattr(getattr(config, "fleet", None), "redis", None)
-    if redis_config is None:
-        return None
-    return AuditStreamReader(redis_config.url, redis_config.timeout_s)
+    if redis_config is not None:
+        return AuditStreamReader(redis_config.url, redis_config.timeout_s)
+    registry = getattr(getattr(app, "controls", None), "registry", None)
+    if registry is not None and hasattr(registry, "read_audit"):
+        return RegistryAuditStream(registry)
+    return None
 
 
 def _notify(app: Any, message: str, severity: str = "information") -> None:

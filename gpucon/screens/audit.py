@@ -25,7 +25,7 @@ from gpucon.actions.audit import (
     ORIGIN_FILE,
     AuditEntry,
     AuditRecord,
-    AuditStreamReader,
+    AuditStream,
     merge_audit,
     read_audit,
 )
@@ -94,9 +94,7 @@ class AuditScreen(ModalScreen[None]):
         Binding("r", "reload", "Reload", id="reload_audit"),
     ]
 
-    def __init__(
-        self, path: Path, limit: int = 200, stream: AuditStreamReader | None = None
-    ) -> None:
+    def __init__(self, path: Path, limit: int = 200, stream: AuditStream | None = None) -> None:
         super().__init__()
         self.path = path
         self.limit = limit
@@ -117,7 +115,7 @@ class AuditScreen(ModalScreen[None]):
             self._close_stream(self.stream)
 
     @work(thread=True, group="audit-close", exit_on_error=False)
-    def _close_stream(self, stream: AuditStreamReader) -> None:
+    def _close_stream(self, stream: AuditStream) -> None:
         stream.close()
 
     def action_reload(self) -> None:

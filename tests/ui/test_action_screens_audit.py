@@ -23,6 +23,7 @@ from gpucon.actions.audit import (
     AuditStreamReader,
 )
 from gpucon.config import FleetConfig, GpuconConfig, RedisConfig
+from gpucon.controls.base import Controls
 from gpucon.controls.registry import RedisRegistry
 from gpucon.screens import actions_flow
 from gpucon.screens.audit import AuditScreen
@@ -32,11 +33,14 @@ SIZE = (180, 40)
 
 
 class Host(App[None]):
-    def __init__(self, config: GpuconConfig, mode: str = "live") -> None:
+    def __init__(
+        self, config: GpuconConfig | None, mode: str = "live", controls: Any = None
+    ) -> None:
         super().__init__()
-        self.config = config
+        if config is not None:
+            self.config = config
         self.mode = mode
-        self.controls = None
+        self.controls = controls
         self.read_only = True
 
     def compose(self) -> ComposeResult:
@@ -162,7 +166,7 @@ async def test_no_stream_without_redis_or_in_the_demo(redis_url: str, tmp_path: 
     demo = Host(config_for(tmp_path / "a", redis_url), mode="demo")
     assert actions_flow.audit_stream(demo) is None
     live = actions_flow.audit_stream(Host(config_for(tmp_path / "a", redis_url)))
-    assert live is not None and live.url == redis_url
+    assert isinstance(live, AuditStreamReader) and live.url == redis_url
     client = redis.Redis.from_url(redis_url)
     try:
         assert live.read(10) == []  # nothing recorded yet; a read, nothing written
@@ -170,3 +174,25 @@ async def test_no_stream_without_redis_or_in_the_demo(redis_url: str, tmp_path: 
     finally:
         live.close()
         client.close()
+
+
+async def test_without_its_config_a_live_console_reads_the_stream_through_its_registry(
+    redis_url: str, tmp_path: Path
+) -> None:
+    audit_path = tmp_path / "audit.jsonl"
+    write_history(redis_url, audit_path)
+    registry = RedisRegistry.from_url(redis_url)
+    controls = Controls(registry, AuditLog(audit_path, stream=registry.append_audit), "ann@h1")
+    app = Host(None, controls=controls)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            actions_flow.start_action(app, "audit", None, None, None)
+            await wait_until(
+                pilot, lambda: isinstance(app.screen, AuditScreen) and app.screen.loaded
+            )
+            screen = app.screen
+            assert isinstance(screen, AuditScreen)
+            origins = [(e.record.operator, e.origin) for e in screen.entries]
+            assert ("bob@h2", ORIGIN_STREAM) in origins and ("ann@h1", ORIGIN_BOTH) in origins
+    finally:
+        controls.close()
