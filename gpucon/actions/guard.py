@@ -1,9 +1,11 @@
-"""The guard every action runs under: preconditions, the target's lock, the audit trail.
+"""The guard every action runs under: preconditions, the locks, the audit trail.
 
 ``execute(spec, plan, controls, progress)`` refuses a plan whose preconditions fail, takes the
-target's lock (renewed in a background thread while the action runs, released only by its
-owner), writes the intent to the audit log before the first step, records each step's result
-as ``apply`` reports it, and the outcome last. It always returns an ``Outcome``; the operator
+locks of the target and of every backend in the plan's blast radius (in sorted order, all or
+none: a node drain and an undrain of one of its backends on another console cannot both run),
+renews them in a background thread while the action runs (released only by their owner),
+writes the intent to the audit log before the first step, records each step's result as
+``apply`` reports it, and the outcome last. It always returns an ``Outcome``; the operator
 learns from it what happened and what state was left, whatever went wrong.
 """
 
@@ -74,18 +76,47 @@ class _StepRecorder:
         )
 
 
-class _LockKeeper:
-    """Renews a lease every third of its TTL until stopped; notes if it was lost."""
+def lock_targets(plan: Plan) -> tuple[str, ...]:
+    """Every lock a plan needs: its target's and each blast-radius backend's, sorted.
 
-    def __init__(self, controls: Controls, lease: LockLease, ttl_s: float) -> None:
+    One order for every console: two guards wanting overlapping sets meet at the first lock
+    they share, so one of them always gets all it needs.
+    """
+    return tuple(sorted({plan.target, *plan.blast_radius.backends}))
+
+
+def acquire_locks(controls: Controls, plan: Plan, ttl_s: float) -> list[LockLease]:
+    """All of ``lock_targets(plan)`` or none: on LockHeld (or any error) what was taken is
+    released before the error propagates. A backend's lock names the action and its target
+    ("drain node-a"), so a colleague refused on it learns which action holds it."""
+    taken: list[LockLease] = []
+    try:
+        for key in lock_targets(plan):
+            doing = plan.action if key == plan.target else f"{plan.action} {plan.target}"
+            taken.append(controls.registry.acquire_lock(key, controls.operator, doing, ttl_s))
+    except BaseException:
+        release_locks(controls, taken)
+        raise
+    return taken
+
+
+def release_locks(controls: Controls, leases: list[LockLease]) -> None:
+    for lease in reversed(leases):
+        with contextlib.suppress(Exception):  # otherwise it expires by its TTL
+            controls.registry.release_lock(lease)
+
+
+class _LockKeeper:
+    """Renews the leases every third of their TTL until stopped; notes which were lost."""
+
+    def __init__(self, controls: Controls, leases: list[LockLease], ttl_s: float) -> None:
         self.controls = controls
-        self.lease = lease
+        self.leases = leases
         self.ttl_s = ttl_s
-        self.lost = False
+        self.lost: set[str] = set()
         self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name=f"lock-renew:{lease.target}", daemon=True
-        )
+        name = f"lock-renew:{leases[0].target}" if leases else "lock-renew"
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def __enter__(self) -> _LockKeeper:
         self._thread.start()
@@ -97,15 +128,23 @@ class _LockKeeper:
 
     def _run(self) -> None:
         while not self._stop.wait(self.ttl_s / 3.0):
-            try:
-                if not self.controls.registry.renew_lock(self.lease, self.ttl_s):
-                    self.lost = True
-            except Exception:  # a blip: try again at the next period, the TTL covers it
-                continue
+            for lease in self.leases:
+                try:
+                    if not self.controls.registry.renew_lock(lease, self.ttl_s):
+                        self.lost.add(lease.target)
+                except Exception:  # a blip: try again at the next period, the TTL covers it
+                    continue
 
 
-def _refusal(plan: Plan, controls: Controls, error: ActionError) -> Outcome:
-    message = str(error)
+def _lock_refusal(plan: Plan, held: LockHeld) -> str:
+    """Who holds which lock since when, and, for a blast-radius lock, why this plan needs it."""
+    if held.target == plan.target:
+        return f"{held}; nothing was done"
+    return f"{plan.action} {plan.target} touches {held.target}: {held}; nothing was done"
+
+
+def _refusal(plan: Plan, controls: Controls, error: ActionError, message: str = "") -> Outcome:
+    message = message or str(error)
     try:
         controls.audit.record(
             operator=controls.operator,
@@ -138,13 +177,11 @@ def execute(
         failed = "; ".join(f"{p.name}: {p.text}" for p in plan.failed_preconditions)
         return _refusal(plan, controls, Refused(f"precondition failed: {failed}"))
     try:
-        lease = controls.registry.acquire_lock(
-            plan.target, controls.operator, plan.action, lock_ttl_s
-        )
+        leases = acquire_locks(controls, plan, lock_ttl_s)
     except LockHeld as held:
-        return _refusal(plan, controls, held)
+        return _refusal(plan, controls, held, _lock_refusal(plan, held))
     except Exception as exc:  # the registry cannot be reached: nothing was done
-        return _error(plan, f"could not take the lock on {plan.target}: {exc}; nothing was done")
+        return _error(plan, f"could not take the locks for {plan.target}: {exc}; nothing was done")
     results: list[StepResult] = []
     recorder = _StepRecorder(plan, controls, progress, results, {}, [])
     stream_errors_before = len(controls.audit.stream_errors)
@@ -160,7 +197,7 @@ def execute(
             )
         except Exception as exc:  # an action that cannot be recorded does not run
             return _error(plan, f"the audit log cannot be written ({exc}); nothing was done")
-        with _LockKeeper(controls, lease, lock_ttl_s) as keeper:
+        with _LockKeeper(controls, leases, lock_ttl_s) as keeper:
             try:
                 outcome = apply(plan, controls, recorder)
             except ActionError as error:
@@ -171,7 +208,8 @@ def execute(
                 outcome = _error(plan, f"{type(error).__name__}: {error}")
         notes = [*recorder.audit_errors, *controls.audit.stream_errors[stream_errors_before:]]
         if keeper.lost:
-            notes.append("the lock expired while the action ran")
+            lost = ", ".join(sorted(keeper.lost))
+            notes.append(f"the lock on {lost} expired while the action ran")
         message = outcome.message + "".join(f" ({n})" for n in notes)
         outcome = replace(outcome, steps=tuple(results), message=message)
         try:
@@ -189,5 +227,4 @@ def execute(
             outcome = replace(outcome, message=outcome.message + note)
         return outcome
     finally:
-        with contextlib.suppress(Exception):  # otherwise it expires by its TTL
-            controls.registry.release_lock(lease)
+        release_locks(controls, leases)

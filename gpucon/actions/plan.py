@@ -72,6 +72,38 @@ class StalePlan(Refused):
         self.current_version = current_version
 
 
+class StateMoved(Refused):
+    """A backend's state is not one the transition may start from: someone changed it since."""
+
+    def __init__(self, name: str, current: str, new: str, allowed: frozenset[str]) -> None:
+        expected = " or ".join(sorted(allowed)) or "nothing"
+        super().__init__(
+            f"{name} is {current}, not {expected}: someone changed it since; it was not set to "
+            f"{new} (nothing was written)"
+        )
+        self.name = name
+        self.current = current
+        self.new = new
+
+
+# Backend state transitions a registry write may make: new state -> states it may start from.
+# Every registry (Redis, the simulator's) checks them inside its transaction: compare-and-set.
+BACKEND_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    "draining": frozenset({"active", "draining", "drained", "down"}),
+    "drained": frozenset({"draining"}),
+    "active": frozenset({"draining", "drained"}),
+}
+
+
+def check_transition(name: str, current: str, new: str) -> None:
+    """StateMoved unless ``current -> new`` is a transition the registry may write."""
+    if new not in BACKEND_TRANSITIONS:
+        raise BadParams("state", f"{new!r} is not a state gpucon sets")
+    allowed = BACKEND_TRANSITIONS[new]
+    if current not in allowed:
+        raise StateMoved(name, current, new, allowed)
+
+
 class LockHeld(ActionError):
     """Another operator's action holds the target's lock."""
 
@@ -100,10 +132,14 @@ class StepTimeout(StepFailed):
 
 
 def format_ts(ts: float) -> str:
-    """A UTC timestamp as the operator reads it in messages and the audit log."""
+    """A UTC timestamp as the operator reads it in messages and the audit log; a time no
+    calendar can show (NaN, infinite, beyond year 9999) is named as it is, never raised."""
     import datetime as _dt
 
-    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, ValueError, OSError, TypeError):
+        return f"(invalid time {ts!r})"
 
 
 @dataclass(frozen=True, slots=True)

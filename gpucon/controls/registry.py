@@ -7,7 +7,10 @@ the action, plus the owner's token; renewed and released only by that token, in 
 ``gpucon:assigned:{name}`` (hash of stream entry id -> stream, kept by the scheduler) tells
 which queue entries a backend holds and has not acknowledged yet.
 Writes that depend on what they read (drain remembering the weight, rebalance checking the
-version) WATCH the keys they read, so a concurrent write makes them retry or refuse.
+version) WATCH the keys they read, so a concurrent write makes them retry or refuse. Every
+state change is a compare-and-set: the state read under WATCH must be one the transition may
+start from (``check_transition``: drained only from draining, active only from draining or
+drained), else StateMoved and nothing is written.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 import redis
 
-from gpucon.actions.plan import BadParams, JsonValue, LockHeld, StalePlan
+from gpucon.actions.plan import BadParams, JsonValue, LockHeld, StalePlan, check_transition
 from gpucon.controls.base import BackendRecord, LockLease, check_weights_unchanged
 
 BACKENDS_KEY = "gpucon:backends"
@@ -136,12 +139,18 @@ class RedisRegistry:
             raise BadParams("backend", f"no backend named {name!r} in the registry")
         return raw
 
+    def _require_transition(self, pipe: Any, name: str, new: str) -> dict[str, str]:
+        """The backend's hash, read under WATCH, if its state may move to ``new``."""
+        raw = self._require(pipe, name)
+        check_transition(name, raw.get("state") or "active", new)
+        return raw
+
     def begin_drain(self, name: str, owner: str, reason: str) -> float | None:
         remembered: list[float | None] = []
 
         def txn(pipe: Any) -> None:
             remembered.clear()
-            raw = self._require(pipe, name)
+            raw = self._require_transition(pipe, name, "draining")
             before = _float(raw.get("weight_before_drain"))
             if raw.get("state") not in ("draining", "drained") or before is None:
                 before = _float(raw.get("weight"))
@@ -159,7 +168,7 @@ class RedisRegistry:
 
     def mark_state(self, name: str, state: str, owner: str, reason: str) -> None:
         def txn(pipe: Any) -> None:
-            self._require(pipe, name)
+            self._require_transition(pipe, name, state)
             pipe.multi()
             fields = {"state": state, "owner": owner, "reason": reason}
             fields["changed_at"] = repr(self.clock())
@@ -173,7 +182,7 @@ class RedisRegistry:
 
         def txn(pipe: Any) -> None:
             restored.clear()
-            raw = self._require(pipe, name)
+            raw = self._require_transition(pipe, name, "active")
             weight = _float(raw.get("weight_before_drain"))
             restored.append(default_weight if weight is None else weight)
             fields = {"state": "active", "weight": repr(restored[0]), "owner": owner}

@@ -15,7 +15,14 @@ import redis
 from gpucon.actions import drain
 from gpucon.actions.audit import AuditLog, read_audit
 from gpucon.actions.guard import execute
-from gpucon.actions.plan import ExitCode, Outcome, OutcomeStatus, ProgressEvent, StepStatus
+from gpucon.actions.plan import (
+    ExitCode,
+    Outcome,
+    OutcomeStatus,
+    ProgressEvent,
+    StateMoved,
+    StepStatus,
+)
 from gpucon.actions.registry_snapshot import read_registry
 from gpucon.controls.base import Controls
 from gpucon.controls.registry import AUDIT_STREAM, RedisRegistry
@@ -223,3 +230,60 @@ def test_registry_lost_during_the_wait_fails_the_step_and_says_so(tmp_path: Path
         ("step", "wait:b1", "failed"),
         ("outcome", "", "failed"),
     ]
+
+
+def test_state_changes_are_compare_and_set_on_the_state_they_start_from(
+    client: redis.Redis, redis_url: str
+) -> None:
+    ann = RedisRegistry.from_url(redis_url)
+    bob = RedisRegistry.from_url(redis_url)
+    ann.begin_drain("b1", "ann@h1", "xid 79")
+    bob.undrain("b1", "bob@h2", "back", default_weight=9.0)  # b1 moved on under ann's drain
+    version = ann.version()
+    with pytest.raises(StateMoved, match="b1 is active, not draining") as info:
+        ann.mark_state("b1", "drained", "ann@h1", "xid 79")
+    assert info.value.exit_code is ExitCode.REFUSED
+    # nothing written: bob's undrain stands, with the weight it restored
+    state = client.hgetall("gpucon:backend:b1")
+    assert state["state"] == "active" and float(state["weight"]) == 2.0
+    assert state["owner"] == "bob@h2" and "weight_before_drain" not in state
+    assert ann.version() == version
+    # undrain of a backend that is active already would overwrite its weight: refused too
+    ann.set_weights({"b1": 7.0}, None, "carol@h3", "tuned")
+    with pytest.raises(StateMoved, match="b1 is active, not drained or draining"):
+        ann.undrain("b1", "ann@h1", "back", default_weight=1.0)
+    assert float(client.hget("gpucon:backend:b1", "weight") or 0) == 7.0
+    with pytest.raises(Exception, match="state: 'bogus' is not a state gpucon sets"):
+        ann.mark_state("b1", "bogus", "ann@h1", "x")
+    ann.close()
+    bob.close()
+
+
+def test_a_drain_whose_backend_was_undrained_meanwhile_fails_and_keeps_the_weight(
+    client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    """Someone outside the guard (another tool, an old console) undrains b1 while ann waits."""
+    assign(client, "b1", "1-0")
+    snapshot, _ = read_registry(client)
+    plan = drain.plan_drain(snapshot, {"backend": "b1", "timeout_s": 10, "poll_s": 0.02})
+    controls = controls_for(redis_url, tmp_path)
+    result: list[Outcome] = []
+    worker = threading.Thread(
+        target=lambda: result.append(execute(drain.apply_drain, plan, controls, lambda e: None))
+    )
+    worker.start()
+    deadline = time.monotonic() + 5
+    while client.hget("gpucon:backend:b1", "state") != "draining":
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    other = RedisRegistry.from_url(redis_url)
+    assert other.undrain("b1", "bob@h2", "needed back", default_weight=1.0) == 2.0
+    answer(client, "b1", "1-0")
+    worker.join(timeout=5)
+    outcome = result[0]
+    assert outcome.status is OutcomeStatus.FAILED, outcome
+    assert "b1 is active, not draining" in outcome.message
+    state = client.hgetall("gpucon:backend:b1")
+    assert state["state"] == "active" and float(state["weight"]) == 2.0
+    assert state["owner"] == "bob@h2"
+    other.close()

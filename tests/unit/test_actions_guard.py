@@ -28,14 +28,14 @@ from gpucon.controls.sim_registry import SimRegistry
 from gpucon.sim.fleet import build_sim_fleet
 
 
-def plan(ok: bool = True, target: str = "t1") -> Plan:
+def plan(ok: bool = True, target: str = "t1", backends: tuple[str, ...] = ()) -> Plan:
     return Plan(
         "noop",
         target,
         Tier.REVERSIBLE,
         (Precondition("p", ok, "fine" if ok else "broken"),),
         (Step("one", "step one"), Step("two", "step two")),
-        BlastRadius(),
+        BlastRadius(backends),
         "nothing",
     )
 
@@ -155,3 +155,64 @@ def test_lock_is_per_target(tmp_path: Path, target: str) -> None:
     assert f"{target} is locked by bob@h2 (drain) since" in outcome.message
     assert execute(two_steps, plan(target="other"), c, lambda e: None).ok
     c.registry.release_lock(lease)
+
+
+def test_the_blast_radius_backends_are_locked_too_all_or_nothing(tmp_path: Path) -> None:
+    """A node's plan needs every backend's lock: one held by a colleague refuses all of it."""
+    c = controls(tmp_path)
+    bob = SimRegistry(c.registry.fleet)  # type: ignore[attr-defined]
+    held = bob.acquire_lock("b2", "bob@h2", "undrain", 10)
+    calls: list[Plan] = []
+
+    def apply(p: Plan, c: Controls, progress: Progress) -> Outcome:
+        calls.append(p)
+        return two_steps(p, c, progress)
+
+    node_plan = plan(target="node-a", backends=("b3", "b1", "b2"))
+    outcome = execute(apply, node_plan, c, lambda e: None)
+    assert outcome.status is OutcomeStatus.LOCK_HELD and calls == []
+    assert "noop node-a touches b2: b2 is locked by bob@h2 (undrain) since" in outcome.message
+    # b1 was taken before b2 was found held: it was given back; node-a and b3 were never taken
+    for key in ("b1", "node-a", "b3"):
+        bob.release_lock(bob.acquire_lock(key, "bob@h2", "probe", 10))
+    assert bob.release_lock(held)
+    assert execute(apply, node_plan, c, lambda e: None).ok and calls == [node_plan]
+
+
+def test_a_colleague_refused_on_a_backend_learns_which_action_holds_it(tmp_path: Path) -> None:
+    c = controls(tmp_path)
+    bob = SimRegistry(c.registry.fleet)  # type: ignore[attr-defined]
+    refusals: list[str] = []
+
+    def inside(p: Plan, c: Controls, progress: Progress) -> Outcome:
+        for key in ("b1", "node-a"):
+            try:
+                bob.acquire_lock(key, "bob@h2", "undrain", 10)
+            except LockHeld as exc:
+                refusals.append(f"{exc.target}:{exc.holder}:{exc.action}")
+        return two_steps(p, c, progress)
+
+    outcome = execute(inside, plan(target="node-a", backends=("b1",)), c, lambda e: None)
+    assert outcome.ok
+    assert refusals == ["b1:ann@h1:noop node-a", "node-a:ann@h1:noop"]
+    for key in ("b1", "node-a"):  # all released when the action ended
+        bob.release_lock(bob.acquire_lock(key, "bob@h2", "probe", 10))
+
+
+def test_every_lock_is_renewed_while_the_action_runs(tmp_path: Path) -> None:
+    c = controls(tmp_path)
+    bob = SimRegistry(c.registry.fleet)  # type: ignore[attr-defined]
+    held: list[str] = []
+
+    def slow(p: Plan, c: Controls, progress: Progress) -> Outcome:
+        time.sleep(0.5)  # longer than the locks' TTL: only renewal keeps them
+        for key in ("b1", "b2", "node-a"):
+            try:
+                bob.acquire_lock(key, "bob@h2", "noop", 1)
+            except LockHeld:
+                held.append(key)
+        return two_steps(p, c, progress)
+
+    node_plan = plan(target="node-a", backends=("b1", "b2"))
+    assert execute(slow, node_plan, c, lambda e: None, lock_ttl_s=0.2).ok
+    assert held == ["b1", "b2", "node-a"]
