@@ -9,7 +9,9 @@ stream (written through the registry control) is the fleet's shared record.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import threading
 import time
@@ -22,6 +24,23 @@ from typing import Any, Protocol
 from gpucon.actions.plan import JsonValue
 
 AUDIT_EVENTS = ("intent", "step", "outcome", "refused")
+
+
+# the latest time a record may carry: 9999-12-31 23:59:59 UTC (what a datetime can show)
+MAX_TS = 253402300799.0
+
+
+def audit_ts(value: object) -> float:
+    """A record's time as a float; ValueError naming ``ts`` when it cannot be one."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"ts: expected a unix time, got {value!r}")
+    try:
+        ts = float(value)
+    except (OverflowError, ValueError):
+        raise ValueError(f"ts: expected a unix time, got {value!r}") from None
+    if not math.isfinite(ts) or not 0.0 <= ts <= MAX_TS:
+        raise ValueError(f"ts: expected a unix time between 1970 and 9999, got {value!r}")
+    return ts
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,14 +70,14 @@ class AuditRecord:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, JsonValue]) -> AuditRecord:
+        """The record in ``raw``; ValueError naming ``ts`` when its time is missing, not a
+        number, not finite or outside the years 1970..9999 (the readers skip such a record)."""
+        ts = audit_ts(raw.get("ts"))
+
         def text(key: str) -> str:
             value = raw.get(key, "")
             return "" if value is None else str(value)
 
-        try:
-            ts = float(raw.get("ts", 0.0))
-        except (TypeError, ValueError):
-            ts = 0.0
         return cls(
             ts=ts,
             operator=text("operator"),
@@ -142,8 +161,18 @@ def read_audit(path: Path, limit: int | None = None) -> list[AuditRecord]:
             except json.JSONDecodeError:
                 continue
             if isinstance(raw, dict):
-                keep.append(AuditRecord.from_dict(raw))
+                with contextlib.suppress(ValueError):  # a record without a usable time
+                    keep.append(AuditRecord.from_dict(raw))
     return list(keep)
+
+
+def records_from_rows(rows: Iterable[Mapping[str, JsonValue]]) -> list[AuditRecord]:
+    """Stream rows as records, in order; a row without a usable time is skipped."""
+    records = []
+    for row in rows:
+        with contextlib.suppress(ValueError):
+            records.append(AuditRecord.from_dict(row))
+    return records
 
 
 # where an audit entry was read: this console's file, the fleet's stream, or both (this
@@ -219,7 +248,7 @@ class AuditStreamReader:
                 )
             client = self._client
         rows = read_audit_stream(client, limit)
-        return [AuditRecord.from_dict(row) for row in rows]
+        return records_from_rows(rows)
 
     def close(self) -> None:
         with self._lock:
@@ -245,7 +274,7 @@ class RegistryAuditStream:
         self.registry = registry
 
     def read(self, limit: int) -> list[AuditRecord]:
-        return [AuditRecord.from_dict(row) for row in self.registry.read_audit(limit)]
+        return records_from_rows(self.registry.read_audit(limit))
 
     def close(self) -> None:
         """The registry belongs to the controls; they close it."""

@@ -195,7 +195,7 @@ def _run_audit(args: argparse.Namespace) -> int:
 def _read_stream(args: argparse.Namespace) -> list[Any]:
     import redis
 
-    from gpucon.actions.audit import AuditRecord
+    from gpucon.actions.audit import records_from_rows
     from gpucon.actions.plan import Refused
     from gpucon.controls.registry import read_audit_stream
 
@@ -212,7 +212,7 @@ def _read_stream(args: argparse.Namespace) -> list[Any]:
         rows = read_audit_stream(client, args.limit)
     finally:
         client.close()
-    return [AuditRecord.from_dict(row) for row in rows]
+    return records_from_rows(rows)
 
 
 def _safe(text: str) -> str:

@@ -20,8 +20,15 @@ def load_config_for(args: argparse.Namespace, *, allow_missing: bool = False) ->
     try:
         return load_config(Path(args.config) if args.config else None, fleet=args.fleet)
     except ConfigMissing:
-        if allow_missing:
-            return GpuconConfig()
+        if allow_missing:  # the defaults, with the GPUCON_* variables still applied
+            import os
+
+            from gpucon.config_env import apply_env
+
+            try:
+                return apply_env(GpuconConfig(), os.environ)
+            except ConfigError as error:
+                raise BadParams("config", str(error)) from None
         raise BadParams("config", "no config file; see gpucon config") from None
     except ConfigError as error:
         raise BadParams("config", str(error)) from None

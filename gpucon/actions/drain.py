@@ -96,7 +96,11 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
         text = f"{b.name} is {b.state}" + ("" if ok else ": already drained, nothing to do")
         pre.append(Precondition(f"state:{b.name}", ok or node is not None, text))
     pre.extend(_others_serving(snapshot, backends, force))
-    pods = tuple(sorted({b.pod for b in backends if b.pod}))
+    pods = {b.pod for b in backends if b.pod}
+    node_info = snapshot.nodes.get(node) if node is not None else None
+    if node_info is not None:  # every GPU pod on the node, a backend's or not (a batch job)
+        pods.update(node_info.gpu_pods)
+    pods_sorted = tuple(sorted(pods))
     if node is not None:
         pre.append(
             Precondition(
@@ -124,7 +128,7 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
         steps.append(Step(f"drained:{b.name}", f"mark {b.name} drained (reason: {reason})"))
     if node is not None:
         steps.append(Step(f"cordon:{node}", f"cordon node {node}"))
-        for pod in pods:
+        for pod in pods_sorted:
             steps.append(Step(f"evict:{pod}", f"evict pod {pod} (Eviction API, PDBs respected)"))
 
     slots = tuple(sorted({b.slot_id for b in backends if b.slot_id}))
@@ -144,7 +148,7 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
         params={
             "backends": list(names),
             "node": node,
-            "pods": list(pods),
+            "pods": list(pods_sorted),
             "reason": reason,
             "timeout_s": timeout_s,
             "poll_s": finite_number("poll_s", params.get("poll_s", POLL_S), minimum=0.01),

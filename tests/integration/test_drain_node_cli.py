@@ -34,6 +34,8 @@ def standin() -> Iterator[KubeStandIn]:
         server.add_pod("ml", "llm-0", "gpu-a", {MIG: "1"}, {"app": "llm"}, pod_ip="10.1.0.6")
         server.add_pod("ml", "llm-1", "gpu-a", {MIG: "1"}, {"app": "llm"}, pod_ip="10.1.0.7")
         server.add_pod("ml", "llm-2", "gpu-b", {MIG: "1"}, {"app": "llm"}, pod_ip="10.1.0.8")
+        # a GPU pod that serves no backend (a batch job): a node drain evicts it too
+        server.add_pod("batch", "trainer", "gpu-a", {MIG: "1"}, {"app": "train"})
         yield server
 
 
@@ -74,6 +76,9 @@ def test_node_drain_then_undrain_node_uncordons_and_restores_weights(
     assert drained[0]["plan"]["undo"].startswith("gpucon undrain gpu-a --node")
     assert "kubectl" not in drained[0]["plan"]["undo"]
     assert drained[1]["outcome"]["status"] == "ok", drained[1]
+    assert drained[0]["plan"]["params"]["pods"] == ["batch/trainer", "ml/llm-0", "ml/llm-1"]
+    assert ("batch", "trainer") not in standin.pods and ("ml", "llm-0") not in standin.pods
+    assert ("ml", "llm-2") in standin.pods  # the other node's
     assert standin.nodes["gpu-a"]["spec"]["unschedulable"] is True
     assert {client.hget(f"gpucon:backend:{n}", "state") for n in ("b1", "b2")} == {"drained"}
 

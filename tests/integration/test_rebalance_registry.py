@@ -10,7 +10,7 @@ import redis
 from gpucon.actions import drain, rebalance
 from gpucon.actions.audit import AuditLog, read_audit
 from gpucon.actions.guard import execute
-from gpucon.actions.plan import ExitCode, OutcomeStatus
+from gpucon.actions.plan import BadParams, ExitCode, OutcomeStatus
 from gpucon.actions.registry_snapshot import read_registry
 from gpucon.controls.base import Controls
 from gpucon.controls.registry import RedisRegistry
@@ -90,7 +90,7 @@ def test_rebalance_to_an_unknown_backend_is_refused_by_the_registry(
     plan = rebalance.plan_rebalance(snapshot, {"weights": {"b1": 2.0}, "registry_version": version})
     client.delete("gpucon:backend:b1")  # removed behind our back, without a version bump
     registry = RedisRegistry.from_url(redis_url)
-    with pytest.raises(Exception, match=r"weights\.b1: no backend named 'b1'"):
+    with pytest.raises(BadParams, match=r"^weights\.b1: no backend named 'b1'"):
         registry.set_weights({"b1": 2.0}, version, "ann@h1", "test")
     outcome = execute(rebalance.apply_rebalance, plan, controls_for(redis_url, tmp_path), print)
     assert outcome.status is OutcomeStatus.REFUSED
