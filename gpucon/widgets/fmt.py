@@ -51,6 +51,26 @@ def seconds(value: float | None) -> str:
     return f"{value / 3600:.0f}h"
 
 
+def since(value: float | None) -> str:
+    """How long ago, coarsely: ``<2s``, ``<10s``, then 10 s steps, minutes, hours (floored).
+
+    For ages that tick every second (a source's last read, an alert's start): the text
+    changes a few times a minute at most, so a steady screen is not rewritten every second
+    for a digit nobody acts on; the step is always visible (``<2s`` = fresh).
+    """
+    if value is None:
+        return NA
+    if value < 2:
+        return "<2s"
+    if value < 10:
+        return "<10s"
+    if value < 60:
+        return f"{int(value // 10) * 10}s"
+    if value < 7200:
+        return f"{int(value // 60)}m"
+    return f"{int(value // 3600)}h"
+
+
 def number(value: float | None, digits: int = 0) -> str:
     if value is None:
         return NA

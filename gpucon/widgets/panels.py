@@ -53,7 +53,7 @@ def source_badges(snapshot: Snapshot, styles: dict[Health, str]) -> Text:
             continue
         state = {Health.OK: "ok", Health.DEGRADED: "STALE", Health.DOWN: "DOWN"}[status.health]
         text.append(state if status.health is Health.OK else f" {state} ", styles[status.health])
-        text.append(f" {fmt.seconds(age) if age is not None else 'never'}", style="dim")
+        text.append(f" {fmt.since(age) if age is not None else 'never'}", style="dim")
         text.append(" │")
     return text
 
@@ -154,7 +154,7 @@ class QueuePanel(TextPanel):
 def alert_line(alert: Alert, now: float, style: str) -> Text:
     line = Text(no_wrap=True, overflow="ellipsis")
     line.append(f"{_SEVERITY_LABEL[alert.severity]} ", style=style)
-    line.append(f"{fmt.seconds(max(0.0, now - alert.since)):>4} ", style="dim")
+    line.append(f"{fmt.since(max(0.0, now - alert.since)):>4} ", style="dim")
     line.append_text(safe(alert.target, 40, "bold"))
     line.append("  ")
     line.append(safe(alert.message, 120))

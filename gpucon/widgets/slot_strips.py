@@ -31,8 +31,10 @@ def row_strip(
     cursor = styles["cursor"] if is_cursor else None
     stale = styles["stale"] if row.stale else None
     blank = styles[""] + cursor if cursor is not None else styles[""]
-    gap = Segment(" ", blank)
-    segments: list[Segment] = []
+    # neighbours of one style are joined into one segment (the gaps mostly): fewer segments
+    # to filter and compose, and fewer style changes written to the terminal
+    texts: list[str] = []
+    seg_styles: list[Style] = []
     for column, _, w in columns:
         text, style_name = cell(column.key, row, w, spark)
         style = styles[style_name]
@@ -40,9 +42,19 @@ def row_strip(
             style = style + stale
         if cursor is not None:
             style = style + cursor
-        if segments:
-            segments.append(gap)
-        segments.append(Segment(pad(text, w, column.right), style))
+        text = pad(text, w, column.right)
+        if texts:
+            if seg_styles[-1] == blank:
+                texts[-1] += " "
+            else:
+                texts.append(" ")
+                seg_styles.append(blank)
+        if seg_styles and seg_styles[-1] == style:
+            texts[-1] += text
+        else:
+            texts.append(text)
+            seg_styles.append(style)
+    segments = [Segment(t, st) for t, st in zip(texts, seg_styles, strict=True)]
     return Strip(segments).adjust_cell_length(width, blank)
 
 

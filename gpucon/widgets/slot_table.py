@@ -24,6 +24,7 @@ from textual.strip import Strip
 from gpucon.model.history import History
 from gpucon.widgets import fmt
 from gpucon.widgets.row_order import RowOrder
+from gpucon.widgets.slot_cells import cell
 from gpucon.widgets.slot_rows import (
     COLUMN_KEYS,
     Column,
@@ -131,7 +132,9 @@ class SlotTable(ScrollView, can_focus=True):
         else:
             self.cursor = min(self.cursor, max(0, len(keys) - 1))
         self.cursor_key = keys[self.cursor] if keys else None
-        self.virtual_size = Size(self.content_width, len(keys) + 1)
+        # the width never scrolls (overflow-x hidden): a virtual width that follows the
+        # widget's would relayout and repaint the whole table on the first tick after mount
+        self.virtual_size = Size(0, len(keys) + 1)
         if was_visible and not top <= self.cursor < top + self.page_rows:
             # a re-sort moved the selected row out of view: follow it, on the same line
             self.scroll_to(y=max(0, self.cursor - line), animate=False, immediate=True)
@@ -195,8 +198,35 @@ class SlotTable(ScrollView, can_focus=True):
         for y in range(1, height):
             index = top + y - 1
             line_key = self._line_key(index) if index < count else ("blank",)
-            if self._shown.get(y) != line_key:
-                self.refresh(Region(0, y, self.content_width, 1))
+            shown = self._shown.get(y)
+            if shown != line_key:
+                for x, width in self._changed_spans(shown, line_key):
+                    self.refresh(Region(x, y, width, 1))
+
+    def _changed_spans(
+        self, shown: tuple[Any, ...] | None, line_key: tuple[Any, ...]
+    ) -> list[tuple[int, int]]:
+        """The cells of a line to repaint: the columns whose text or style changed when the
+        same row is still shown the same way, else the whole line. Textual writes only the
+        repainted cells to the terminal, so a changed number costs its cells, not a line."""
+        whole = [(0, self.content_width)]
+        if (
+            shown is None
+            or len(shown) != len(line_key)
+            or len(line_key) != 5
+            or shown[0] != line_key[0]
+            or shown[3:] != line_key[3:]
+            or shown[1].stale != line_key[1].stale
+        ):
+            return whole
+        old_row, old_spark = shown[1], shown[2]
+        new_row, new_spark = line_key[1], line_key[2]
+        return [
+            (x, width + 1)
+            for column, x, width in self._columns()
+            if cell(column.key, old_row, width, old_spark)
+            != cell(column.key, new_row, width, new_spark)
+        ]
 
     def render_line(self, y: int) -> Strip:
         width = self.content_width

@@ -142,3 +142,57 @@ async def test_hostile_owner_and_reason_in_the_detail() -> None:
         text = str(app.screen.query_one("#detail-backends").render())
         assert "[red]root[/red]" in text and "wiped [blink]x[/blink]" in text
         assert "\x1b" not in text and "pwned" not in text
+
+
+async def test_a_changed_value_repaints_only_its_cells() -> None:
+    """Textual writes only repainted cells: a changed inflight costs its column, not a line."""
+    from textual.geometry import Region
+
+    rig = Rig()
+    app = rig.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        table = table_of(app)
+        assert app.snapshot is not None
+        snap = app.snapshot
+        painted: list[Region] = []
+        original = table.refresh
+
+        def spy(*regions: Region, **kwargs: bool) -> object:
+            painted.extend(regions)
+            return original(*regions, **kwargs)
+
+        table.refresh = spy  # type: ignore[method-assign]
+        backends = dict(snap.backends)
+        name = "sdxl-gpu-a-gi1"
+        backends[name] = replace(backends[name], inflight=(backends[name].inflight or 0) + 50)
+        app.show_snapshot(replace(snap, seq=snap.seq + 1, backends=backends))
+        await pilot.pause()
+        columns = {c.key: (x, w) for c, x, w in table._columns()}
+        x, w = columns["inflight"]
+        index = next(i for i, key in enumerate(table.order.keys) if key[1] == name)
+        y = index - round(table.scroll_y) + 1
+        assert painted == [Region(x, y, w + 1, 1)]
+        # the cursor moving to the row repaints the whole line, both lines
+        painted.clear()
+        table.move_cursor(table.cursor + 1)
+        assert all(r.x == 0 and r.width == table.content_width for r in painted)
+
+
+def test_ages_are_coarse_and_change_rarely() -> None:
+    from gpucon.widgets import fmt
+
+    assert [fmt.since(v) for v in (None, 0.0, 1.9, 2.0, 9.9, 10.0, 59.0, 60.0, 7199.0)] == [
+        "n/a",
+        "<2s",
+        "<2s",
+        "<10s",
+        "<10s",
+        "10s",
+        "50s",
+        "1m",
+        "119m",
+    ]
+    assert fmt.since(7200.0) == "2h"
+    # one text for every second of a 1 s-cadence source's age: the status bar stays put
+    assert {fmt.since(t / 10) for t in range(0, 15)} == {"<2s"}
