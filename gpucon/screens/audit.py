@@ -126,9 +126,9 @@ class AuditScreen(ModalScreen[None]):
         problems: list[str] = []
         try:
             local = read_audit(self.path, self.limit)
-        except OSError as exc:
+        except Exception as exc:  # unreadable, or a bug: say so rather than stay "reading…"
             local = []
-            problems.append(f"cannot read {self.path}: {exc}")
+            problems.append(f"cannot read {self.path}: {type(exc).__name__}: {exc}")
         shared: list[AuditRecord] = []
         if self.stream is not None:
             try:

@@ -196,3 +196,14 @@ async def test_without_its_config_a_live_console_reads_the_stream_through_its_re
             assert ("bob@h2", ORIGIN_STREAM) in origins and ("ann@h1", ORIGIN_BOTH) in origins
     finally:
         controls.close()
+
+
+async def test_an_unreadable_file_is_named_not_left_reading(tmp_path: Path) -> None:
+    audit_path = tmp_path / "audit.jsonl"
+    audit_path.mkdir()  # a directory where the file should be
+    app = Host(config_for(audit_path, None))
+    async with app.run_test(size=SIZE) as pilot:
+        actions_flow.start_action(app, "audit", None, None, None)
+        await wait_until(pilot, lambda: isinstance(app.screen, AuditScreen) and app.screen.loaded)
+        text = str(app.screen.query_one("#audit-body", Static).render())
+        assert "cannot read" in text and "IsADirectoryError" in text
