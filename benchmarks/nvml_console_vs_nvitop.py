@@ -49,6 +49,8 @@ def steady(run: PtyResult) -> dict[str, Any]:
         "cpu_s_per_min": round((run.cpu_s - run.cpu_at_marker_s) / span * 60, 3),
         "peak_rss_mib": round(run.peak_rss_mib, 1),
         "terminal_bytes_per_s": round((run.bytes_written - run.bytes_at_marker) / span, 1),
+        # the same, from 5 s after the first frame: start-up repaints left out
+        "terminal_bytes_per_s_steady": round(run.bytes_per_s_after(run.marker_s + 5.0), 1),
     }
 
 
@@ -91,7 +93,10 @@ def main() -> int:
         "seconds": options.seconds,
         "commands": {name: " ".join(argv[1:]) for name, argv in commands.items()},
         "results": {name: steady(run) for name, run in results.items()},
-        "raw": {name: vars(run) for name, run in results.items()},
+        "raw": {
+            name: {k: v for k, v in vars(run).items() if k != "writes"}
+            for name, run in results.items()
+        },
     }
     options.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(json.dumps(doc["results"], indent=1))

@@ -16,7 +16,7 @@ import signal
 import struct
 import termios
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]|\x1b[=>]")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -31,6 +31,14 @@ class PtyResult:
     cpu_s: float
     peak_rss_mib: float
     wall_s: float
+    # (seconds since start, bytes) of every read from the terminal: steady-state rates
+    writes: list[tuple[float, int]] = field(default_factory=list)
+
+    def bytes_per_s_after(self, start_s: float) -> float:
+        """Terminal bytes per second from ``start_s`` seconds after the start to the end."""
+        span = self.wall_s - start_s
+        late = sum(n for t, n in self.writes if t >= start_s)
+        return late / span if span > 0 else 0.0
 
 
 def _cpu_and_rss(pid: int) -> tuple[float, float]:
@@ -72,6 +80,7 @@ def run_in_pty(
     cpu_at_marker = 0.0
     bytes_at_marker = 0
     total = 0
+    writes: list[tuple[float, int]] = []
     cpu = rss = 0.0
     try:
         while True:
@@ -87,6 +96,7 @@ def run_in_pty(
                 if not chunk:
                     break
                 total += len(chunk)
+                writes.append((time.perf_counter() - start, len(chunk)))
                 if marker is not None and marker_s is None:
                     seen = (seen + ANSI.sub(b"", chunk))[-8192:]
                     if marker in seen:
@@ -109,4 +119,4 @@ def run_in_pty(
         except (ProcessLookupError, ChildProcessError):
             pass
         os.close(fd)
-    return PtyResult(marker_s, cpu_at_marker, bytes_at_marker, total, cpu, rss, wall)
+    return PtyResult(marker_s, cpu_at_marker, bytes_at_marker, total, cpu, rss, wall, writes)
