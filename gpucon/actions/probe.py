@@ -168,7 +168,7 @@ def apply(plan: Plan, controls: Any, progress: Progress) -> Outcome:
     """Run the planned probe (blocking: call from a worker thread, never the UI thread)."""
     from gpucon.actions.plan import Outcome, OutcomeStatus, ProgressEvent, StepStatus
     from gpucon.config import ProbeTarget
-    from gpucon.controls.probe import ProbeBounds, ProbeProgress, probe_target
+    from gpucon.controls.probe import ProbeBounds, ProbeProgress
 
     p = plan.params
     t = p["target"]
@@ -187,18 +187,23 @@ def apply(plan: Plan, controls: Any, progress: Progress) -> Outcome:
 
     progress(ProgressEvent("probe", StepStatus.STARTED, plan.steps[0].text))
     prober = getattr(controls, "prober", None)
-    if p.get("simulated") and prober is None:  # never reaches a live fleet's backends
-        text = "this plan probes the simulated fleet; these controls steer a live one"
+    if prober is None or bool(p.get("simulated")) != bool(getattr(prober, "simulated", False)):
+        # the probe is the only write path to a backend's requests: without a probe control
+        # (read-only) nothing is sent, and a demo plan never reaches a live fleet's backends
+        text = (
+            "no probe control: this console cannot send requests"
+            if prober is None
+            else "this plan probes the simulated fleet; these controls steer a live one"
+            if p.get("simulated")
+            else "this plan probes a live fleet; these controls steer the simulated one"
+        )
         progress(ProgressEvent("probe", StepStatus.FAILED, text))
         return Outcome(plan.action, plan.target, OutcomeStatus.REFUSED, text, plan.digest)
     try:
-        if prober is not None and p.get("simulated"):
-            result = prober.probe(target.name, bounds, on_progress)
-        else:
-            result = probe_target(
-                target, bounds, via_queue=bool(p["via_queue"]), redis_url=p.get("redis_url"),
-                stream=str(p["stream"]), on_progress=on_progress,
-            )  # fmt: skip
+        result = prober.probe(
+            target, bounds, on_progress, via_queue=bool(p["via_queue"]),
+            redis_url=p.get("redis_url"), stream=str(p["stream"]),
+        )  # fmt: skip
     except Exception as exc:
         text = f"{type(exc).__name__}: {exc}"
         progress(ProgressEvent("probe", StepStatus.FAILED, text))

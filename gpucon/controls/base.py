@@ -20,7 +20,7 @@ from gpucon.actions.plan import JsonValue, Refused
 
 if TYPE_CHECKING:
     from gpucon.actions.audit import AuditLog
-    from gpucon.config import GpuconConfig
+    from gpucon.config import GpuconConfig, ProbeTarget
     from gpucon.controls.probe import ProbeBounds, ProbeProgress, ProbeResult
 
 
@@ -123,13 +123,24 @@ class KubeControl(Protocol):
 
 
 class Prober(Protocol):
-    """A probe that needs no configured target (the demo's: ``gpucon.controls.sim_probe``)."""
+    """Sends a bounded probe: the only way an action reaches a backend with requests.
+
+    A live fleet's (``gpucon.controls.probe.LiveProber``) sends real KServe v2 requests or
+    queue entries; the demo's (``gpucon.controls.sim_probe.SimProber``) draws latencies from
+    the simulator. Like every control it exists only when the console may write.
+    """
+
+    simulated: bool
 
     def probe(
         self,
-        backend: str,
+        target: ProbeTarget,
         bounds: ProbeBounds,
         on_progress: Callable[[ProbeProgress], None] | None = None,
+        *,
+        via_queue: bool = False,
+        redis_url: str | None = None,
+        stream: str = "gen:queue",
     ) -> ProbeResult: ...
 
 
@@ -151,8 +162,7 @@ class Controls:
     operator: str
     kube: KubeControl | None = None
     kube_namespace: str = "default"
-    # the simulated fleet's probe: any backend is a target (None for a live fleet, whose probe
-    # targets come only from the config)
+    # sends probes: live (targets only from the config) or the simulated fleet's (any backend)
     prober: Prober | None = None
 
     def close(self) -> None:
@@ -206,12 +216,15 @@ def build_controls(
     if kube_control is None and fleet.kube is not None:
         kube_control = _build_kube(fleet.kube)
     namespace = (fleet.kube.namespace if fleet.kube else None) or "default"
+    from gpucon.controls.probe import LiveProber
+
     return Controls(
         registry=registry,
         audit=AuditLog(audit_path_for(config), stream=registry.append_audit),
         operator=config.operator or default_operator(),
         kube=kube_control,
         kube_namespace=namespace,
+        prober=LiveProber(),
     )
 
 

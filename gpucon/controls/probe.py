@@ -382,3 +382,24 @@ def probe_target(
             on_progress=on_progress,
         )
     )
+
+
+class LiveProber:
+    """The live fleet's probe control (``Controls.prober``): real requests, bounded."""
+
+    simulated = False
+
+    def probe(
+        self,
+        target: ProbeTarget,
+        bounds: ProbeBounds,
+        on_progress: Callable[[ProbeProgress], None] | None = None,
+        *,
+        via_queue: bool = False,
+        redis_url: str | None = None,
+        stream: str = "gen:queue",
+    ) -> ProbeResult:
+        return probe_target(
+            target, bounds, via_queue=via_queue, redis_url=redis_url, stream=stream,
+            on_progress=on_progress,
+        )  # fmt: skip

@@ -1,6 +1,6 @@
 """The load probe over the simulated fleet: ``gpucon demo``'s ``p`` and ``gpucon probe --demo``.
 
-``SimProber.probe(backend, bounds, on_progress)`` runs the same bounded engine as a live probe
+``SimProber.probe(target, bounds, on_progress)`` runs the same bounded engine as a live probe
 (``gpucon.controls.probe.run_probe``: count, rate, concurrency and duration, per-request
 timeout, the same report), in wall-clock time — the demo's fleet follows the wall clock too.
 Instead of sending HTTP, each request's latency is drawn from the simulator's model of that
@@ -26,6 +26,7 @@ from gpucon.controls.probe import ProbeBounds, ProbeProgress, ProbeResult, run_p
 from gpucon.sim.metrics import BATCH_DELAY_S
 
 if TYPE_CHECKING:
+    from gpucon.config import ProbeTarget
     from gpucon.sim.fleet import SimFleet
 
 REFUSED = "connect: refused"
@@ -127,13 +128,23 @@ class SimProber:
         self._lock = threading.Lock()
         self.last_sender: SimSender | None = None
 
+    simulated = True
+
     def probe(
         self,
-        backend: str,
+        target: ProbeTarget,
         bounds: ProbeBounds,
         on_progress: Callable[[ProbeProgress], None] | None = None,
+        *,
+        via_queue: bool = False,
+        redis_url: str | None = None,
+        stream: str = "gen:queue",
     ) -> ProbeResult:
-        """Run one bounded probe of ``backend`` (blocking: call it from a worker thread)."""
+        """Run one bounded probe of ``target`` (blocking: call it from a worker thread).
+
+        The simulated fleet has no queue to probe through: ``via_queue`` is refused when the
+        plan is made, and the queue arguments are ignored here."""
+        backend = target.name
         with self._lock:
             rng = random.Random(self._rng.random())
         sender = SimSender(lambda name: service_now(self.fleet, name), backend, rng)

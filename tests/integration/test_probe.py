@@ -24,6 +24,7 @@ from gpucon.config import ProbeTarget
 from gpucon.controls.base import Controls
 from gpucon.controls.probe import (
     DirectSender,
+    LiveProber,
     ProbeBounds,
     ProbeProgress,
     check_bounds,
@@ -213,6 +214,7 @@ async def test_probe_action_through_the_queue_under_the_guard(
             registry=registry,
             audit=AuditLog(tmp_path / "audit.jsonl", stream=registry.append_audit),
             operator="tester@lab",
+            prober=LiveProber(),
         )
         events: list[ProgressEvent] = []
         try:

@@ -18,6 +18,7 @@ from gpucon.actions.guard import execute
 from gpucon.actions.plan import BadParams, OutcomeStatus
 from gpucon.cli import main
 from gpucon.controls.base import Controls
+from gpucon.controls.probe import LiveProber
 from gpucon.controls.sim_probe import REFUSED, ServiceNow, draw_latency_s, service_now
 from gpucon.controls.sim_registry import build_sim_controls
 
@@ -149,10 +150,15 @@ def test_a_live_fleet_still_takes_targets_only_from_the_config(
         probe.plan(snapshot, {"target": FAST, "probe_targets": ()})
     # a demo plan given controls without the simulator's probe sends nothing anywhere
     plan = probe.plan(snapshot, {"target": FAST, "simulated": True})
-    live_like = Controls(controls.registry, controls.audit, controls.operator)
+    live_like = Controls(controls.registry, controls.audit, controls.operator, prober=LiveProber())
     outcome = execute(probe.apply, plan, live_like, lambda e: None)
     assert outcome.status is OutcomeStatus.REFUSED
     assert "simulated fleet" in outcome.message
+    # and controls with no probe control at all (as a read-only console has none) send nothing
+    no_prober = Controls(controls.registry, controls.audit, controls.operator)
+    outcome = execute(probe.apply, plan, no_prober, lambda e: None)
+    assert outcome.status is OutcomeStatus.REFUSED
+    assert "no probe control" in outcome.message
 
 
 def test_gpucon_probe_demo_cli(
