@@ -6,6 +6,7 @@ a BadParams that names the field, before any plan exists.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,8 +23,10 @@ def text_param(params: Mapping[str, Any], name: str, default: str | None = None)
         return None
     if not isinstance(value, str) or not value.strip():
         raise BadParams(name, f"expected a non-empty text, got {value!r}")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise BadParams(name, "must not contain control characters")
+    if any(unicodedata.category(c) in ("Cc", "Cf") for c in value):
+        # C0, DEL, C1 and format characters (bidi overrides, zero-width): they would reach
+        # the registry and every colleague's terminal
+        raise BadParams(name, "must not contain control or format characters")
     return value.strip()
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpucon.actions.plan import BadParams, JsonValue, LockHeld, StalePlan
+from gpucon.actions.plan import BadParams, JsonValue, LockHeld, StalePlan, check_transition
 from gpucon.controls.base import (
     BackendRecord,
     Controls,
@@ -97,6 +97,7 @@ class SimRegistry:
     def begin_drain(self, name: str, owner: str, reason: str) -> float | None:
         with self._store.lock:
             b = self._backend_or_fail(name)
+            check_transition(name, str(b.state), "draining")
             before = self._store.weight_before_drain.get(name)
             if str(b.state) not in ("draining", "drained") or before is None:
                 before = b.weight
@@ -108,12 +109,14 @@ class SimRegistry:
 
     def mark_state(self, name: str, state: str, owner: str, reason: str) -> None:
         with self._store.lock:
-            self._backend_or_fail(name)
+            b = self._backend_or_fail(name)
+            check_transition(name, str(b.state), state)
             self.fleet.set_backend_state(name, state, owner, reason)
 
     def undrain(self, name: str, owner: str, reason: str, default_weight: float) -> float:
         with self._store.lock:
-            self._backend_or_fail(name)
+            b = self._backend_or_fail(name)
+            check_transition(name, str(b.state), "active")
             weight = self._store.weight_before_drain.pop(name, default_weight)
             self.fleet.set_weights({name: weight})
             self.fleet.set_backend_state(name, "active", owner, reason)
