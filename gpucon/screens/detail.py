@@ -10,11 +10,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from gpucon.model.fleet import Backend, Slot
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
+from gpucon.widgets.keybar import KeyBar
 from gpucon.widgets.panels import StatusBar, TextPanel
 from gpucon.widgets.plot import Plot
 from gpucon.widgets.safe_text import safe
@@ -128,7 +128,7 @@ class DetailScreen(Screen[None]):
             yield Plot("activity %", unit="%", top=100.0, id="plot-activity")
             yield Plot("memory used GiB", unit=" GiB", id="plot-mem")
             yield Vertical(id="backend-plots")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         snapshot = getattr(self.app, "snapshot", None)

@@ -15,9 +15,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from gpucon.model.snapshot import Snapshot
+from gpucon.widgets.keybar import KeyBar
 from gpucon.widgets.panels import AlertsPanel, QueuePanel, StatusBar
 from gpucon.widgets.slot_rows import RowBuilder
 from gpucon.widgets.slot_table import SlotTable
@@ -71,14 +72,11 @@ class FleetScreen(Screen[None]):
         )
         with Vertical(id="main"):
             yield SlotTable(id="slots")
-            yield Input(
-                placeholder="filter: host, slot, backend or model (Enter keeps, Esc clears)",
-                id="filter",
-            )
+            # the filter box is mounted on the first `/`: not built for the first frame
         with Horizontal(id="bottom"):
             yield QueuePanel(id="queues")
             yield AlertsPanel(id="alerts")
-        yield Footer()
+        yield KeyBar()
 
     @property
     def table(self) -> SlotTable:
@@ -107,15 +105,23 @@ class FleetScreen(Screen[None]):
         order = self.table.order
         self.table.set_sort(order.sort_key, not order.reverse)
 
-    def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
+    async def action_filter(self) -> None:
+        boxes = self.query("#filter").results(Input)
+        box = next(boxes, None)
+        if box is None:
+            box = Input(
+                placeholder="filter: host, slot, backend or model (Enter keeps, Esc clears)",
+                id="filter",
+            )
+            await self.query_one("#main").mount(box)
         box.add_class("-shown")
         box.focus()
 
     def action_clear_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.value = ""
-        box.remove_class("-shown")
+        box = next(self.query("#filter").results(Input), None)
+        if box is not None:
+            box.value = ""
+            box.remove_class("-shown")
         self.table.set_filter("")
         self.table.focus()
 

@@ -1,0 +1,83 @@
+"""The key bar: one line at the bottom naming the keys the focused screen answers.
+
+Textual's ``Footer`` mounts one widget per key and re-composes them whenever the bindings
+change; drawn that way, the keys cost more start-up than the whole slot table. This bar is
+one ``Static`` with one ``rich.text.Text``: the same keys (as remapped in ``[keys]``, shown
+with ``App.get_key_display``), the same theme colours, the command-palette key last.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.style import Style
+from rich.text import Text
+from textual.screen import Screen
+from textual.widgets import Static
+
+
+class KeyBar(Static):
+    """The shown bindings of the screen it is on, as ``key description`` pairs."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("", id=id)
+        self._shown: tuple[str, tuple[object, ...]] | None = None
+        self._parts: tuple[Text, Text] | None = None
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
+        self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+        self._bindings_changed(self.screen)
+
+    def _theme_changed(self, _theme: Any) -> None:
+        self._shown = None
+        self._bindings_changed(self.screen)
+
+    def _style(self, variable: str, bold: bool = False) -> Style:
+        colour = self.app.theme_variables.get(variable)
+        return Style.parse(f"{'bold ' if bold else ''}{colour or ''}".strip() or "none")
+
+    def _bindings_changed(self, screen: Screen[Any]) -> None:
+        if not self.is_attached or screen is not self.screen:
+            return
+        key_style = self._style("footer-key-foreground", bold=True)
+        text_style = self._style("footer-description-foreground")
+        keys = Text(no_wrap=True, overflow="ellipsis", end="")
+        active = screen.active_bindings
+        seen: set[str] = set()
+        palette = self.app.COMMAND_PALETTE_BINDING
+        for key, (_node, binding, enabled, _tooltip) in active.items():
+            if not binding.show or binding.action in seen or key == palette:
+                continue
+            seen.add(binding.action)
+            keys.append(f" {self.app.get_key_display(binding)} ", key_style)
+            keys.append(f"{binding.description} ", text_style if enabled else "dim")
+        commands = Text(end="")
+        if self.app.ENABLE_COMMAND_PALETTE and palette in active:
+            binding = active[palette].binding
+            commands.append("▏", text_style)
+            commands.append(f"{self.app.get_key_display(binding)} ", key_style)
+            commands.append(f"{binding.description or 'Commands'} ", text_style)
+        self._parts = (keys, commands)
+        self._show_parts()
+
+    def on_resize(self) -> None:
+        self._show_parts()
+
+    def _show_parts(self) -> None:
+        """The keys on the left, the command palette's key on the right (as Footer docks it)."""
+        if self._parts is None:
+            return
+        keys, commands = self._parts
+        width = self.size.width
+        gap = width - keys.cell_len - commands.cell_len
+        text = keys.copy()
+        if commands:
+            if gap < 0:  # a narrow terminal cuts the keys, never the palette's key
+                text.truncate(max(0, width - commands.cell_len), overflow="ellipsis")
+            text.append(" " * max(gap, 0))
+            text.append_text(commands)
+        shown = (text.plain, tuple(text.spans))
+        if shown != self._shown:
+            self._shown = shown
+            self.update(text)
