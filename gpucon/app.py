@@ -172,7 +172,9 @@ class GpuconApp(App[int]):
         if self._controls_factory is not None:
             self.call_after_refresh(lambda: self.controls)
         if self.autostart:
-            self.feed.start(self._from_hub_thread)
+            # after the first frame: the reader threads are not needed to draw it (the demo's
+            # first snapshot is already in; a live one arrives a tick later either way)
+            self.call_after_refresh(self.feed.start, self._from_hub_thread)
 
     def _from_hub_thread(self, snapshot: Snapshot) -> None:
         self.post_message(SnapshotArrived(snapshot))

@@ -11,7 +11,6 @@ The effective config remembers where each value came from (``origins``: file, en
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -182,6 +181,8 @@ def load_config(
         path = Path(env["GPUCON_CONFIG"]) if env.get("GPUCON_CONFIG") else default_config_path(env)
     path = path.expanduser()
     if path.is_file():
+        import tomllib  # only a config file needs it (the demo runs without one)
+
         try:
             with path.open("rb") as fh:
                 document: dict[str, Any] = tomllib.load(fh)

@@ -14,8 +14,9 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts
 from gpucon.model.fleet import Health, SourceStatus
@@ -24,6 +25,9 @@ from gpucon.model.merge import MergedFleet, merge_readings
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
 from gpucon.sources.base import Source, guarded_read
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 SnapshotCallback = Callable[[Snapshot], None]
 
@@ -198,6 +202,8 @@ class Hub:
         if self._thread is not None:
             return
         self._stop.clear()
+        from concurrent.futures import ThreadPoolExecutor  # imported when reading starts
+
         self._pool = ThreadPoolExecutor(
             max_workers=max(1, len(self._states)), thread_name_prefix="gpucon-source"
         )

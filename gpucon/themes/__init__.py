@@ -8,7 +8,6 @@ A user theme is a TOML file with Theme's fields (``name``, ``primary``, ... and
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import fields
 from pathlib import Path
 
@@ -86,6 +85,8 @@ class ThemeError(ValueError):
 
 def load_theme_file(path: Path) -> Theme:
     """A Theme from a TOML file; ThemeError names the file and the field that is wrong."""
+    import tomllib  # only a theme file needs it: not imported for the first frame
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
