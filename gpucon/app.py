@@ -96,8 +96,8 @@ class GpuconApp(App[int]):
     def controls(self) -> Any:
         """The write side, or None (read-only, or it could not be built).
 
-        Built from ``controls_factory`` on first use; the app asks for it right after its
-        first frame, so the factory's imports never delay the first screen of data.
+        Built from ``controls_factory`` on first use; the app asks for it a second after it
+        starts, so the factory's imports never delay the first screen of data.
         """
         factory, self._controls_factory = self._controls_factory, None
         if factory is not None and not self.read_only:
@@ -170,7 +170,10 @@ class GpuconApp(App[int]):
         for problem in self.startup_problems:
             self.notify(problem, title="gpucon", severity="warning", markup=False)
         if self._controls_factory is not None:
-            self.call_after_refresh(lambda: self.controls)
+            # a second in: well after the first frame is on the terminal (the demo's controls
+            # import the probe's HTTP client), well before anyone can press an action key;
+            # an action pressed sooner builds them on the spot
+            self.set_timer(1.0, lambda: self.controls)
         if self.autostart:
             # after the first frame: the reader threads are not needed to draw it (the demo's
             # first snapshot is already in; a live one arrives a tick later either way)

@@ -152,8 +152,8 @@ def _controls(config: Any, hub: Any, demo: bool, read_only: bool) -> tuple[Any, 
     """The write side and, when it cannot be built, why. Read-only: never constructed.
 
     The demo's controls come back as a factory (``functools.partial``) that the app calls
-    right after its first frame: they touch no network, and importing them is a tenth of
-    the demo's start-up.
+    a second after it starts: they touch no network, and importing them (the probe's HTTP
+    client among them) would cost more than a third of the demo's start-up.
     """
     if read_only:
         return None, None
