@@ -84,6 +84,7 @@ class FleetScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.table.focus()
+        self.table.follow_cursor = not self.noc  # NOC pages scroll by the clock, not the cursor
         if self.noc:
             self.set_interval(self.page_s, self.next_page)
         if self.gpucon.snapshot is not None:

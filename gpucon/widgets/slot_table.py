@@ -71,6 +71,8 @@ class SlotTable(ScrollView, can_focus=True):
         self.cursor = 0
         self.cursor_key: RowKey | None = None
         self.row_renders = 0  # rows drawn (cache misses): tests and benchmarks read it
+        # scroll to keep the selected row in view when a re-sort moves it (off on NOC pages)
+        self.follow_cursor = True
         self._strips: dict[RowKey, tuple[tuple[Any, ...], Strip]] = {}
         self._shown: dict[int, tuple[Any, ...]] = {}
         self._header: tuple[tuple[Any, ...], Strip] | None = None
@@ -135,7 +137,7 @@ class SlotTable(ScrollView, can_focus=True):
         # the width never scrolls (overflow-x hidden): a virtual width that follows the
         # widget's would relayout and repaint the whole table on the first tick after mount
         self.virtual_size = Size(0, len(keys) + 1)
-        if was_visible and not top <= self.cursor < top + self.page_rows:
+        if self.follow_cursor and was_visible and not top <= self.cursor < top + self.page_rows:
             # a re-sort moved the selected row out of view: follow it, on the same line
             self.scroll_to(y=max(0, self.cursor - line), animate=False, immediate=True)
 

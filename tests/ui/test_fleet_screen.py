@@ -219,3 +219,17 @@ async def test_selected_row_stays_in_view_when_the_table_resorts() -> None:
         table.set_sort("slot", not table.order.reverse)
         await pilot.pause()
         assert round(table.scroll_y) == 0
+
+
+async def test_noc_pages_do_not_follow_the_cursor_on_a_resort() -> None:
+    from tests.ui.rig import sim_rig
+
+    app = sim_rig(size=64).app(warmup=3, noc=True, page_s=3600)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await pilot.pause()
+        table = table_of(app)
+        assert round(table.scroll_y) == 0 and table.cursor == 0
+        table.set_sort("slot", not (table.order.sort_key == "slot" and table.order.reverse))
+        await pilot.pause()
+        assert table.cursor >= table.page_rows  # the selected row moved off the page...
+        assert round(table.scroll_y) == 0  # ...and the wall screen's page stayed put
