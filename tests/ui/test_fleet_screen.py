@@ -233,3 +233,19 @@ async def test_noc_pages_do_not_follow_the_cursor_on_a_resort() -> None:
         await pilot.pause()
         assert table.cursor >= table.page_rows  # the selected row moved off the page...
         assert round(table.scroll_y) == 0  # ...and the wall screen's page stayed put
+
+
+async def test_key_bar_names_each_screens_keys_as_remapped() -> None:
+    from gpucon.widgets.keybar import KeyBar
+
+    app = Rig().app(keys={"filter": "f"})
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        bar = str(app.screen.query_one(KeyBar).render())
+        assert " f Filter " in bar and " s Sort " in bar and " d Drain " in bar
+        assert bar.rstrip().endswith("^p Commands")  # the palette's key on the right
+        await pilot.press("enter")  # the detail screen: its own keys
+        await pilot.pause()
+        assert isinstance(app.screen, DetailScreen)
+        bar = str(app.screen.query_one(KeyBar).render())
+        assert "Back" in bar and "Drain" not in bar
