@@ -92,11 +92,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     add_common_arguments(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
+        if argv is not None and name != only:
+            sub.add_parser(name, help=help_text)  # named in --help; never parsed this run
+            continue
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(command=name, module=module_name)
         add_common_arguments(p, suppress=True)
-        if argv is not None and name != only:
-            continue
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:

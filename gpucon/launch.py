@@ -100,6 +100,8 @@ def _load_config(args: argparse.Namespace) -> Any:
         if args.command == "demo":  # the demo needs no setup; GPUCON_* variables still apply
             import os
 
+            if not any(name.startswith("GPUCON_") for name in os.environ):
+                return GpuconConfig()
             from gpucon.config_env import apply_env
 
             try:
