@@ -24,6 +24,8 @@ from gpucon.themes import CSS_PATH, THEMES, VARIABLE_DEFAULTS, resolve_theme
 from gpucon.widgets.slot_rows import COLUMNS
 
 ACTIONS = ("drain", "undrain", "rebalance", "probe", "audit")
+# what a read-only console may still open: the audit screen only reads
+READ_ONLY_ACTIONS = ("audit",)
 
 
 class SnapshotFeed(Protocol):
@@ -70,9 +72,13 @@ class GpuconApp(App[int]):
         fleet_name: str = "",
         default_slo_ms: float = 2500.0,
         page_s: float = 10.0,
+        config: Any = None,
     ) -> None:
         super().__init__()
         self.feed = feed
+        # the GpuconConfig the console runs on (None in the demo): the actions flow reads its
+        # probe targets and the audit stream's Redis from it
+        self.config = config
         self.mode = mode
         self.noc = noc
         self.read_only = read_only or noc
@@ -233,7 +239,7 @@ class GpuconApp(App[int]):
 
     def start_action(self, name: str, slot_id: str | None, backend_name: str | None) -> None:
         """Hand an action to the actions flow (gpucon.screens.actions_flow) when it exists."""
-        if self.read_only or name not in ACTIONS:
+        if name not in ACTIONS or (self.read_only and name not in READ_ONLY_ACTIONS):
             self.notify("read-only: actions are off", severity="warning")
             return
         try:
@@ -275,12 +281,16 @@ class GpuconApp(App[int]):
 
 def known_binding_ids() -> set[str]:
     """Every binding id a user may remap in ``[keys]``."""
+    from gpucon.screens.audit import AuditScreen
     from gpucon.screens.detail import DetailScreen
     from gpucon.screens.help import HelpScreen
+    from gpucon.screens.plan import PlanScreen
+    from gpucon.screens.progress import ProgressScreen
     from gpucon.widgets.slot_table import SlotTable
 
     ids: set[str] = set()
-    for cls in (GpuconApp, FleetScreen, ActionFleetScreen, SlotTable, DetailScreen, HelpScreen):
+    screens = (DetailScreen, HelpScreen, PlanScreen, ProgressScreen, AuditScreen)
+    for cls in (GpuconApp, FleetScreen, ActionFleetScreen, SlotTable, *screens):
         for b in cls.BINDINGS:
             if isinstance(b, Binding) and b.id:
                 ids.add(b.id)

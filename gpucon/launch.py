@@ -199,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
         fleet_name="simulated" if demo else config.fleet.name,
         default_slo_ms=config.alerts.default_slo_p95_ms,
         page_s=args.page_seconds,
+        config=None if demo else config,
     )
     if why_not:
         app.startup_problems.append(why_not)

@@ -35,6 +35,8 @@ class FleetScreen(Screen[None]):
         Binding("S", "sort_reverse", "Reverse", id="sort_reverse"),
         Binding("slash", "filter", "Filter", id="filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="clear_filter"),
+        # the audit log only reads, so it is there in read-only and NOC mode too
+        Binding("A", "audit", "Audit", id="audit"),
     ]
 
     def __init__(
@@ -118,6 +120,9 @@ class FleetScreen(Screen[None]):
         box.add_class("-shown")
         box.focus()
 
+    def action_audit(self) -> None:
+        self.gpucon.start_action("audit", None, None)
+
     def action_clear_filter(self) -> None:
         box = next(self.query("#filter").results(Input), None)
         if box is not None:
@@ -165,7 +170,6 @@ class ActionFleetScreen(FleetScreen):
         Binding("u", "act('undrain')", "Undrain", id="undrain"),
         Binding("b", "act('rebalance')", "Rebalance", id="rebalance"),
         Binding("p", "act('probe')", "Probe", id="probe"),
-        Binding("A", "act('audit')", "Audit", id="audit"),
     ]
 
     def action_act(self, name: str) -> None:

@@ -152,6 +152,7 @@ async def test_read_only_console_sends_no_write_to_redis(
                 assert time.monotonic() < deadline, "the console never read the registry"
                 await pilot.pause(0.05)
             assert app.controls is None
+            base_depth = len(app.screen_stack)  # the fleet screen, wherever it sits
             recorder.note_clients()
             keys = set(app.screen.active_bindings)  # every key bound where the console starts
             keys |= set(ACTION_KEYS)  # the action keys of a read-write console, too
@@ -161,10 +162,11 @@ async def test_read_only_console_sends_no_write_to_redis(
                 await pilot.pause()
                 recorder.note_clients()
                 for _ in range(3):  # back to the fleet screen
-                    if len(app.screen_stack) <= 2:
+                    if len(app.screen_stack) <= base_depth:
                         break
                     await pilot.press("escape")
                     await pilot.pause()
+                assert len(app.screen_stack) == base_depth, f"{key} left {app.screen_stack}"
             commands = [c for c in app.get_system_commands(app.screen) if c.title not in ("Quit",)]
             assert any(c.title.startswith("Sort by") for c in commands)
             for command in commands:
@@ -173,10 +175,11 @@ async def test_read_only_console_sends_no_write_to_redis(
                 command.callback()
                 await pilot.pause()
                 for _ in range(3):
-                    if len(app.screen_stack) <= 2:
+                    if len(app.screen_stack) <= base_depth:
                         break
                     await pilot.press("escape")
                     await pilot.pause()
+                assert len(app.screen_stack) == base_depth, f"{command.title} left a screen"
             await pilot.pause(0.3)  # a few more reads after all that
             recorder.note_clients()
         time.sleep(0.2)

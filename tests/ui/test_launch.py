@@ -129,6 +129,8 @@ def test_no_subcommand_is_live_with_its_defaults(
     assert app.mode == "live" and app.fleet_name == "default"
     assert app.feed.refresh_s == 3.0  # the config's refresh, as `live` would take it
     assert app.page_s == 10.0
+    # the actions flow finds the probe targets and the audit stream's Redis in it
+    assert app.config is not None and app.config.fleet.redis.url == "redis://127.0.0.1:9/0"
     app = _launch(["--read-only", f"--config={config}"], monkeypatch, tmp_path)
     assert app.mode == "live" and app.read_only and app.controls is None
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpucon.app import ACTIONS
+from gpucon.app import ACTIONS, READ_ONLY_ACTIONS, known_binding_ids
 from gpucon.screens.fleet import ActionFleetScreen, FleetScreen
 from tests.ui.fleet_fixture import HandSource
 from tests.ui.rig import Rig, table_of
@@ -29,12 +29,15 @@ async def test_read_only_has_no_action_bindings_and_no_controls() -> None:
         assert app.controls is None
         assert type(app.screen) is FleetScreen
         assert not hasattr(app.screen, "action_act")
-        assert not binding_ids(app) & set(ACTIONS)
+        # the write actions are not bound; the audit log (a read) is
+        assert not binding_ids(app) & (set(ACTIONS) - set(READ_ONLY_ACTIONS))
+        assert "audit" in binding_ids(app)
         assert "READ-ONLY" in str(app.screen.query_one("#status").render())
         before = list(app._notifications)
-        await pilot.press("d", "u", "b", "p", "A")
+        await pilot.press("d", "u", "b", "p")
         await pilot.pause()
         assert list(app._notifications) == before  # nothing happened at all
+        assert type(app.screen) is FleetScreen
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Drain" not in titles
 
@@ -139,3 +142,24 @@ async def test_source_not_read_yet_shows_waiting_not_down() -> None:
         app.show_snapshot(rig.step())
         await pilot.pause()
         assert "hand ok" in str(app.screen.query_one("#status").render())
+
+
+async def test_read_only_console_still_opens_the_audit_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpucon.screens.audit import AuditScreen
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    app = Rig().app(read_only=True, controls=object())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("A")
+        await pilot.pause()
+        assert isinstance(app.screen, AuditScreen)
+        assert app.controls is None  # reading the log built nothing that writes
+
+
+def test_every_screen_s_keys_can_be_remapped() -> None:
+    ids = known_binding_ids()
+    for binding_id in ("cancel_plan", "close_progress", "close_audit", "open_detail", "audit"):
+        assert binding_id in ids, binding_id
