@@ -216,10 +216,21 @@ def plan_rebalance(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
 
 
 def apply_rebalance(plan: Plan, controls: Controls, progress: Progress) -> Outcome:
-    weights = {str(k): float(v) for k, v in dict(plan.params["weights"]).items()}
+    planned = {str(k): float(v) for k, v in dict(plan.params["weights"]).items()}
+    old = plan.params.get("old_weights") or {}
+    # only the weights that change are written, so the others keep their owner and reason;
+    # the version and expected-weight checks still cover every backend the plan saw
+    weights = {
+        name: w
+        for name, w in planned.items()
+        if old.get(name) is None or abs(float(old[name]) - w) > 1e-9
+    }
+    if not weights:
+        text = "every weight already has its planned value; nothing written"
+        progress(ProgressEvent("set_weights", StepStatus.DONE, text))
+        return Outcome(plan.action, plan.target, OutcomeStatus.OK, text, plan.digest)
     progress(ProgressEvent("set_weights", StepStatus.STARTED, "writing weights"))
     try:
-        old = plan.params.get("old_weights") or {}
         version = controls.registry.set_weights(
             weights,
             plan.registry_version,

@@ -113,3 +113,22 @@ def test_plan_on_a_snapshot_older_than_the_version_it_read_is_refused(
     assert "the plan saw b1 at weight 1 but it is now 5" in outcome.message
     assert weights(client) == {"b1": 5.0, "b2": 1.0, "b3": 1.0}
     colleague.close()
+
+
+def test_rebalance_writes_only_the_weights_it_changes(
+    client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    client.hset("gpucon:backend:b3", mapping={"owner": "bob@h2", "reason": "pinned for a test"})
+    snapshot, version = read_registry(client)
+    plan = rebalance.plan_rebalance(
+        snapshot,
+        {"weights": {"b1": 2.0, "b2": 1.0, "b3": 1.0}, "registry_version": version},
+    )
+    outcome = execute(rebalance.apply_rebalance, plan, controls_for(redis_url, tmp_path), print)
+    assert outcome.ok, outcome
+    assert weights(client) == {"b1": 2.0, "b2": 1.0, "b3": 1.0}
+    assert outcome.details["weights"] == {"b1": 2.0}
+    # the backends whose weight did not change keep who last changed them, and why
+    assert client.hget("gpucon:backend:b3", "owner") == "bob@h2"
+    assert client.hget("gpucon:backend:b3", "reason") == "pinned for a test"
+    assert client.hget("gpucon:backend:b1", "owner") == "ann@h1"
