@@ -71,7 +71,8 @@ def _num(value: float | None, unit: str = "", digits: int = 0) -> str:
 
 
 def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
-    """A short text view: sources, slots with their backends, queues, alerts."""
+    """A short text view: sources, slots with their backends, backends (with or without a
+    known slot), queues, alerts."""
     from gpucon.widgets.safe_text import clean
 
     lines = [f"fleet {clean(fleet)} · {len(snapshot.slots)} slots · seq {snapshot.seq}"]
@@ -91,6 +92,22 @@ def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
             f"{clean(sid)[:28]:<28} {clean(slot.profile or '')[:14]:<14} "
             f"{_num(slot.activity_pct, '%'):>8} {mem:>15}  {backends}"
         )
+    if snapshot.backends:
+        lines.append("")
+        lines.append(
+            f"{'BACKEND':<24} {'SLOT':<24} {'STATE':<9} {'WEIGHT':>6} {'INFL':>5} "
+            f"{'P95/SLO ms':>13} {'REQ/S':>7}"
+        )
+        for name in sorted(snapshot.backends):
+            b = snapshot.backends[name]
+            lat = snapshot.latency.get(name)
+            slo = snapshot.slo_p95_ms.get(name)
+            p95 = _num(lat.p95_ms if lat else None) + ("" if slo is None else f"/{_num(slo)}")
+            lines.append(
+                f"{clean(name)[:24]:<24} {clean(b.slot_id or '')[:24]:<24} "
+                f"{b.state.value:<9} {_num(b.weight):>6} {_num(b.inflight):>5} {p95:>13} "
+                f"{_num(lat.req_per_s if lat else None, digits=1):>7}"
+            )
     if snapshot.queues:
         lines.append("")
         lines.append(f"{'QUEUE':<20} {'LEN':>7} {'PENDING':>8} {'LAG':>7} {'OLDEST':>8}")

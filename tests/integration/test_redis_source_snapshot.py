@@ -43,6 +43,11 @@ def test_snapshot_json_has_a_stable_shape(
     assert (queue["stream"], queue["length"], queue["lag"]) == ("gen:queue", 1, 1)
     (source,) = doc["sources"]
     assert (source["name"], source["health"]) == ("redis", "ok")
+    # the text view lists a backend even when no source reports its slot
+    assert main(["snapshot", "--config", str(config_file(tmp_path, redis_url))]) == 0
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if line.startswith("b1 "))
+    assert row.split()[:4] == ["b1", "h/gpu0", "draining", "0"]
 
 
 def test_snapshot_text_and_down_source_exit_status(
