@@ -88,12 +88,16 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     their options (``gpucon --help`` lists every command from COMMANDS alone).
     """
     only = None if argv is None else chosen_command(argv)
+    # a known command and no help asked for: the other commands are neither parsed nor listed
+    # (``gpucon demo`` builds one subparser, not twelve)
+    alone = only in COMMANDS and not {"-h", "--help"} & set(argv or ())
     parser = argparse.ArgumentParser(prog="gpucon", description=__doc__.splitlines()[0])
     add_common_arguments(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         if argv is not None and name != only:
-            sub.add_parser(name, help=help_text)  # named in --help; never parsed this run
+            if not alone:
+                sub.add_parser(name, help=help_text)  # named in --help; never parsed this run
             continue
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(command=name, module=module_name)

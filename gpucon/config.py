@@ -175,13 +175,14 @@ def load_config(
     otherwise ConfigMissing is raised.
     """
     from gpucon.config_env import apply_env, env_names_a_source
-    from gpucon.config_schema import parse_document
 
     if path is None:
         path = Path(env["GPUCON_CONFIG"]) if env.get("GPUCON_CONFIG") else default_config_path(env)
     path = path.expanduser()
     if path.is_file():
         import tomllib  # only a config file needs it (the demo runs without one)
+
+        from gpucon.config_schema import parse_document
 
         try:
             with path.open("rb") as fh:
