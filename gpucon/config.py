@@ -29,6 +29,8 @@ class ConfigMissing(ConfigError):
 
 @dataclass(frozen=True, slots=True)
 class RedisConfig:
+    """The Redis registry and request streams a fleet uses (``[fleets.NAME.redis]``)."""
+
     url: str = "redis://127.0.0.1:6379/0"
     streams: tuple[str, ...] = ("gen:queue",)
     group: str = "g1"
@@ -39,6 +41,8 @@ class RedisConfig:
 
 @dataclass(frozen=True, slots=True)
 class PrometheusConfig:
+    """Where to read DCGM and backend metrics (``[fleets.NAME.prometheus]``)."""
+
     url: str = "http://127.0.0.1:9090"
     cadence_s: float = 5.0
     timeout_s: float = 4.0
@@ -52,6 +56,8 @@ class PrometheusConfig:
 
 @dataclass(frozen=True, slots=True)
 class NvmlConfig:
+    """Reading this host's GPUs through NVML (``[fleets.NAME.nvml]``)."""
+
     host: str = ""  # the name this host has in slot ids; "" = socket.gethostname()
     cadence_s: float = 1.0
     slow_cadence_s: float = 10.0
@@ -60,6 +66,8 @@ class NvmlConfig:
 
 @dataclass(frozen=True, slots=True)
 class LibvirtConfig:
+    """Reading KVM guests through libvirt (``[fleets.NAME.libvirt]``)."""
+
     uri: str = "qemu:///system"
     cadence_s: float = 5.0
     timeout_s: float = 4.0
@@ -67,6 +75,8 @@ class LibvirtConfig:
 
 @dataclass(frozen=True, slots=True)
 class KubeConfig:
+    """Reading nodes and pods from Kubernetes (``[fleets.NAME.kube]``)."""
+
     kubeconfig: str | None = None
     context: str | None = None
     namespace: str | None = None  # None: all namespaces
@@ -75,6 +85,8 @@ class KubeConfig:
 
 @dataclass(frozen=True, slots=True)
 class ProbeTarget:
+    """An endpoint the load probe may send requests to, and its limits."""
+
     name: str
     url: str
     model: str
@@ -99,6 +111,8 @@ class FleetConfig:
 
 @dataclass(frozen=True, slots=True)
 class UiConfig:
+    """How the console looks and answers keys (``[ui]``)."""
+
     refresh_s: float = 1.0
     theme: str = "gpucon-dark"
     # binding id -> key(s), e.g. {"filter": "/", "drain": "d"}
@@ -107,6 +121,8 @@ class UiConfig:
 
 @dataclass(frozen=True, slots=True)
 class GpuconConfig:
+    """The effective config: fleets, alerts, SLOs, UI, audit, and where each value came from."""
+
     path: Path | None = None
     fleets: dict[str, FleetConfig] = field(default_factory=lambda: {"default": FleetConfig()})
     default_fleet: str = "default"

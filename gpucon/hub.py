@@ -39,6 +39,8 @@ CLOSE_WAIT_S = 1.0
 
 @dataclass
 class _SourceState:
+    """The hub's book-keeping for one source: its last readings and when to read it next."""
+
     source: Source
     last_good: Reading | None = None
     last: Reading | None = None

@@ -31,6 +31,8 @@ class Severity(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class AlertThresholds:
+    """When the alert rules fire (config ``[alerts]``)."""
+
     queue_wait_ms: float = 20.0
     queue_wait_for_s: float = 60.0
     min_free_mem_mib: float = 1536.0
@@ -42,6 +44,8 @@ class AlertThresholds:
 
 @dataclass(frozen=True, slots=True)
 class Alert:
+    """One firing rule on one target, with how bad it is and since when."""
+
     key: str  # rule:target, stable across ticks
     rule: str
     target: str

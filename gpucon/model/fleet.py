@@ -33,6 +33,8 @@ class BackendState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ComputeProcess:
+    """A process using a GPU or slot, as NVML lists it."""
+
     pid: int
     name: str | None = None
     used_memory_mib: float | None = None

@@ -79,6 +79,8 @@ class _Columns:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class History:
+    """A view of the history rings: the last ``capacity`` samples of every series."""
+
     capacity: int = DEFAULT_CAPACITY
     _columns: _Columns | None = field(default=None, repr=False)
     _count: int = 0

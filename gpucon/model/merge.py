@@ -55,6 +55,8 @@ def slot_join_key(slot: Slot) -> Hashable:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class MergedFleet:
+    """Every source's readings merged into one view, keyed by id, with who told of what."""
+
     gpus: dict[str, Gpu]
     slots: dict[str, Slot]
     backends: dict[str, Backend]

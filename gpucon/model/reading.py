@@ -21,6 +21,8 @@ from gpucon.model.fleet import (
 
 @dataclass(frozen=True, slots=True)
 class Reading:
+    """What one source read in one pass: its health and the entities it saw."""
+
     source: str
     health: Health
     taken_at: float

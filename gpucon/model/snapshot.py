@@ -21,6 +21,8 @@ from gpucon.model.history import History
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
+    """The whole fleet at one tick: merged entities, sources' health, alerts, history."""
+
     taken_at: float
     seq: int = 0
     gpus: Mapping[str, Gpu] = field(default_factory=dict)

@@ -21,6 +21,8 @@ A100_FULL_SMS = 108
 
 @dataclass(frozen=True, slots=True)
 class GpuType:
+    """A GPU model the simulator knows: size, power and MIG profiles."""
+
     key: str
     name: str  # what NVML calls it
     sm_count: int

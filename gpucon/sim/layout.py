@@ -35,6 +35,8 @@ GPUS_PER_HOST = 8
 
 @dataclass(frozen=True, slots=True)
 class FleetParts:
+    """The simulated fleet's GPUs, slots and backends, as built from a layout."""
+
     gpus: tuple[SimGpu, ...]
     slots: tuple[SimSlot, ...]
     backends: tuple[SimBackend, ...]

@@ -45,6 +45,8 @@ class RowValues(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Column:
+    """One slot-table column: title, width, tooltip, alignment and drop priority."""
+
     key: str
     title: str
     width: int  # minimum width in cells
