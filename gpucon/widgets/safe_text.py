@@ -8,6 +8,7 @@ on, ``fit`` truncates by terminal cells, ``safe`` returns a ``rich.text.Text`` (
 
 from __future__ import annotations
 
+import functools
 import re
 
 from rich.cells import cell_len, set_cell_size
@@ -18,14 +19,21 @@ ELLIPSIS = "…"
 
 # ESC sequences first (CSI, OSC up to BEL/ST, two-byte escapes), then any C0/C1 control left,
 # then the bidi embedding/override/isolate characters that reorder what the eye sees.
-_ESCAPES = re.compile(
+_ESCAPES = (
     r"\x1b\[[0-?]*[ -/]*[@-~]?"  # CSI
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC
     r"|\x1b[P^_X][^\x1b]*(?:\x1b\\)?"  # DCS, PM, APC, SOS
     r"|\x1b.?"  # any other escape
     r"|\x9b[0-?]*[ -/]*[@-~]?"  # 8-bit CSI
 )
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROLS = r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+
+
+@functools.cache
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The escape and control-character patterns, compiled on first need (most text is plain
+    ASCII and never needs them: not compiling them at import saves the console's start-up)."""
+    return re.compile(_ESCAPES), re.compile(_CONTROLS)
 
 
 def clean(value: object) -> str:
@@ -37,7 +45,8 @@ def clean(value: object) -> str:
     if text.isascii() and text.isprintable():
         return text  # the common case, decided without regexes
     text = text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
-    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+    escapes, controls = _patterns()
+    return controls.sub("", escapes.sub("", text))
 
 
 def fit(text: str, width: int) -> str:
