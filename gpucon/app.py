@@ -94,6 +94,9 @@ class GpuconApp(App[int]):
         self.keys = dict(keys or {})
         self.snapshot: Snapshot | None = feed.latest
         self.startup_problems: list[str] = []
+        # called once the first frame is drawn (the launcher turns the garbage collector back
+        # on there: gpucon.launch)
+        self.after_first_frame: list[Callable[[], object]] = []
         for t in THEMES.values():
             self.register_theme(t)
         self._set_theme(theme or ("gpucon-noc" if noc else "gpucon-dark"))
@@ -184,6 +187,8 @@ class GpuconApp(App[int]):
             # after the first frame: the reader threads are not needed to draw it (the demo's
             # first snapshot is already in; a live one arrives a tick later either way)
             self.call_after_refresh(self.feed.start, self._from_hub_thread)
+        for callback in self.after_first_frame:
+            self.call_after_refresh(callback)
 
     def _from_hub_thread(self, snapshot: Snapshot) -> None:
         self.post_message(SnapshotArrived(snapshot))

@@ -9,6 +9,7 @@ stays cheap and ``gpucon demo`` never pays for the Kubernetes client's import.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 from collections.abc import Sequence
@@ -115,13 +116,22 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    if chosen_command(args_list) is None and not {"-h", "--help"} & set(args_list):
-        # no subcommand: ``gpucon [options]`` is ``gpucon [options] live``, with live's defaults
-        args_list.append("live")
-    parser = build_parser(args_list)
-    args = parser.parse_args(args_list)
-    module = importlib.import_module(args.module)
+    # building the parser and importing the command allocate many objects and free none: the
+    # cyclic garbage collector is off meanwhile (the console keeps it off until its first
+    # frame: gpucon.launch.run)
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        args_list = list(sys.argv[1:] if argv is None else argv)
+        if chosen_command(args_list) is None and not {"-h", "--help"} & set(args_list):
+            # no subcommand: ``gpucon [options]`` is ``gpucon [options] live``, live's defaults
+            args_list.append("live")
+        parser = build_parser(args_list)
+        args = parser.parse_args(args_list)
+        module = importlib.import_module(args.module)
+    finally:
+        if gc_was_on:
+            gc.enable()
     from gpucon.config import ConfigError  # pure and light: the dataclasses only
 
     try:

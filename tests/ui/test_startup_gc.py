@@ -1,0 +1,82 @@
+"""The garbage collector is off while the console starts and on again after its first frame.
+
+``gpucon.cli.main`` and ``gpucon.launch.run`` turn Python's cyclic collector off while they
+build the parser, import the command and start the console (start-up speed); these tests
+check that it always comes back on, and that a caller who had it off keeps it off.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpucon.app import GpuconApp
+from gpucon.cli import main
+from tests.ui.rig import Rig
+
+
+@pytest.fixture
+def gc_restored() -> Iterator[None]:
+    was_on = gc.isenabled()
+    yield
+    if was_on:
+        gc.enable()
+    else:
+        gc.disable()
+
+
+@pytest.fixture
+def no_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    for name in ("GPUCON_CONFIG", "GPUCON_REDIS_URL", "GPUCON_PROMETHEUS_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.usefixtures("gc_restored", "no_config")
+@pytest.mark.parametrize("argv", [["demo", "--refresh", "0"], ["demo", "--bogus"], ["--help"]])
+def test_a_start_that_fails_or_exits_turns_the_collector_back_on(argv: list[str]) -> None:
+    gc.enable()
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert gc.isenabled()
+
+
+@pytest.mark.usefixtures("gc_restored", "no_config")
+def test_the_console_starts_with_the_collector_off_and_turns_it_on_after_the_first_frame(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gc.enable()
+    seen: list[tuple[bool, list[object]]] = []
+
+    def run(app: GpuconApp, *args: object, **kwargs: object) -> None:
+        seen.append((gc.isenabled(), list(app.after_first_frame)))
+
+    monkeypatch.setattr(GpuconApp, "run", run)
+    assert main(["demo"]) == 0
+    [(on_while_running, callbacks)] = seen
+    assert not on_while_running
+    assert callbacks == [gc.enable]
+    assert gc.isenabled()  # the app returned: on again whatever happened
+
+
+@pytest.mark.usefixtures("gc_restored", "no_config")
+def test_a_caller_with_the_collector_off_keeps_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[object]] = []
+    monkeypatch.setattr(GpuconApp, "run", lambda app, *a, **k: seen.append(app.after_first_frame))
+    gc.disable()
+    assert main(["demo"]) == 0
+    assert seen == [[]]  # nothing to turn back on after the first frame
+    assert not gc.isenabled()
+
+
+async def test_after_first_frame_callbacks_run_once_the_screen_is_drawn() -> None:
+    app = Rig().app()
+    calls: list[bool] = []
+    app.after_first_frame.append(lambda: calls.append(app.screen.is_mounted))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        assert calls == [True]
