@@ -61,6 +61,8 @@ def history_samples(fleet: MergedFleet) -> dict[str, Sample]:
         samples[f"backend:{name}:queue_ms"] = lat.queue_ms
     for stream, q in fleet.queues.items():
         samples[f"queue:{stream}:length"] = None if q.length is None else float(q.length)
+        waiting = q.waiting
+        samples[f"queue:{stream}:waiting"] = None if waiting is None else float(waiting)
         samples[f"queue:{stream}:oldest"] = q.oldest_age_s
     return samples
 

@@ -110,12 +110,14 @@ def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
             )
     if snapshot.queues:
         lines.append("")
-        lines.append(f"{'QUEUE':<20} {'LEN':>7} {'PENDING':>8} {'LAG':>7} {'OLDEST':>8}")
+        lines.append(
+            f"{'QUEUE':<20} {'WAITING':>7} {'PENDING':>8} {'LAG':>7} {'OLDEST':>8} {'LEN':>7}"
+        )
         for stream in sorted(snapshot.queues):
             q = snapshot.queues[stream]
             lines.append(
-                f"{clean(stream)[:20]:<20} {_num(q.length):>7} {_num(q.pending):>8} "
-                f"{_num(q.lag):>7} {_num(q.oldest_age_s, 's', 1):>8}"
+                f"{clean(stream)[:20]:<20} {_num(q.waiting):>7} {_num(q.pending):>8} "
+                f"{_num(q.lag):>7} {_num(q.oldest_age_s, 's', 1):>8} {_num(q.length):>7}"
             )
     if snapshot.alerts:
         lines.append("")

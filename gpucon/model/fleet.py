@@ -155,6 +155,17 @@ class QueueStats:
     last_delivered_id: str | None = None
     consumers: int | None = None
 
+    @property
+    def waiting(self) -> int | None:
+        """Requests not yet answered: never delivered (lag) plus delivered, not acked (pending).
+
+        XLEN is not the queue's depth: a stream keeps acked entries until it is trimmed (a
+        capped stream sits at its MAXLEN forever). Without a consumer group, XLEN is all there is.
+        """
+        if self.lag is None and self.pending is None:
+            return self.length
+        return (self.lag or 0) + (self.pending or 0)
+
 
 @dataclass(frozen=True, slots=True)
 class LatencyStats:

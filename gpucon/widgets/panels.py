@@ -124,24 +124,26 @@ class StatusBar(TextPanel):
 
 
 class QueuePanel(TextPanel):
-    """Each request queue: depth, consumer lag, pending, oldest entry's age and a sparkline."""
+    """Each request queue: requests waiting (lag + pending) with their trend, consumer lag,
+    pending, the oldest waiting entry's age, and the stream's length (XLEN, acked entries
+    included until the stream is trimmed)."""
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append("QUEUE          DEPTH   LAG  PEND  OLDEST  TREND\n", style="bold")
+        text.append("QUEUE           WAIT   LAG  PEND  OLDEST    LEN  TREND\n", style="bold")
         if not snapshot.queues:
             text.append("no queues reported", style="dim")
         stale = self.theme_style("stale")
         for stream, q in sorted(snapshot.queues.items()):
-            spark = fmt.sparkline(snapshot.history.get(f"queue:{stream}:length"), 12)
+            spark = fmt.sparkline(snapshot.history.get(f"queue:{stream}:waiting"), 12)
             is_stale = snapshot.is_stale(f"queue:{stream}")
             line = Text(no_wrap=True)
             line.append(safe(stream, 14))
             line.pad_right(14 - line.cell_len)
             line.append(
-                f" {fmt.count(q.length):>5} {fmt.count(q.lag):>5} {fmt.count(q.pending):>5}"
+                f" {fmt.count(q.waiting):>5} {fmt.count(q.lag):>5} {fmt.count(q.pending):>5}"
             )
-            line.append(f" {fmt.seconds(q.oldest_age_s):>7}  ")
+            line.append(f" {fmt.seconds(q.oldest_age_s):>7} {fmt.count(q.length):>6}  ")
             line.append(spark, style=self.theme_style("primary"))
             if is_stale:
                 line.append(" STALE", style=stale)

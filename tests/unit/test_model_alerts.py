@@ -175,3 +175,11 @@ def test_series_gone_for_two_windows_is_forgotten() -> None:
         h = h.append(float(i), {"kept": 1.0})
     assert h.get("gone") == ()
     assert h.get("kept") == (1.0, 1.0)
+
+
+def test_queue_waiting_is_lag_plus_pending_not_the_stream_length() -> None:
+    capped = QueueStats("gen:queue", length=10_000, lag=3, pending=4)
+    assert capped.waiting == 7  # a capped stream sits at its MAXLEN; the work waiting is 7
+    assert QueueStats("s", length=12, lag=None, pending=2).waiting == 2
+    assert QueueStats("s", length=12).waiting == 12  # no consumer group: XLEN is all there is
+    assert QueueStats("s").waiting is None
