@@ -57,6 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
             action="store_true",
             help="read the fleet's Redis stream gpucon:audit instead of this console's file",
         )
+        parser.add_argument(
+            "--all",
+            action="store_true",
+            help="this console's file and the fleet's stream merged by time, each marked with "
+            "its origin (file, redis, file+redis) — what the audit screen shows",
+        )
         return
     if command_name in ("drain", "undrain"):
         parser.add_argument("name", metavar="NAME", help="the backend (or, with --node, node)")
@@ -179,6 +185,8 @@ def _run_audit(args: argparse.Namespace) -> int:
 
     if args.limit <= 0:
         raise BadParams("--limit", f"must be a positive number, got {args.limit}")
+    if getattr(args, "all", False):
+        return _print_merged_audit(args)
     if args.stream:
         records = _read_stream(args)
     else:
@@ -189,6 +197,19 @@ def _run_audit(args: argparse.Namespace) -> int:
     for record in records:
         assert isinstance(record, AuditRecord)
         print(json.dumps(record.to_dict()) if args.json else _safe(format_record(record)))
+    return 0
+
+
+def _print_merged_audit(args: argparse.Namespace) -> int:
+    from gpucon.actions.audit import format_record, merge_audit, read_audit
+    from gpucon.controls.base import audit_path_for
+
+    local = read_audit(audit_path_for(_load_config(args, allow_missing=True)), args.limit)
+    for entry in merge_audit(local, _read_stream(args), args.limit):
+        if args.json:
+            print(json.dumps({**entry.record.to_dict(), "origin": entry.origin}))
+        else:
+            print(f"{entry.origin:<10} {_safe(format_record(entry.record))}")
     return 0
 
 

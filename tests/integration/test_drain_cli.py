@@ -57,6 +57,15 @@ def test_drain_yes_json_then_undrain(
     assert [e["event"] for e in events].count("outcome") == 2
     assert main(["audit", "--stream"]) == 0
     assert "cli@test" in capsys.readouterr().out
+    # merged: this console's records are in both (once each, marked so), a colleague's only
+    # in the stream
+    client.xadd("gpucon:audit", {"ts": "1", "operator": "bob@h2", "event": "intent",
+                                 "action": "drain", "target": "b9", "digest": "x"})  # fmt: skip
+    assert main(["audit", "--all", "--json", "--limit", "100"]) == 0
+    merged = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert merged[0]["operator"] == "bob@h2" and merged[0]["origin"] == "redis"
+    ours = [e for e in merged if e["operator"] == "cli@test"]
+    assert len(ours) == len(events) and {e["origin"] for e in ours} == {"file+redis"}
 
 
 def test_dry_run_changes_nothing(client: redis.Redis, capsys: pytest.CaptureFixture[str]) -> None:
