@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from gpucon.model.mig_profiles import MigProfile, ProfileTable, profile_name, table_from
+from gpucon.model.mig_profiles import ProfileTable, profile_name, table_from
 
 
 def a100_80gb() -> ProfileTable:
-    rows = [
-        ("1g.10gb", 0, 19, 1, 7, 14, 9728),
-        ("2g.20gb", 1, 14, 2, 3, 28, 19968),
-        ("3g.40gb", 2, 9, 3, 2, 42, 40192),
-        ("4g.40gb", 3, 5, 4, 1, 56, 40192),
-        ("7g.80gb", 4, 0, 7, 1, 98, 80896),
-        ("1g.10gb+me", 7, 20, 1, 1, 14, 9728),
-        ("1g.20gb", 9, 15, 1, 4, 14, 19968),
-    ]
-    return ProfileTable(tuple(MigProfile(*row) for row in rows))
+    """The A100-80GB's real profile table, as the simulator's catalog holds it (one copy)."""
+    from gpucon.sim.catalog import A100_80GB
+
+    assert A100_80GB.profiles is not None
+    return A100_80GB.profiles
 
 
 def test_conventional_names() -> None:
