@@ -37,6 +37,18 @@ LOCK_TTL_S = 15.0
 ApplyFn = Callable[[Plan, Controls, Progress], Outcome]
 
 
+def record_event(controls: Controls, plan: Plan, event: str, **fields: str) -> None:
+    """One audit record of ``plan``: who, what, on which target, under which plan digest."""
+    controls.audit.record(
+        operator=controls.operator,
+        event=event,
+        action=plan.action,
+        target=plan.target,
+        digest=plan.digest,
+        **fields,
+    )
+
+
 @dataclass
 class _StepRecorder:
     """Wraps the caller's Progress: audits each finished step and keeps its result."""
@@ -64,12 +76,10 @@ class _StepRecorder:
             self.forward(event)
 
     def _audit(self, event: ProgressEvent) -> None:
-        self.controls.audit.record(
-            operator=self.controls.operator,
-            event="step",
-            action=self.plan.action,
-            target=self.plan.target,
-            digest=self.plan.digest,
+        record_event(
+            self.controls,
+            self.plan,
+            "step",
             status=str(event.status),
             step=event.step,
             text=event.text,
@@ -146,15 +156,7 @@ def _lock_refusal(plan: Plan, held: LockHeld) -> str:
 def _refusal(plan: Plan, controls: Controls, error: ActionError, message: str = "") -> Outcome:
     message = message or str(error)
     try:
-        controls.audit.record(
-            operator=controls.operator,
-            event="refused",
-            action=plan.action,
-            target=plan.target,
-            digest=plan.digest,
-            status=str(status_for(error)),
-            text=message,
-        )
+        record_event(controls, plan, "refused", status=str(status_for(error)), text=message)
     except Exception as exc:  # nothing was done; say the record is missing
         message += f" (not in the audit log: {type(exc).__name__}: {exc})"
     return Outcome(plan.action, plan.target, status_for(error), message, plan.digest)
@@ -187,13 +189,8 @@ def execute(
     stream_errors_before = len(controls.audit.stream_errors)
     try:
         try:
-            controls.audit.record(
-                operator=controls.operator,
-                event="intent",
-                action=plan.action,
-                target=plan.target,
-                digest=plan.digest,
-                text=plan.summary or "; ".join(s.text for s in plan.steps),
+            record_event(
+                controls, plan, "intent", text=plan.summary or "; ".join(s.text for s in plan.steps)
             )
         except Exception as exc:  # an action that cannot be recorded does not run
             return _error(plan, f"the audit log cannot be written ({exc}); nothing was done")
@@ -213,12 +210,10 @@ def execute(
         message = outcome.message + "".join(f" ({n})" for n in notes)
         outcome = replace(outcome, steps=tuple(results), message=message)
         try:
-            controls.audit.record(
-                operator=controls.operator,
-                event="outcome",
-                action=plan.action,
-                target=plan.target,
-                digest=plan.digest,
+            record_event(
+                controls,
+                plan,
+                "outcome",
                 status=str(outcome.status),
                 text=outcome.message + (f" — {outcome.state_left}" if outcome.state_left else ""),
             )
