@@ -63,7 +63,7 @@ def main() -> int:
     config = Path(tempfile.mkdtemp()) / "config.toml"
     config.write_text(CONFIG)
     commands = {
-        "gpucon": [PY, "-m", "gpucon.cli", "live", "--config", str(config), "--read-only"],
+        "gpucon": [PY, "-m", "gpucon.commands.cli", "live", "--config", str(config), "--read-only"],
         "nvitop": [PY, "-m", "nvitop", "--interval", "1"],
     }
     load = subprocess.Popen(

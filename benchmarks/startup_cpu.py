@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python -m benchmarks.startup_cpu [--seconds 60] [--repeat 9]``.
 Every figure comes from this one run, on this machine, in a 180×50 pseudo-terminal.
 
-Both programs start the same way (``python FILE`` / ``python -m gpucon.cli demo``) with the
+Both programs start the same way (``python FILE`` / ``python -m gpucon.commands.cli demo``) with the
 same environment. Python's bytecode cache is on (in a temporary ``PYTHONPYCACHEPREFIX``, after
 one warm-up start of each), as it is for any installed package: pip compiles a wheel's
 modules at install time, and Textual's are compiled in the venv already. (This VM's shell
@@ -24,7 +24,7 @@ from benchmarks.pty_run import run_in_pty
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
-GPUCON = [PY, "-m", "gpucon.cli"]
+GPUCON = [PY, "-m", "gpucon.commands.cli"]
 HELLO = [PY, str(ROOT / "benchmarks" / "hello_app.py")]
 # a backend name only the slot table shows: seen means the first frame with data is drawn
 DATA_MARKER = b"sdxl"

@@ -22,7 +22,7 @@ import time
 from gpucon.app import GpuconApp
 from gpucon.hub import Hub
 from gpucon.sim import DEMO_SLO_P95_MS
-from gpucon.sources.sim import SimSource
+from gpucon.sim.source import SimSource
 from gpucon.widgets.slot_table import SlotTable
 
 GOAL_MS_AT_512 = 50.0

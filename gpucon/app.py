@@ -1,7 +1,7 @@
 """The gpucon App: wiring only. Snapshots in, screens out, actions handed to the actions flow.
 
-``GpuconApp`` is built the same way by the CLI (``gpucon.launch``) and by the tests: give it
-a feed (the Hub, or anything with ``latest``/``start``/``stop``). The hub calls back from its
+``GpuconApp`` is built the same way by the console command (``gpucon.commands.console``) and
+by the tests: give it a feed (the Hub, or anything with ``latest``/``start``/``stop``). The hub calls back from its
 own thread; each snapshot becomes one replaceable message, applied inside ``batch_update``.
 In read-only and NOC modes ``controls`` is always None and no action binding is registered.
 """
@@ -95,7 +95,7 @@ class GpuconApp(App[int]):
         self.snapshot: Snapshot | None = feed.latest
         self.startup_problems: list[str] = []
         # called once the first frame is drawn (the launcher turns the garbage collector back
-        # on there: gpucon.launch)
+        # on there: gpucon.commands.console)
         self.after_first_frame: list[Callable[[], object]] = []
         for t in THEMES.values():
             self.register_theme(t)

@@ -5,7 +5,7 @@
 target's caps (BadParams naming the field) and says what will be sent where. ``apply`` runs
 ``gpucon.controls.probe`` with a progress bar's worth of events and returns the report in the
 outcome's ``details``; the report's one-line summary is a step result, so the audit log has it.
-``add_arguments``/``run`` are the ``gpucon probe`` verb (called by ``gpucon.actions.cli``).
+``add_arguments``/``run`` are the ``gpucon probe`` verb (called by ``gpucon.commands.actions``).
 """
 
 from __future__ import annotations
@@ -267,8 +267,8 @@ class _ProgressBar:
         self.tty = sys.stderr.isatty()
 
     def __call__(self, event: ProgressEvent) -> None:
-        from gpucon.actions.cli import _safe
         from gpucon.actions.plan import StepStatus
+        from gpucon.commands.actions import _safe
 
         if event.status is StepStatus.RUNNING:
             if not self.tty:
@@ -284,9 +284,9 @@ class _ProgressBar:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpucon.actions import cli
     from gpucon.actions.guard import execute
     from gpucon.actions.plan import ActionError, ExitCode, Refused
+    from gpucon.commands import actions as cli
     from gpucon.controls.base import ReadOnlyError
 
     read_only = bool(args.read_only or args.noc)
@@ -295,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
         config = cli._load_config(args, allow_missing=demo)
         params = params_from_args(args, config)
         if demo:
-            from gpucon.actions.cli_context import DemoContext
+            from gpucon.commands.action_context import DemoContext
 
             context: Any = DemoContext(args)
             read_only = read_only or context.read_only

@@ -126,7 +126,7 @@ class Prober(Protocol):
     """Sends a bounded probe: the only way an action reaches a backend with requests.
 
     A live fleet's (``gpucon.controls.probe.LiveProber``) sends real KServe v2 requests or
-    queue entries; the demo's (``gpucon.controls.sim_probe.SimProber``) draws latencies from
+    queue entries; the demo's (``gpucon.sim.probe.SimProber``) draws latencies from
     the simulator. Like every control it exists only when the console may write.
     """
 

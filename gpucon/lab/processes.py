@@ -38,7 +38,7 @@ def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
 
 def gpucon_argv(*args: str) -> list[str]:
     """argv running this gpucon's CLI with the current interpreter."""
-    return [sys.executable, "-m", "gpucon.cli", *args]
+    return [sys.executable, "-m", "gpucon.commands.cli", *args]
 
 
 def _die_with_parent() -> None:

@@ -35,9 +35,9 @@ from gpucon.sources.nvml_calls import (
     NvmlCallError,
     NvmlCalls,
     describe_nvml_error,
+    handle_label,
 )
 from gpucon.sources.nvml_gpm import GpmSampler
-from gpucon.sources.nvml_record import handle_label
 from gpucon.sources.nvml_static import GpuStatic, MigDevice, read_statics
 
 NVML_UTILIZATION = "NVML utilization.gpu"

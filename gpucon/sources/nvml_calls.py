@@ -14,6 +14,7 @@ undecodable bytes) into ``None`` and note it.
 
 from __future__ import annotations
 
+import ctypes
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -170,3 +171,19 @@ class Garbage:
             return None
         cleaned = "".join(ch for ch in value if ch.isprintable()).strip()
         return cleaned or None
+
+
+def pointer_address(value: Any) -> int | None:
+    """The address a ctypes pointer holds, or None when ``value`` is no ctypes pointer."""
+    if isinstance(value, ctypes._Pointer):
+        return ctypes.cast(value, ctypes.c_void_p).value or 0
+    return None
+
+
+def handle_label(value: Any) -> Hashable:
+    """A stable label for an NVML handle: its stand-in label, its address, or its id."""
+    label = getattr(value, "nvml_label", None)
+    if isinstance(label, str):
+        return label
+    address = pointer_address(value)
+    return address if address is not None else id(value)

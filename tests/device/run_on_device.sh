@@ -61,7 +61,7 @@ if want record; then
   python3 tests/device/cuda_load.py 14 >/tmp/load.txt 2>&1 &
   LOADPID=$!
   for i in $(seq 100); do grep -q ready /tmp/load.txt 2>/dev/null && break; sleep 0.1; done
-  python3 -m gpucon.sources.nvml_record "$OUT/h200.json" --reads 6 --interval 1.0 >>"$LOG" 2>&1
+  python3 -m tests.helpers.nvml_record "$OUT/h200.json" --reads 6 --interval 1.0 >>"$LOG" 2>&1
   echo "record rc=$?" >>"$LOG"; cat /tmp/load.txt >>"$LOG"; wait $LOADPID
 fi
 

@@ -2,7 +2,7 @@
 
 This is a STAND-IN, not NVML. ``ReplayNvml(path)`` has the same function names as the pynvml
 module; each ``nvml*`` call is answered with what the real library answered to the same call
-with the same arguments when the recording was made (gpucon/sources/nvml_record.py writes the
+with the same arguments when the recording was made (tests/helpers/nvml_record.py writes the
 format). Repeated calls get the recorded answers in order, then the last one again. Recorded
 NVML errors are raised as the real ``pynvml.NVMLError`` subclasses. Constants, structure types
 and ``NVMLError`` come from the real pynvml module (importing it needs no GPU).
@@ -25,7 +25,8 @@ from typing import Any
 
 import pynvml
 
-from gpucon.sources.nvml_record import FORMAT_ID, GPM_METRICS_GET, decode_float, pointer_address
+from gpucon.sources.nvml_calls import pointer_address
+from tests.helpers.nvml_record import FORMAT_ID, GPM_METRICS_GET, decode_float
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nvml"
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import redis
 
-from gpucon.cli import main
+from gpucon.commands.cli import main
 from gpucon.lab import registry_scripts as rs
 from gpucon.lab.registration import BackendRecord, register_backends
 
@@ -151,7 +151,7 @@ def _run_on_a_terminal(argv: list[str], answer: str, env: dict[str, str]) -> tup
 
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpucon.cli", *argv],
+        [sys.executable, "-m", "gpucon.commands.cli", *argv],
         stdin=follower,
         stdout=follower,
         stderr=follower,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 
-from gpucon.cli import main
+from gpucon.commands.cli import main
 from gpucon.lab.registration import BackendRecord, register_backends
 from tests.helpers.kube_standin import KubeStandIn
 

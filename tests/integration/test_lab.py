@@ -103,7 +103,7 @@ def test_lab_refuses_bad_options_naming_the_field() -> None:
 
 
 def start_cli_lab(tmp_path: Path) -> tuple[subprocess.Popen[str], list[str]]:
-    argv = [sys.executable, "-m", "gpucon.cli", "lab", "--backends", "1", "--rate", "20",
+    argv = [sys.executable, "-m", "gpucon.commands.cli", "lab", "--backends", "1", "--rate", "20",
             "--duration", "0.5", "--dir", str(tmp_path / "lab"), "--no-prometheus"]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 def gpucon(config: Path, *args: str, state: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XDG_STATE_HOME": str(state)}
     return subprocess.run(
-        [sys.executable, "-m", "gpucon.cli", "--config", str(config), "probe", *args],
+        [sys.executable, "-m", "gpucon.commands.cli", "--config", str(config), "probe", *args],
         capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL,
     )  # fmt: skip
 

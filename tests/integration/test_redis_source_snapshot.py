@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from gpucon.cli import main
+from gpucon.commands.cli import main
 from tests.helpers.servers import free_port
 
 pytestmark = pytest.mark.integration

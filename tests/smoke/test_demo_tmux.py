@@ -60,7 +60,7 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
     exports = " ".join(f"{k}={v}" for k, v in env.items())
     command = (
         # COLUMNS/LINES (pytest sets them) would override the pane's real size
-        f"env -u COLUMNS -u LINES {exports} {sys.executable} -m gpucon.cli demo --seed 7; "
+        f"env -u COLUMNS -u LINES {exports} {sys.executable} -m gpucon.commands.cli demo --seed 7; "
         "echo GPUCON-EXIT=$?; sleep 30"
     )
     t("new-session", "-d", "-s", "demo", "-x", str(WIDTH), "-y", str(HEIGHT), command)

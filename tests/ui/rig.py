@@ -14,8 +14,8 @@ from gpucon.app import GpuconApp
 from gpucon.hub import Hub
 from gpucon.model.snapshot import Snapshot
 from gpucon.sim import DEMO_SLO_P95_MS
+from gpucon.sim.source import SimSource
 from gpucon.sources.base import Source
-from gpucon.sources.sim import SimSource
 from gpucon.widgets.slot_table import SlotTable
 from tests.ui.fleet_fixture import FrozenClock, HandSource
 

@@ -9,11 +9,11 @@ from typing import Any
 from textual.widgets import Button
 
 from gpucon.actions.audit import read_audit
-from gpucon.controls.sim_registry import build_sim_controls
 from gpucon.model.fleet import BackendState
 from gpucon.screens.audit import AuditScreen
 from gpucon.screens.plan import PlanScreen
 from gpucon.screens.progress import ProgressScreen
+from gpucon.sim.registry import build_sim_controls
 from tests.ui.rig import sim_rig
 
 SIZE = (160, 45)

@@ -9,11 +9,14 @@ from typing import Any
 
 import pytest
 
-from gpucon.cli import build_parser, main
+from gpucon.commands.cli import build_parser, main
 
 
 def test_launch_module_imports_no_textual() -> None:
-    code = "import sys, gpucon.cli; gpucon.cli.build_parser(); print('textual' in sys.modules)"
+    code = (
+        "import sys, gpucon.commands.cli; gpucon.commands.cli.build_parser(); "
+        "print('textual' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -72,7 +75,7 @@ def _launch(argv: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
 def test_read_only_demo_never_builds_controls(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import gpucon.controls.sim_registry as sim_registry
+    import gpucon.sim.registry as sim_registry
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("controls built in read-only mode")
@@ -136,7 +139,7 @@ def test_no_subcommand_is_live_with_its_defaults(
 
 
 def test_subcommand_is_found_after_valued_options() -> None:
-    from gpucon.cli import chosen_command
+    from gpucon.commands.cli import chosen_command
 
     assert chosen_command(["--config", "demo", "live"]) == "live"
     assert chosen_command(["--config=x", "--read-only", "demo", "--seed", "3"]) == "demo"
@@ -148,7 +151,7 @@ def test_subcommand_is_found_after_valued_options() -> None:
 async def test_config_read_only_means_no_controls_and_no_action_keys(
     how: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import gpucon.controls.sim_registry as sim_registry
+    import gpucon.sim.registry as sim_registry
     from gpucon.app import ACTIONS, READ_ONLY_ACTIONS
     from gpucon.screens.fleet import FleetScreen
 

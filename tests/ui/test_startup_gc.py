@@ -1,7 +1,7 @@
 """The garbage collector is off while the console starts and on again after its first frame.
 
-``gpucon.cli.main`` and ``gpucon.launch.run`` turn Python's cyclic collector off while they
-build the parser, import the command and start the console (start-up speed); these tests
+``gpucon.commands.cli.main`` and ``gpucon.commands.console.run`` turn Python's cyclic collector
+off while they build the parser, import the command and start the console (start-up speed); these tests
 check that it always comes back on, and that a caller who had it off keeps it off.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpucon.app import GpuconApp
-from gpucon.cli import main
+from gpucon.commands.cli import main
 from tests.ui.rig import Rig
 
 

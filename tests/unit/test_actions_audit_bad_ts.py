@@ -11,7 +11,7 @@ import pytest
 
 from gpucon.actions.audit import AuditRecord, read_audit, records_from_rows
 from gpucon.actions.plan import format_ts
-from gpucon.cli import main
+from gpucon.commands.cli import main
 
 GOOD = {"ts": 1700000000.5, "operator": "ann@h1", "event": "intent", "action": "drain",
         "target": "b1", "digest": "d"}  # fmt: skip

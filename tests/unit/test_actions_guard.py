@@ -24,8 +24,8 @@ from gpucon.actions.plan import (
     Tier,
 )
 from gpucon.controls.base import Controls
-from gpucon.controls.sim_registry import SimRegistry
 from gpucon.sim.fleet import build_sim_fleet
+from gpucon.sim.registry import SimRegistry
 
 
 def plan(ok: bool = True, target: str = "t1", backends: tuple[str, ...] = ()) -> Plan:

@@ -9,13 +9,13 @@ import pytest
 
 from gpucon.actions import drain, rebalance
 from gpucon.actions.audit import read_audit
-from gpucon.actions.demo_fleet import DemoFleetRunner
 from gpucon.actions.guard import execute
 from gpucon.actions.plan import LockHeld, OutcomeStatus
 from gpucon.controls.base import ReadOnlyError
-from gpucon.controls.sim_registry import SimRegistry, build_sim_controls
 from gpucon.model.fleet import BackendState
 from gpucon.sim.fleet import build_sim_fleet
+from gpucon.sim.registry import SimRegistry, build_sim_controls
+from gpucon.sim.runner import DemoFleetRunner
 
 
 def test_build_sim_controls_refuses_read_only(tmp_path: Path) -> None:

@@ -13,14 +13,14 @@ import pytest
 
 from gpucon.actions import probe
 from gpucon.actions.audit import read_audit
-from gpucon.actions.demo_fleet import DemoFleetRunner
 from gpucon.actions.guard import execute
 from gpucon.actions.plan import BadParams, OutcomeStatus
-from gpucon.cli import main
+from gpucon.commands.cli import main
 from gpucon.controls.base import Controls
 from gpucon.controls.probe import LiveProber
-from gpucon.controls.sim_probe import REFUSED, ServiceNow, draw_latency_s, service_now
-from gpucon.controls.sim_registry import build_sim_controls
+from gpucon.sim.probe import REFUSED, ServiceNow, draw_latency_s, service_now
+from gpucon.sim.registry import build_sim_controls
+from gpucon.sim.runner import DemoFleetRunner
 
 FAST = "bert-base-b0-gi2"  # ~15 ms a request in the default fleet
 SLOW = "sd15-b0-gi1"  # ~2 s a request

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gpucon.cli import main
-from gpucon.config_env import SOURCE_VARIABLES
+from gpucon.commands.cli import main
+from gpucon.config.env import SOURCE_VARIABLES
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "config.toml"
 

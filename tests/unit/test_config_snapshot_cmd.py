@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucon.cli import main
+from gpucon.commands.cli import main
 
 KEYS = ["taken_at", "seq", "fleet", "gpus", "slots", "backends", "queues", "latency", "sources",
         "alerts"]  # fmt: skip

@@ -16,7 +16,7 @@ FORBIDDEN = (
     "gpucon.app",
     "gpucon.themes",
     "gpucon.messages",
-    "gpucon.launch",
+    "gpucon.commands.console",
 )
 
 

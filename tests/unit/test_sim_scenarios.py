@@ -10,7 +10,7 @@ from gpucon.model.fleet import BackendState, LatencyStats, Slot
 from gpucon.model.reading import Reading
 from gpucon.sim import DEMO_SLO_P95_MS, SCENARIOS, build_sim_fleet
 from gpucon.sim.fleet import SimFleet
-from gpucon.sources.sim import SimSource
+from gpucon.sim.source import SimSource
 
 LEAKING_SLOT = "node-a/gpu0/gi3"
 MIN_FREE_MIB = 1536.0

@@ -5,8 +5,8 @@ from __future__ import annotations
 from gpucon.hub import Hub
 from gpucon.model.fleet import Health
 from gpucon.sim import build_sim_fleet
+from gpucon.sim.source import MAX_CATCH_UP_S, SimSource
 from gpucon.sources.base import Source
-from gpucon.sources.sim import MAX_CATCH_UP_S, SimSource
 
 
 class FakeClock:

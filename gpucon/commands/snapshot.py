@@ -137,7 +137,7 @@ def _demo_hub(args: argparse.Namespace) -> Any:
     from gpucon.hub import Hub
 
     try:
-        sim = importlib.import_module("gpucon.sources.sim")
+        sim = importlib.import_module("gpucon.sim.source")
     except ModuleNotFoundError:
         raise SystemExit("gpucon snapshot --demo: the simulator is not in this build") from None
     try:

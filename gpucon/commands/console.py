@@ -75,7 +75,7 @@ def _demo_hub(args: argparse.Namespace, refresh_s: float, config_slo: dict[str, 
 
     from gpucon.hub import Hub
 
-    sim = _optional("gpucon.sources.sim")
+    sim = _optional("gpucon.sim.source")
     if sim is None:
         print("gpucon demo: the simulator is not available in this build", file=sys.stderr)
         raise SystemExit(2)
@@ -104,7 +104,7 @@ def _load_config(args: argparse.Namespace) -> Any:
 
             if not any(name.startswith("GPUCON_") for name in os.environ):
                 return GpuconConfig()
-            from gpucon.config_env import apply_env
+            from gpucon.config.env import apply_env
 
             try:
                 return apply_env(GpuconConfig(), os.environ)
@@ -142,7 +142,7 @@ def _live_hub(config: Any, refresh_s: float) -> Any:
 def _sim_controls(config: Any, hub: Any) -> Any:
     """The demo's write side: the simulated registry, audited like a real one."""
     from gpucon.controls.base import audit_path_for
-    from gpucon.controls.sim_registry import build_sim_controls
+    from gpucon.sim.registry import build_sim_controls
 
     return build_sim_controls(
         hub.sources[0].fleet,

@@ -16,18 +16,18 @@ from collections.abc import Sequence
 
 # name -> (module, help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "live": ("gpucon.launch", "the console on the fleet your config names (the default)"),
-    "demo": ("gpucon.launch", "the console on the built-in simulated fleet"),
-    "snapshot": ("gpucon.snapshot_cmd", "print one snapshot of the fleet (--json)"),
-    "config": ("gpucon.config_cmd", "check the config and print what would be used"),
-    "drain": ("gpucon.actions.cli", "drain a backend (stop sending it new work)"),
-    "undrain": ("gpucon.actions.cli", "return a drained backend to service"),
-    "rebalance": ("gpucon.actions.cli", "propose and apply scheduler weights"),
-    "probe": ("gpucon.actions.cli", "run a bounded load probe"),
-    "audit": ("gpucon.actions.cli", "show the audit log"),
-    "scheduler": ("gpucon.lab.cli", "run the reference Redis-Streams scheduler"),
-    "backend": ("gpucon.lab.cli", "run a KServe v2 test backend server"),
-    "lab": ("gpucon.lab.cli", "start a local real stack on loopback"),
+    "live": ("gpucon.commands.console", "the console on the fleet your config names (the default)"),
+    "demo": ("gpucon.commands.console", "the console on the built-in simulated fleet"),
+    "snapshot": ("gpucon.commands.snapshot", "print one snapshot of the fleet (--json)"),
+    "config": ("gpucon.commands.config_check", "check the config and print what would be used"),
+    "drain": ("gpucon.commands.actions", "drain a backend (stop sending it new work)"),
+    "undrain": ("gpucon.commands.actions", "return a drained backend to service"),
+    "rebalance": ("gpucon.commands.actions", "propose and apply scheduler weights"),
+    "probe": ("gpucon.commands.actions", "run a bounded load probe"),
+    "audit": ("gpucon.commands.actions", "show the audit log"),
+    "scheduler": ("gpucon.commands.lab", "run the reference Redis-Streams scheduler"),
+    "backend": ("gpucon.commands.lab", "run a KServe v2 test backend server"),
+    "lab": ("gpucon.commands.lab", "start a local real stack on loopback"),
 }
 
 
@@ -118,7 +118,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     # building the parser and importing the command allocate many objects and free none: the
     # cyclic garbage collector is off meanwhile (the console keeps it off until its first
-    # frame: gpucon.launch.run)
+    # frame: gpucon.commands.console.run)
     gc_was_on = gc.isenabled()
     gc.disable()
     try:

@@ -167,14 +167,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _load_config(args: argparse.Namespace, *, allow_missing: bool = False) -> Any:
-    from gpucon.actions.cli_context import load_config_for
+    from gpucon.commands.action_context import load_config_for
 
     return load_config_for(args, allow_missing=allow_missing)
 
 
 def _live_context(args: argparse.Namespace, read_only: bool) -> Any:
     """The configured fleet's context (also used by ``gpucon.actions.probe``)."""
-    from gpucon.actions.cli_context import LiveContext
+    from gpucon.commands.action_context import LiveContext
 
     return LiveContext(args, read_only)
 
@@ -249,7 +249,7 @@ def _run_action(args: argparse.Namespace) -> int:
     spec = get_action(args.command)
     params = params_from_args(args)
     read_only = bool(args.read_only or args.noc)
-    from gpucon.actions.cli_context import DemoContext
+    from gpucon.commands.action_context import DemoContext
 
     context = DemoContext(args) if args.demo else _live_context(args, read_only)
     try:

@@ -6,7 +6,7 @@
 before a drain, the per-target locks — lives here, in one store per fleet object shared by every
 SimRegistry of that fleet, so two consoles on one simulated fleet contend as they would on Redis.
 ``build_sim_controls`` refuses in read-only mode, like ``build_controls``; its controls carry
-the demo's probe (``gpucon.controls.sim_probe.SimProber``), for which every backend is a target.
+the demo's probe (``gpucon.sim.probe.SimProber``), for which every backend is a target.
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ def build_sim_controls(
     refuse_if_read_only(read_only)
     from gpucon.actions.audit import AuditLog
     from gpucon.config import default_state_dir
-    from gpucon.controls.sim_probe import SimProber
+    from gpucon.sim.probe import SimProber
 
     return Controls(
         registry=SimRegistry(fleet),

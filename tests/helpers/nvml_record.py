@@ -14,9 +14,11 @@ import ctypes
 import json
 import math
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from gpucon.sources.nvml_calls import handle_label, pointer_address
 
 FORMAT = """\
 {"format": "gpucon-nvml-recording/1", "meta": {...}, "calls": [
@@ -31,22 +33,6 @@ Values: JSON scalars; {"handle": label}; {"struct": name, "fields": {...}}; list
 
 FORMAT_ID = "gpucon-nvml-recording/1"
 GPM_METRICS_GET = "nvmlGpmMetricsGet"
-
-
-def pointer_address(value: Any) -> int | None:
-    """The address a ctypes pointer holds, or None when ``value`` is no ctypes pointer."""
-    if isinstance(value, ctypes._Pointer):
-        return ctypes.cast(value, ctypes.c_void_p).value or 0
-    return None
-
-
-def handle_label(value: Any) -> Hashable:
-    """A stable label for an NVML handle: its stand-in label, its address, or its id."""
-    label = getattr(value, "nvml_label", None)
-    if isinstance(label, str):
-        return label
-    address = pointer_address(value)
-    return address if address is not None else id(value)
 
 
 def encode_float(value: float) -> Any:

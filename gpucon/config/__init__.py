@@ -2,7 +2,7 @@
 
 The dataclasses below are the contract other modules build on. ``load_config`` reads the file
 with tomllib, validates it strictly (unknown keys, wrong types, negative cadences, bad URLs)
-and applies environment overrides (see ``gpucon.config_env``). Every error is a ConfigError
+and applies environment overrides (see ``gpucon.config.env``). Every error is a ConfigError
 whose message names the file, the key path (``fleets.prod.redis.url``) and what was expected.
 A missing file is ConfigMissing, whose message says how to write one and offers ``gpucon demo``.
 The effective config remembers where each value came from (``origins``: file, env or default).
@@ -190,7 +190,7 @@ def load_config(
     file, environment variables that name a source (GPUCON_REDIS_URL, ...) are enough;
     otherwise ConfigMissing is raised.
     """
-    from gpucon.config_env import apply_env, env_names_a_source
+    from gpucon.config.env import apply_env, env_names_a_source
 
     if path is None:
         path = Path(env["GPUCON_CONFIG"]) if env.get("GPUCON_CONFIG") else default_config_path(env)
@@ -198,7 +198,7 @@ def load_config(
     if path.is_file():
         import tomllib  # only a config file needs it (the demo runs without one)
 
-        from gpucon.config_schema import parse_document
+        from gpucon.config.schema import parse_document
 
         try:
             with path.open("rb") as fh:

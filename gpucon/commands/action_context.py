@@ -2,7 +2,7 @@
 
 ``LiveContext`` reads the registry over its own read-only connection (``gpucon-cli-read``) and
 builds the Controls only when the plan is confirmed; ``DemoContext`` runs a simulated fleet in
-the background for ``--demo``. Imported by ``gpucon.actions.cli`` only when a verb runs.
+the background for ``--demo``. Imported by ``gpucon.commands.actions`` only when a verb runs.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def load_config_for(args: argparse.Namespace, *, allow_missing: bool = False) ->
         if allow_missing:  # the defaults, with the GPUCON_* variables still applied
             import os
 
-            from gpucon.config_env import apply_env
+            from gpucon.config.env import apply_env
 
             try:
                 return apply_env(GpuconConfig(), os.environ)
@@ -98,7 +98,7 @@ class DemoContext:
         self.read_only = bool(
             getattr(load_config_for(args, allow_missing=True), "read_only", False)
         )
-        from gpucon.actions.demo_fleet import DemoFleetRunner
+        from gpucon.sim.runner import DemoFleetRunner
 
         self.args = args
         self.runner = DemoFleetRunner.start()
@@ -108,7 +108,7 @@ class DemoContext:
 
     def controls(self) -> Any:
         from gpucon.controls.base import audit_path_for
-        from gpucon.controls.sim_registry import build_sim_controls
+        from gpucon.sim.registry import build_sim_controls
 
         config = load_config_for(self.args, allow_missing=True)
         read_only = bool(self.args.read_only or self.args.noc)
