@@ -1,8 +1,8 @@
 """The garbage collector is off while the console starts and on again after its first frame.
 
 ``gpucon.commands.cli.main`` and ``gpucon.commands.console.run`` turn Python's cyclic collector
-off while they build the parser, import the command and start the console (start-up speed); these tests
-check that it always comes back on, and that a caller who had it off keeps it off.
+off while they build the parser, import the command and start the console (start-up speed);
+these tests check that it always comes back on, and that a caller who had it off keeps it off.
 """
 
 from __future__ import annotations
