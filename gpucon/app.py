@@ -2,7 +2,8 @@
 
 ``GpuconApp`` is built the same way by the console command (``gpucon.commands.console``) and
 by the tests: give it a feed (the Hub, or anything with ``latest``/``start``/``stop``). The hub
-calls back from its own thread; each snapshot becomes one replaceable message, applied inside ``batch_update``.
+calls back from its own thread; each snapshot becomes one replaceable message, applied inside
+``batch_update``.
 In read-only and NOC modes ``controls`` is always None and no action binding is registered.
 """
 
