@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from gpucon.actions.plan import JsonValue
+from gpucon.errors import JsonValue
 
 AUDIT_EVENTS = ("intent", "step", "outcome", "refused")
 
@@ -282,7 +282,7 @@ class RegistryAuditStream:
 
 def format_record(record: AuditRecord) -> str:
     """One line of the audit log as plain text (the CLI and the audit screen)."""
-    from gpucon.actions.plan import format_ts
+    from gpucon.errors import format_ts
 
     parts: Iterable[str] = (
         format_ts(record.ts),

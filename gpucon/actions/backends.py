@@ -10,8 +10,8 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from gpucon.actions.plan import BadParams
 from gpucon.controls.base import Controls
+from gpucon.errors import BadParams
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.ids import parse_slot_id
 from gpucon.model.snapshot import Snapshot

@@ -12,8 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpucon.actions.plan import BadParams, Outcome, Plan, Progress, Tier
+from gpucon.actions.plan import Outcome, Plan, Progress, Tier
 from gpucon.controls.base import Controls
+from gpucon.errors import BadParams
 from gpucon.model.snapshot import Snapshot
 
 PlanFn = Callable[[Snapshot, Mapping[str, Any]], Plan]

@@ -23,7 +23,6 @@ from gpucon.actions.backends import (
     text_param,
 )
 from gpucon.actions.plan import (
-    BadParams,
     BlastRadius,
     Outcome,
     OutcomeStatus,
@@ -32,14 +31,12 @@ from gpucon.actions.plan import (
     Progress,
     ProgressEvent,
     Step,
-    StepFailed,
     StepStatus,
-    StepTimeout,
     Tier,
-    finite_number,
 )
 from gpucon.actions.undrain import apply_undrain, plan_undrain
 from gpucon.controls.base import Controls
+from gpucon.errors import BadParams, StepFailed, StepTimeout, finite_number
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot
 

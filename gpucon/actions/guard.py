@@ -18,19 +18,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from gpucon.actions.plan import (
-    ActionError,
-    LockHeld,
     Outcome,
     OutcomeStatus,
     Plan,
     Progress,
     ProgressEvent,
-    Refused,
     StepResult,
     StepStatus,
     status_for,
 )
 from gpucon.controls.base import Controls, LockLease
+from gpucon.errors import ActionError, LockHeld, Refused
 
 LOCK_TTL_S = 15.0
 

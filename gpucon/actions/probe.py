@@ -35,8 +35,8 @@ SIM_CAPS: dict[str, Any] = {
 
 def _sim_target(snapshot: Snapshot, name: str) -> ProbeTarget:
     """In the demo every backend is a target, with the default caps of a configured one."""
-    from gpucon.actions.plan import BadParams
     from gpucon.config import ProbeTarget
+    from gpucon.errors import BadParams
 
     backend = snapshot.backends.get(name)
     if backend is None:
@@ -48,7 +48,7 @@ def _sim_target(snapshot: Snapshot, name: str) -> ProbeTarget:
 
 
 def _target(snapshot: Snapshot, params: Mapping[str, Any]) -> ProbeTarget:
-    from gpucon.actions.plan import BadParams
+    from gpucon.errors import BadParams
 
     name = params.get("target")
     targets: Sequence[ProbeTarget] = params.get("probe_targets") or ()
@@ -65,8 +65,9 @@ def _target(snapshot: Snapshot, params: Mapping[str, Any]) -> ProbeTarget:
 
 def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     """The probe plan; refuses unknown targets and out-of-bounds params before anything runs."""
-    from gpucon.actions.plan import BadParams, BlastRadius, Plan, Precondition, Step, Tier
+    from gpucon.actions.plan import BlastRadius, Plan, Precondition, Step, Tier
     from gpucon.controls.probe import check_bounds
+    from gpucon.errors import BadParams
     from gpucon.model.fleet import BackendState
 
     target = _target(snapshot, params)
@@ -285,9 +286,9 @@ class _ProgressBar:
 
 def run(args: argparse.Namespace) -> int:
     from gpucon.actions.guard import execute
-    from gpucon.actions.plan import ActionError, ExitCode, Refused
     from gpucon.commands import actions as cli
     from gpucon.controls.base import ReadOnlyError
+    from gpucon.errors import ActionError, ExitCode, Refused
 
     read_only = bool(args.read_only or args.noc)
     demo = bool(getattr(args, "demo", False))

@@ -16,7 +16,6 @@ from typing import Any
 
 from gpucon.actions.backends import text_param
 from gpucon.actions.plan import (
-    BadParams,
     BlastRadius,
     Outcome,
     OutcomeStatus,
@@ -27,9 +26,9 @@ from gpucon.actions.plan import (
     Step,
     StepStatus,
     Tier,
-    finite_number,
 )
 from gpucon.controls.base import Controls
+from gpucon.errors import BadParams, finite_number
 from gpucon.model.alerts import AlertThresholds
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot

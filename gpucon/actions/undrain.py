@@ -13,7 +13,6 @@ from typing import Any
 
 from gpucon.actions.backends import describe_state, find_backend, node_backends, text_param
 from gpucon.actions.plan import (
-    BadParams,
     BlastRadius,
     Outcome,
     OutcomeStatus,
@@ -22,12 +21,11 @@ from gpucon.actions.plan import (
     Progress,
     ProgressEvent,
     Step,
-    StepFailed,
     StepStatus,
     Tier,
-    finite_number,
 )
 from gpucon.controls.base import Controls
+from gpucon.errors import BadParams, StepFailed, finite_number
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot
 

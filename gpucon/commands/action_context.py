@@ -11,8 +11,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gpucon.actions.plan import BadParams, Refused
 from gpucon.config import ConfigError, ConfigMissing, GpuconConfig, load_config
+from gpucon.errors import BadParams, Refused
 
 
 def load_config_for(args: argparse.Namespace, *, allow_missing: bool = False) -> GpuconConfig:

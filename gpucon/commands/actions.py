@@ -105,7 +105,7 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
 
 
 def _parse_weights(items: list[str]) -> dict[str, object]:
-    from gpucon.actions.plan import BadParams
+    from gpucon.errors import BadParams
 
     weights: dict[str, object] = {}
     for item in items:
@@ -136,7 +136,7 @@ def _err(text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpucon.actions.plan import ActionError, ExitCode
+    from gpucon.errors import ActionError, ExitCode
 
     if args.command == "probe":
         probe = _probe_module()
@@ -181,7 +181,7 @@ def _live_context(args: argparse.Namespace, read_only: bool) -> Any:
 
 def _run_audit(args: argparse.Namespace) -> int:
     from gpucon.actions.audit import AuditRecord, format_record, read_audit
-    from gpucon.actions.plan import BadParams
+    from gpucon.errors import BadParams
 
     if args.limit <= 0:
         raise BadParams("--limit", f"must be a positive number, got {args.limit}")
@@ -217,8 +217,8 @@ def _read_stream(args: argparse.Namespace) -> list[Any]:
     import redis
 
     from gpucon.actions.audit import records_from_rows
-    from gpucon.actions.plan import Refused
     from gpucon.controls.registry import read_audit_stream
+    from gpucon.errors import Refused
 
     config = _load_config(args)
     if config.fleet.redis is None:
@@ -244,7 +244,7 @@ def _safe(text: str) -> str:
 def _run_action(args: argparse.Namespace) -> int:
     from gpucon.actions.catalog import get_action
     from gpucon.actions.guard import execute
-    from gpucon.actions.plan import ExitCode, Refused
+    from gpucon.errors import ExitCode, Refused
 
     spec = get_action(args.command)
     params = params_from_args(args)
@@ -296,7 +296,8 @@ def _show_plan(plan: Any, as_json: bool) -> None:
 
 
 def _confirm(plan: Any) -> None:
-    from gpucon.actions.plan import Refused, Tier
+    from gpucon.actions.plan import Tier
+    from gpucon.errors import Refused
 
     if not sys.stdin.isatty():
         raise Refused("not confirmed: stdin is not a terminal (pass --yes to confirm)")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gpucon.actions.plan import JsonValue, Refused
+from gpucon.errors import JsonValue, Refused
 
 if TYPE_CHECKING:
     from gpucon.actions.audit import AuditLog

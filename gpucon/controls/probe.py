@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 import httpx
 
-from gpucon.actions.plan import BadParams, finite_number
 from gpucon.config import ProbeTarget
+from gpucon.errors import BadParams, finite_number
 
 STABILITY_PCT = 10.0
 STABILITY_WINDOWS = 3

@@ -23,8 +23,9 @@ from typing import Any
 
 import redis
 
-from gpucon.actions.plan import BadParams, JsonValue, LockHeld, StalePlan, check_transition
+from gpucon.actions.plan import check_transition
 from gpucon.controls.base import BackendRecord, LockLease, check_weights_unchanged
+from gpucon.errors import BadParams, JsonValue, LockHeld, StalePlan
 
 BACKENDS_KEY = "gpucon:backends"
 VERSION_KEY = "gpucon:registry:version"

@@ -18,14 +18,8 @@ from typing import Any
 from gpucon.actions.audit import AuditStream, AuditStreamReader, RegistryAuditStream
 from gpucon.actions.catalog import ActionSpec, get_action
 from gpucon.actions.guard import execute
-from gpucon.actions.plan import (
-    ActionError,
-    BadParams,
-    Outcome,
-    OutcomeStatus,
-    Plan,
-    ProgressEvent,
-)
+from gpucon.actions.plan import Outcome, OutcomeStatus, Plan, ProgressEvent
+from gpucon.errors import ActionError, BadParams
 from gpucon.model.snapshot import Snapshot
 from gpucon.screens.audit import AuditScreen
 from gpucon.screens.plan import PlanScreen

@@ -29,7 +29,7 @@ from gpucon.actions.audit import (
     merge_audit,
     read_audit,
 )
-from gpucon.actions.plan import format_ts
+from gpucon.errors import format_ts
 from gpucon.widgets.safe_text import clean
 
 EVENT_STYLES = {"intent": "bold", "step": "", "outcome": "bold", "refused": "bold red"}

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpucon.actions.plan import BadParams, JsonValue, LockHeld, StalePlan, check_transition
+from gpucon.actions.plan import check_transition
 from gpucon.controls.base import (
     BackendRecord,
     Controls,
@@ -29,6 +29,7 @@ from gpucon.controls.base import (
     default_operator,
     refuse_if_read_only,
 )
+from gpucon.errors import BadParams, JsonValue, LockHeld, StalePlan
 
 
 @dataclass

@@ -15,17 +15,11 @@ import redis
 from gpucon.actions import drain
 from gpucon.actions.audit import AuditLog, read_audit
 from gpucon.actions.guard import execute
-from gpucon.actions.plan import (
-    ExitCode,
-    Outcome,
-    OutcomeStatus,
-    ProgressEvent,
-    StateMoved,
-    StepStatus,
-)
+from gpucon.actions.plan import Outcome, OutcomeStatus, ProgressEvent, StepStatus
 from gpucon.actions.registry_snapshot import read_registry
 from gpucon.controls.base import Controls
 from gpucon.controls.registry import AUDIT_STREAM, RedisRegistry
+from gpucon.errors import ExitCode, StateMoved
 from gpucon.lab import registry_scripts as rs
 from gpucon.lab.registration import BackendRecord, register_backends
 

@@ -18,11 +18,12 @@ import redis
 from gpucon.actions import drain
 from gpucon.actions.audit import AuditLog, read_audit
 from gpucon.actions.guard import ApplyFn, execute
-from gpucon.actions.plan import LockHeld, Outcome, OutcomeStatus, Plan, Progress
+from gpucon.actions.plan import Outcome, OutcomeStatus, Plan, Progress
 from gpucon.actions.registry_snapshot import read_registry
 from gpucon.controls.base import Controls
 from gpucon.controls.kube import KubeControl
 from gpucon.controls.registry import RedisRegistry
+from gpucon.errors import LockHeld
 from gpucon.lab import registry_scripts as rs
 from gpucon.lab.registration import BackendRecord, register_backends
 from tests.helpers.kube_standin import KubeStandIn

@@ -19,7 +19,7 @@ import redis
 from gpucon.actions import probe as probe_action
 from gpucon.actions.audit import AuditLog, read_audit
 from gpucon.actions.guard import execute
-from gpucon.actions.plan import BadParams, ProgressEvent, StepStatus, Tier
+from gpucon.actions.plan import ProgressEvent, StepStatus, Tier
 from gpucon.config import ProbeTarget
 from gpucon.controls.base import Controls
 from gpucon.controls.probe import (
@@ -34,6 +34,7 @@ from gpucon.controls.probe import (
     window_rates,
 )
 from gpucon.controls.registry import RedisRegistry
+from gpucon.errors import BadParams
 from gpucon.lab.backend_server import BackendServer
 from gpucon.lab.registration import BackendRecord, register_backends
 from gpucon.lab.service_time import ServiceTimeModel

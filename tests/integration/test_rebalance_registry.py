@@ -10,10 +10,11 @@ import redis
 from gpucon.actions import drain, rebalance
 from gpucon.actions.audit import AuditLog, read_audit
 from gpucon.actions.guard import execute
-from gpucon.actions.plan import BadParams, ExitCode, OutcomeStatus
+from gpucon.actions.plan import OutcomeStatus
 from gpucon.actions.registry_snapshot import read_registry
 from gpucon.controls.base import Controls
 from gpucon.controls.registry import RedisRegistry
+from gpucon.errors import BadParams, ExitCode
 from gpucon.lab.registration import BackendRecord, register_backends
 
 pytestmark = pytest.mark.integration

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gpucon.actions.audit import AuditRecord, read_audit, records_from_rows
-from gpucon.actions.plan import format_ts
 from gpucon.commands.cli import main
+from gpucon.errors import format_ts
 
 GOOD = {"ts": 1700000000.5, "operator": "ann@h1", "event": "intent", "action": "drain",
         "target": "b1", "digest": "d"}  # fmt: skip

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from gpucon.actions.plan import ExitCode, Refused
 from gpucon.config import FleetConfig, GpuconConfig, RedisConfig
 from gpucon.controls.base import ReadOnlyError, build_controls
+from gpucon.errors import ExitCode, Refused
 
 
 def config(tmp_path: Path, redis: RedisConfig | None) -> GpuconConfig:

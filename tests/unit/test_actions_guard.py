@@ -12,7 +12,6 @@ from gpucon.actions.audit import AuditLog, read_audit
 from gpucon.actions.guard import execute
 from gpucon.actions.plan import (
     BlastRadius,
-    LockHeld,
     Outcome,
     OutcomeStatus,
     Plan,
@@ -24,6 +23,7 @@ from gpucon.actions.plan import (
     Tier,
 )
 from gpucon.controls.base import Controls
+from gpucon.errors import LockHeld
 from gpucon.sim.fleet import build_sim_fleet
 from gpucon.sim.registry import SimRegistry
 

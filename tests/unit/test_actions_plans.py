@@ -9,7 +9,8 @@ import pytest
 
 from gpucon.actions import drain, rebalance
 from gpucon.actions.catalog import get_action
-from gpucon.actions.plan import BadParams, ExitCode, Tier
+from gpucon.actions.plan import Tier
+from gpucon.errors import BadParams, ExitCode
 from gpucon.model.fleet import Backend, BackendState, LatencyStats, Slot, SlotKind
 from gpucon.model.history import History
 from gpucon.model.snapshot import Snapshot

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpucon.actions import drain, rebalance
-from gpucon.actions.plan import BadParams, ExitCode
+from gpucon.errors import BadParams, ExitCode
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot
 

@@ -10,8 +10,9 @@ import pytest
 from gpucon.actions import drain, rebalance
 from gpucon.actions.audit import read_audit
 from gpucon.actions.guard import execute
-from gpucon.actions.plan import LockHeld, OutcomeStatus
+from gpucon.actions.plan import OutcomeStatus
 from gpucon.controls.base import ReadOnlyError
+from gpucon.errors import LockHeld
 from gpucon.model.fleet import BackendState
 from gpucon.sim.fleet import build_sim_fleet
 from gpucon.sim.registry import SimRegistry, build_sim_controls

@@ -14,10 +14,11 @@ import pytest
 from gpucon.actions import probe
 from gpucon.actions.audit import read_audit
 from gpucon.actions.guard import execute
-from gpucon.actions.plan import BadParams, OutcomeStatus
+from gpucon.actions.plan import OutcomeStatus
 from gpucon.commands.cli import main
 from gpucon.controls.base import Controls
 from gpucon.controls.probe import LiveProber
+from gpucon.errors import BadParams
 from gpucon.sim.probe import REFUSED, ServiceNow, draw_latency_s, service_now
 from gpucon.sim.registry import build_sim_controls
 from gpucon.sim.runner import DemoFleetRunner
