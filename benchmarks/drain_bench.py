@@ -27,11 +27,11 @@ from typing import Any
 import httpx
 import redis
 
-from gpucon.actions.audit import AuditLog
 from gpucon.actions.drain import apply_drain, apply_undrain, plan_drain, plan_undrain
 from gpucon.actions.guard import execute
 from gpucon.actions.plan import ProgressEvent, StepStatus
 from gpucon.actions.registry_snapshot import read_registry
+from gpucon.controls.audit_log import AuditLog
 from gpucon.controls.base import Controls
 from gpucon.controls.registry import RedisRegistry
 from gpucon.lab.lab import LabOptions, LabStack

@@ -180,7 +180,8 @@ def _live_context(args: argparse.Namespace, read_only: bool) -> Any:
 
 
 def _run_audit(args: argparse.Namespace) -> int:
-    from gpucon.actions.audit import AuditRecord, format_record, read_audit
+    from gpucon.actions.audit import format_record, read_audit
+    from gpucon.controls.audit_log import AuditRecord
     from gpucon.errors import BadParams
 
     if args.limit <= 0:

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gpucon.errors import JsonValue, Refused
 
 if TYPE_CHECKING:
-    from gpucon.actions.audit import AuditLog
     from gpucon.config import GpuconConfig, ProbeTarget
+    from gpucon.controls.audit_log import AuditLog
     from gpucon.controls.probe import ProbeBounds, ProbeProgress, ProbeResult
 
 
@@ -205,7 +205,7 @@ def build_controls(
     an action could steer, which is a Refused error naming the missing section.
     """
     refuse_if_read_only(read_only)
-    from gpucon.actions.audit import AuditLog
+    from gpucon.controls.audit_log import AuditLog
     from gpucon.controls.registry import RedisRegistry
 
     fleet = config.fleet

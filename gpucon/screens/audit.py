@@ -24,11 +24,11 @@ from gpucon.actions.audit import (
     ORIGIN_BOTH,
     ORIGIN_FILE,
     AuditEntry,
-    AuditRecord,
     AuditStream,
     merge_audit,
     read_audit,
 )
+from gpucon.controls.audit_log import AuditRecord
 from gpucon.errors import format_ts
 from gpucon.widgets.safe_text import clean
 

@@ -189,8 +189,8 @@ def build_sim_controls(
 ) -> Controls:
     """Controls that steer the simulated fleet; raises ReadOnlyError when ``read_only``."""
     refuse_if_read_only(read_only)
-    from gpucon.actions.audit import AuditLog
     from gpucon.config import default_state_dir
+    from gpucon.controls.audit_log import AuditLog
     from gpucon.sim.probe import SimProber
 
     return Controls(

@@ -13,10 +13,11 @@ import pytest
 import redis
 
 from gpucon.actions import drain
-from gpucon.actions.audit import AuditLog, read_audit
+from gpucon.actions.audit import read_audit
 from gpucon.actions.guard import execute
 from gpucon.actions.plan import Outcome, OutcomeStatus, ProgressEvent, StepStatus
 from gpucon.actions.registry_snapshot import read_registry
+from gpucon.controls.audit_log import AuditLog
 from gpucon.controls.base import Controls
 from gpucon.controls.registry import AUDIT_STREAM, RedisRegistry
 from gpucon.errors import ExitCode, StateMoved

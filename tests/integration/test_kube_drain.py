@@ -12,10 +12,10 @@ import pytest
 import redis
 
 from gpucon.actions import drain
-from gpucon.actions.audit import AuditLog
 from gpucon.actions.guard import execute
 from gpucon.actions.plan import OutcomeStatus, ProgressEvent
 from gpucon.actions.registry_snapshot import read_registry
+from gpucon.controls.audit_log import AuditLog
 from gpucon.controls.base import Controls
 from gpucon.controls.kube import KubeControl
 from gpucon.controls.registry import RedisRegistry

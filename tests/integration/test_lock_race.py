@@ -16,10 +16,11 @@ import pytest
 import redis
 
 from gpucon.actions import drain
-from gpucon.actions.audit import AuditLog, read_audit
+from gpucon.actions.audit import read_audit
 from gpucon.actions.guard import ApplyFn, execute
 from gpucon.actions.plan import Outcome, OutcomeStatus, Plan, Progress
 from gpucon.actions.registry_snapshot import read_registry
+from gpucon.controls.audit_log import AuditLog
 from gpucon.controls.base import Controls
 from gpucon.controls.kube import KubeControl
 from gpucon.controls.registry import RedisRegistry

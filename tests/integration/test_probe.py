@@ -17,10 +17,11 @@ import pytest
 import redis
 
 from gpucon.actions import probe as probe_action
-from gpucon.actions.audit import AuditLog, read_audit
+from gpucon.actions.audit import read_audit
 from gpucon.actions.guard import execute
 from gpucon.actions.plan import ProgressEvent, StepStatus, Tier
 from gpucon.config import ProbeTarget
+from gpucon.controls.audit_log import AuditLog
 from gpucon.controls.base import Controls
 from gpucon.controls.probe import (
     DirectSender,

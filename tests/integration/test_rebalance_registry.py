@@ -8,10 +8,11 @@ import pytest
 import redis
 
 from gpucon.actions import drain, rebalance
-from gpucon.actions.audit import AuditLog, read_audit
+from gpucon.actions.audit import read_audit
 from gpucon.actions.guard import execute
 from gpucon.actions.plan import OutcomeStatus
 from gpucon.actions.registry_snapshot import read_registry
+from gpucon.controls.audit_log import AuditLog
 from gpucon.controls.base import Controls
 from gpucon.controls.registry import RedisRegistry
 from gpucon.errors import BadParams, ExitCode

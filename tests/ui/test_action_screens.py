@@ -14,7 +14,7 @@ from textual.content import Content
 from textual.widgets import Button, Input, Static
 
 from gpucon.actions import drain
-from gpucon.actions.audit import AuditLog, read_audit
+from gpucon.actions.audit import read_audit
 from gpucon.actions.plan import (
     BlastRadius,
     Outcome,
@@ -27,6 +27,7 @@ from gpucon.actions.plan import (
     Tier,
 )
 from gpucon.actions.registry_snapshot import read_registry
+from gpucon.controls.audit_log import AuditLog
 from gpucon.controls.base import Controls
 from gpucon.controls.registry import RedisRegistry
 from gpucon.lab.registration import BackendRecord, register_backends

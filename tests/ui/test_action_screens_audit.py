@@ -14,15 +14,9 @@ import redis
 from textual.app import App, ComposeResult
 from textual.widgets import Static
 
-from gpucon.actions.audit import (
-    ORIGIN_BOTH,
-    ORIGIN_FILE,
-    ORIGIN_STREAM,
-    AuditLog,
-    AuditRecord,
-    AuditStreamReader,
-)
+from gpucon.actions.audit import ORIGIN_BOTH, ORIGIN_FILE, ORIGIN_STREAM, AuditStreamReader
 from gpucon.config import FleetConfig, GpuconConfig, RedisConfig
+from gpucon.controls.audit_log import AuditLog, AuditRecord
 from gpucon.controls.base import Controls
 from gpucon.controls.registry import RedisRegistry
 from gpucon.screens import actions_flow

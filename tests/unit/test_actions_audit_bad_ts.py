@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gpucon.actions.audit import AuditRecord, read_audit, records_from_rows
+from gpucon.actions.audit import read_audit, records_from_rows
 from gpucon.commands.cli import main
+from gpucon.controls.audit_log import AuditRecord
 from gpucon.errors import format_ts
 
 GOOD = {"ts": 1700000000.5, "operator": "ann@h1", "event": "intent", "action": "drain",

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from gpucon.actions.audit import (
-    ORIGIN_BOTH,
-    ORIGIN_FILE,
-    ORIGIN_STREAM,
-    AuditRecord,
-    merge_audit,
-)
+from gpucon.actions.audit import ORIGIN_BOTH, ORIGIN_FILE, ORIGIN_STREAM, merge_audit
+from gpucon.controls.audit_log import AuditRecord
 
 
 def rec(ts: float, operator: str = "ann@h1", event: str = "intent") -> AuditRecord:

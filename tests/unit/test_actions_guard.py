@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucon.actions.audit import AuditLog, read_audit
+from gpucon.actions.audit import read_audit
 from gpucon.actions.guard import execute
 from gpucon.actions.plan import (
     BlastRadius,
@@ -22,6 +22,7 @@ from gpucon.actions.plan import (
     StepStatus,
     Tier,
 )
+from gpucon.controls.audit_log import AuditLog
 from gpucon.controls.base import Controls
 from gpucon.errors import LockHeld
 from gpucon.sim.fleet import build_sim_fleet

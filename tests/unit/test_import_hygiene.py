@@ -8,7 +8,18 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gpucon"
-CORE = ["model", "registry", "sources", "controls", "actions", "sim", "hub.py", "config", "errors.py", "session.py"]
+CORE = [
+    "model",
+    "registry",
+    "sources",
+    "controls",
+    "actions",
+    "sim",
+    "hub.py",
+    "config",
+    "errors.py",
+    "session.py",
+]
 FORBIDDEN = (
     "textual",
     "gpucon.screens",
