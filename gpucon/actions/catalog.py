@@ -1,13 +1,12 @@
 """The actions gpucon knows, by name: each one's tier, ``plan`` and ``apply``.
 
 An action module exposes ``plan(snapshot, params) -> Plan`` (pure) and
-``apply(plan, controls, progress) -> Outcome``; this catalog finds them, importing lazily so
-that an action still being written (``probe``) only disappears from the list.
+``apply(plan, controls, progress) -> Outcome``; this catalog imports them when first asked for
+(the console's start-up never pays for an action it does not run).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,12 +19,12 @@ from gpucon.model.snapshot import Snapshot
 PlanFn = Callable[[Snapshot, Mapping[str, Any]], Plan]
 ApplyFn = Callable[[Plan, Controls, Progress], Outcome]
 
-# name -> (module, tier, title)
-KNOWN: dict[str, tuple[str, Tier, str]] = {
-    "drain": ("gpucon.actions.drain", Tier.DISRUPTIVE, "Drain"),
-    "undrain": ("gpucon.actions.undrain", Tier.REVERSIBLE, "Undrain"),
-    "rebalance": ("gpucon.actions.rebalance", Tier.REVERSIBLE, "Rebalance weights"),
-    "probe": ("gpucon.actions.probe", Tier.REVERSIBLE, "Load probe"),
+# name -> (tier, title)
+KNOWN: dict[str, tuple[Tier, str]] = {
+    "drain": (Tier.DISRUPTIVE, "Drain"),
+    "undrain": (Tier.REVERSIBLE, "Undrain"),
+    "rebalance": (Tier.REVERSIBLE, "Rebalance weights"),
+    "probe": (Tier.REVERSIBLE, "Load probe"),
 }
 
 
@@ -43,14 +42,25 @@ def get_action(name: str) -> ActionSpec:
     entry = KNOWN.get(name)
     if entry is None:
         raise BadParams("action", f"unknown action {name!r} (known: {', '.join(KNOWN)})")
-    module_name, tier, title = entry
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            raise BadParams("action", f"action {name!r} is not available in this build") from None
-        raise
-    # a module holding two actions names them plan_<name>/apply_<name>
-    plan_fn = getattr(module, f"plan_{name}", None) or module.plan
-    apply_fn = getattr(module, f"apply_{name}", None) or module.apply
+    tier, title = entry
+    plan_fn, apply_fn = _functions(name)
     return ActionSpec(name, tier, title, plan_fn, apply_fn)
+
+
+def _functions(name: str) -> tuple[PlanFn, ApplyFn]:
+    """The action's plan and apply, imported when first asked for (plain imports)."""
+    if name == "drain":
+        from gpucon.actions import drain
+
+        return drain.plan, drain.apply
+    if name == "undrain":
+        from gpucon.actions import undrain
+
+        return undrain.plan, undrain.apply
+    if name == "rebalance":
+        from gpucon.actions import rebalance
+
+        return rebalance.plan, rebalance.apply
+    from gpucon.actions import probe
+
+    return probe.plan, probe.apply

@@ -5,19 +5,16 @@
 target's caps (BadParams naming the field) and says what will be sent where. ``apply`` runs
 ``gpucon.controls.probe`` with a progress bar's worth of events and returns the report in the
 outcome's ``details``; the report's one-line summary is a step result, so the audit log has it.
-``add_arguments``/``run`` are the ``gpucon probe`` verb (called by ``gpucon.commands.actions``).
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the verb's parser is built for every gpucon command: import lazily
-    from gpucon.actions.plan import Outcome, Plan, Progress, ProgressEvent
+    from gpucon.actions.plan import Outcome, Plan, Progress
     from gpucon.config import ProbeTarget
     from gpucon.model.snapshot import Snapshot
 
@@ -217,113 +214,3 @@ def apply(plan: Plan, controls: Any, progress: Progress) -> Outcome:
     status = OutcomeStatus.OK if result.succeeded > 0 else OutcomeStatus.FAILED
     message = f"probe of {plan.target}: {line}"
     return Outcome(plan.action, plan.target, status, message, plan.digest, details=report)
-
-
-# --- the ``gpucon probe`` verb ------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
-    parser.add_argument(
-        "target", metavar="TARGET", help="a probe target named in the config (--demo: a backend)"
-    )
-    parser.add_argument("--count", type=float, default=None, help="requests (cap: max_requests)")
-    parser.add_argument("--rate", type=float, default=None, help="requests/s (max_rate_per_s)")
-    parser.add_argument("--concurrency", type=float, default=1, help="at once (max_concurrency)")
-    parser.add_argument("--duration", type=float, default=None, help="seconds (max_duration_s)")
-    parser.add_argument("--timeout", type=float, default=10.0, help="per request, seconds")
-    parser.add_argument("--via-queue", action="store_true", help="through the Redis queue")
-    parser.add_argument("--dry-run", action="store_true", help="print the plan, send nothing")
-    parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    parser.add_argument("--json", action="store_true", help="print plan and outcome as JSON")
-    parser.add_argument(
-        "--demo", action="store_true", help="probe a backend of a simulated fleet (any backend)"
-    )
-
-
-def params_from_args(args: argparse.Namespace, config: Any) -> dict[str, Any]:
-    fleet = config.fleet
-    demo = bool(getattr(args, "demo", False))
-    params: dict[str, Any] = {
-        "target": args.target,
-        "probe_targets": () if demo else fleet.probe_targets,
-        "via_queue": bool(args.via_queue),
-        "timeout": args.timeout,
-        "concurrency": args.concurrency,
-        "simulated": demo,
-    }
-    for name in ("count", "rate", "duration"):
-        value = getattr(args, name)
-        if value is not None:
-            params[name] = value
-    if fleet.redis is not None and not demo:
-        params["redis_url"] = fleet.redis.url
-        params["stream"] = fleet.redis.streams[0] if fleet.redis.streams else "gen:queue"
-    return params
-
-
-class _ProgressBar:
-    """One updating line on a terminal (stderr), a line per step otherwise."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-
-    def __call__(self, event: ProgressEvent) -> None:
-        from gpucon.actions.plan import StepStatus
-        from gpucon.commands.actions import _safe
-
-        if event.status is StepStatus.RUNNING:
-            if not self.tty:
-                return
-            filled = int(20 * (event.fraction or 0.0))
-            bar = "#" * filled + "." * (20 - filled)
-            sys.stderr.write(f"\r  probe [{bar}] {_safe(event.text)}   ")
-            sys.stderr.flush()
-            return
-        if self.tty and event.step == "probe" and event.status is not StepStatus.STARTED:
-            sys.stderr.write("\n")
-        print(_safe(f"  [{event.status}] {event.step}: {event.text}"), file=sys.stderr)
-
-
-def run(args: argparse.Namespace) -> int:
-    from gpucon.actions.guard import execute
-    from gpucon.commands import actions as cli
-    from gpucon.controls.base import ReadOnlyError
-    from gpucon.errors import ActionError, ExitCode, Refused
-
-    read_only = bool(args.read_only or args.noc)
-    demo = bool(getattr(args, "demo", False))
-    try:
-        config = cli._load_config(args, allow_missing=demo)
-        params = params_from_args(args, config)
-        if demo:
-            from gpucon.commands.action_context import DemoContext
-
-            context: Any = DemoContext(args)
-            read_only = read_only or context.read_only
-        else:
-            context = cli._live_context(args, read_only)
-        try:
-            snapshot, _version = context.read()
-            the_plan = plan(snapshot, params)
-            cli._show_plan(the_plan, args.json)
-            if args.dry_run:
-                return int(ExitCode.OK if the_plan.ok else ExitCode.REFUSED)
-            if not the_plan.ok:
-                failed = "; ".join(f"{p.name}: {p.text}" for p in the_plan.failed_preconditions)
-                raise Refused(f"precondition failed: {failed}")
-            if read_only:
-                raise ReadOnlyError()
-            if not args.yes:
-                cli._confirm(the_plan)
-            controls = context.controls()
-            try:
-                outcome = execute(apply, the_plan, controls, _ProgressBar())
-            finally:
-                controls.close()
-        finally:
-            context.close()
-    except ActionError as error:
-        cli._err(cli._safe(f"gpucon probe: {error}"))
-        return int(error.exit_code)
-    cli._show_outcome(outcome, args.json)
-    return int(outcome.exit_code)

@@ -21,32 +21,24 @@ Only the standard library is imported at module level.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpucon.actions.catalog import ApplyFn, PlanFn
+    from gpucon.actions.plan import Progress
+    from gpucon.config import GpuconConfig
+    from gpucon.session import Session
 
 EXIT_CODES_HELP = __doc__.split("Exit codes:")[1].split("Only the standard")[0]
 ACTION_VERBS = ("drain", "undrain", "rebalance")
 
 
-def _probe_module() -> Any:
-    try:
-        return importlib.import_module("gpucon.actions.probe")
-    except ModuleNotFoundError as exc:
-        if exc.name == "gpucon.actions.probe":
-            return None
-        raise
-
-
 def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = "exit codes:" + EXIT_CODES_HELP
-    if command_name == "probe":
-        probe = _probe_module()
-        if probe is not None and hasattr(probe, "add_arguments"):
-            probe.add_arguments(parser, command_name)
-        return
     if command_name == "audit":
         parser.add_argument("--json", action="store_true", help="one JSON object per line")
         parser.add_argument(
@@ -136,18 +128,18 @@ def _err(text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.command == "audit":
+        return reported(args, lambda: _run_audit(args))
+    return reported(args, lambda: _run_action(args))
+
+
+def reported(args: argparse.Namespace, verb: Callable[[], int]) -> int:
+    """Runs ``verb``; every refusal or failure to reach the fleet is one line on stderr and
+    the exit code that names it, never a traceback."""
     from gpucon.errors import ActionError, ExitCode
 
-    if args.command == "probe":
-        probe = _probe_module()
-        if probe is None or not hasattr(probe, "run"):
-            _err("gpucon probe: not available in this build")
-            return int(ExitCode.ERROR)
-        return int(probe.run(args))
     try:
-        if args.command == "audit":
-            return _run_audit(args)
-        return _run_action(args)
+        return verb()
     except ActionError as error:
         _err(_safe(f"gpucon {args.command}: {error}"))
         return int(error.exit_code)
@@ -166,17 +158,10 @@ def run(args: argparse.Namespace) -> int:
         raise
 
 
-def _load_config(args: argparse.Namespace, *, allow_missing: bool = False) -> Any:
+def _load_config(args: argparse.Namespace, *, allow_missing: bool = False) -> GpuconConfig:
     from gpucon.commands.action_context import load_config_for
 
     return load_config_for(args, allow_missing=allow_missing)
-
-
-def _live_context(args: argparse.Namespace, read_only: bool) -> Any:
-    """The configured fleet's context (also used by ``gpucon.actions.probe``)."""
-    from gpucon.commands.action_context import LiveContext
-
-    return LiveContext(args, read_only)
 
 
 def _run_audit(args: argparse.Namespace) -> int:
@@ -244,44 +229,53 @@ def _safe(text: str) -> str:
 
 def _run_action(args: argparse.Namespace) -> int:
     from gpucon.actions.catalog import get_action
-    from gpucon.actions.guard import execute
-    from gpucon.errors import ExitCode, Refused
+    from gpucon.commands.action_context import verb_session
 
     spec = get_action(args.command)
     params = params_from_args(args)
-    read_only = bool(args.read_only or args.noc)
-    from gpucon.commands.action_context import DemoContext
-
-    context = DemoContext(args) if args.demo else _live_context(args, read_only)
+    session = verb_session(args)
     try:
-        # a proposed rebalance needs what only the full sources know (latency, SM counts);
-        # a node's backends are known only by joining the registry with Kubernetes' pods
-        full = (spec.name == "rebalance" and "weights" not in params) or "node" in params
-        snapshot, version = context.read(full=full)
-        if spec.name == "rebalance":
-            params["registry_version"] = version
-        if "node" in params:
-            params["kube"] = context.has_kube
-        plan = spec.plan(snapshot, params)
-        _show_plan(plan, args.json)
-        if args.dry_run:
-            return int(ExitCode.OK if plan.ok else ExitCode.REFUSED)
-        if not plan.ok:
-            failed = "; ".join(f"{p.name}: {p.text}" for p in plan.failed_preconditions)
-            raise Refused(f"precondition failed: {failed}")
-        if read_only or context.read_only:
-            from gpucon.controls.base import ReadOnlyError
-
-            raise ReadOnlyError()
-        if not args.yes:
-            _confirm(plan)
-        controls = context.controls()
-        try:
-            outcome = execute(spec.apply, plan, controls, _ProgressPrinter())
-        finally:
-            controls.close()
+        return run_planned(args, session, spec.plan, spec.apply, params, _ProgressPrinter())
     finally:
-        context.close()
+        session.close()
+
+
+def run_planned(
+    args: argparse.Namespace,
+    session: Session,
+    plan_fn: PlanFn,
+    apply_fn: ApplyFn,
+    params: dict[str, Any],
+    progress: Progress,
+) -> int:
+    """Plan on the session's fleet, show the plan, confirm, apply under the guard, report.
+
+    Refused before anything is built when the plan fails its preconditions, the session is
+    read-only (it has no controls at all) or the operator does not confirm.
+    """
+    from gpucon.actions.guard import execute
+    from gpucon.errors import ExitCode, Refused
+
+    # a proposed rebalance needs what only the full sources know (latency, SM counts);
+    # a node's backends are known only by joining the registry with Kubernetes' pods
+    full = (args.command == "rebalance" and "weights" not in params) or "node" in params
+    snapshot, version = session.planning_view(full=full)
+    if args.command == "rebalance":
+        params["registry_version"] = version
+    if "node" in params:
+        params["kube"] = session.config.fleet.kube is not None and not session.demo
+    plan = plan_fn(snapshot, params)
+    _show_plan(plan, args.json)
+    if args.dry_run:
+        return int(ExitCode.OK if plan.ok else ExitCode.REFUSED)
+    if not plan.ok:
+        failed = "; ".join(f"{p.name}: {p.text}" for p in plan.failed_preconditions)
+        raise Refused(f"precondition failed: {failed}")
+    if session.controls_factory is None:  # read-only: refused before asking
+        session.controls()
+    if not args.yes:
+        _confirm(plan)
+    outcome = execute(apply_fn, plan, session.controls(), progress)
     _show_outcome(outcome, args.json)
     return int(outcome.exit_code)
 

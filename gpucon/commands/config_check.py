@@ -125,14 +125,14 @@ def run(args: argparse.Namespace) -> int:
 def ui_problems(config: GpuconConfig) -> list[str]:
     """What the console would refuse at start: unknown binding ids in [keys], unknown themes.
 
-    The schema cannot know these (the core never imports the UI), so the check asks the UI.
+    Binding ids come from ``gpucon.config.keys`` (no Textual import); themes from the themes.
     """
-    from gpucon.app import known_binding_ids
+    from gpucon.config.keys import BINDING_IDS
     from gpucon.themes import THEMES, ThemeError, resolve_theme
 
     where = str(config.path) if config.path else "config"
     problems: list[str] = []
-    known = known_binding_ids()
+    known = BINDING_IDS
     for binding_id in sorted(set(config.ui.keys) - known):
         problems.append(
             f"{where}: keys.{binding_id}: unknown binding id "

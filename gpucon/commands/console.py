@@ -10,7 +10,11 @@ import argparse
 import gc
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from gpucon.config import GpuconConfig
+    from gpucon.session import Session
 
 
 def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
@@ -58,40 +62,7 @@ def _refresh(args: argparse.Namespace, configured: float) -> float:
     return float(refresh)
 
 
-def _optional(module_name: str) -> Any:
-    """A module of gpucon that may not be built yet, or None."""
-    import importlib
-
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and module_name.startswith(exc.name):
-            return None
-        raise
-
-
-def _demo_hub(args: argparse.Namespace, refresh_s: float, config_slo: dict[str, float]) -> Any:
-    import importlib
-
-    from gpucon.hub import Hub
-
-    sim = _optional("gpucon.sim.source")
-    if sim is None:
-        print("gpucon demo: the simulator is not available in this build", file=sys.stderr)
-        raise SystemExit(2)
-    try:
-        source = sim.SimSource.for_demo(args.seed, args.scenario, args.size)
-    except ValueError as exc:  # unknown scenario, size out of range
-        _fail(f"gpucon demo: {exc}")
-    slo = {**getattr(importlib.import_module("gpucon.sim"), "DEMO_SLO_P95_MS", {}), **config_slo}
-    hub = Hub([source], refresh_s=refresh_s, slo_p95_ms_by_model=slo)
-    # the simulator answers in well under a millisecond: the first frame can show data
-    hub.poll_once()
-    hub.tick()
-    return hub
-
-
-def _load_config(args: argparse.Namespace) -> Any:
+def _load_config(args: argparse.Namespace) -> GpuconConfig:
     from pathlib import Path
 
     from gpucon.config import ConfigError, ConfigMissing, GpuconConfig, load_config
@@ -109,70 +80,30 @@ def _load_config(args: argparse.Namespace) -> Any:
             try:
                 return apply_env(GpuconConfig(), os.environ)
             except ConfigError as exc:
-                print(f"gpucon: {exc}", file=sys.stderr)
-                raise SystemExit(2) from None
+                _fail(f"gpucon: {exc}")
         raise
     except ConfigError as exc:
-        print(f"gpucon: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        _fail(f"gpucon: {exc}")
 
 
-def _live_hub(config: Any, refresh_s: float) -> Any:
-    from gpucon.hub import Hub
+def _open(args: argparse.Namespace, config: GpuconConfig, refresh_s: float) -> Session:
+    """The session the console runs on; a usage error when it cannot be opened."""
+    from gpucon.errors import Refused
+    from gpucon.session import DemoOptions, open_session
 
-    factory = _optional("gpucon.sources.factory")
-    if factory is None:
-        print("gpucon live: no real sources in this build yet; try: gpucon demo", file=sys.stderr)
-        raise SystemExit(2)
-    sources = factory.build_sources(config.fleet)
-    if not sources:
-        print(
-            f"gpucon: fleet {config.fleet.name!r} names no source; see gpucon config",
-            file=sys.stderr,
-        )
-        raise SystemExit(2)
-    return Hub(
-        sources,
-        refresh_s=refresh_s,
-        thresholds=config.alerts,
-        slo_p95_ms_by_model=config.slo_p95_ms,
-    )
-
-
-def _sim_controls(config: Any, hub: Any) -> Any:
-    """The demo's write side: the simulated registry, audited like a real one."""
-    from gpucon.controls.base import audit_path_for
-    from gpucon.sim.registry import build_sim_controls
-
-    return build_sim_controls(
-        hub.sources[0].fleet,
-        read_only=False,
-        audit_path=audit_path_for(config),
-        operator=config.operator,
-    )
-
-
-def _controls(config: Any, hub: Any, demo: bool, read_only: bool) -> tuple[Any, str | None]:
-    """The write side and, when it cannot be built, why. Read-only: never constructed.
-
-    The demo's controls come back as a factory (``functools.partial``) that the app calls
-    a second after it starts: they touch no network, and importing them (the probe's HTTP
-    client among them) would cost more than a third of the demo's start-up.
-    """
-    if read_only:
-        return None, None
-    if demo:
-        from functools import partial
-
-        return partial(_sim_controls, config, hub), None
-    if _optional("gpucon.controls.base") is None:
-        return None, None
+    read_only = bool(args.read_only or args.noc)
+    demo = DemoOptions(args.seed, args.scenario, args.size) if args.command == "demo" else None
     try:
-        from gpucon.controls.base import build_controls
-
-        return build_controls(config, False), None
-    except Exception as exc:  # no registry configured, Redis URL refused, ...
-        return None, f"actions are off: {exc}"
+        session = open_session(config, demo=demo, read_only=read_only, refresh_s=refresh_s)
+    except ValueError as exc:  # unknown scenario, size out of range
+        _fail(f"gpucon demo: {exc}")
+    except Refused as exc:
+        _fail(f"gpucon: {exc}")
+    if demo is not None:
+        # the simulator answers in well under a millisecond: the first frame can show data
+        session.hub.poll_once()
+        session.hub.tick()
+    return session
 
 
 def run(args: argparse.Namespace) -> int:
@@ -197,28 +128,34 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
     refresh_s = _refresh(args, config.ui.refresh_s)
     if args.page_seconds <= 0:
         _fail("gpucon: --page-seconds must be a positive number of seconds")
-    demo = args.command == "demo"
-    hub = _demo_hub(args, refresh_s, config.slo_p95_ms) if demo else _live_hub(config, refresh_s)
-
-    # --read-only, --noc, the config's read_only or GPUCON_READ_ONLY: any one of them is enough
-    read_only = bool(args.read_only or args.noc or config.read_only)
-    controls, why_not = _controls(config, hub, demo, read_only)
+    session = _open(args, config, refresh_s)
 
     from gpucon.app import GpuconApp
 
+    # the demo's controls are built a second after start or on the first action key: they
+    # touch no network, and importing them (the probe's HTTP client among them) would cost
+    # more than a third of the demo's start-up. A live fleet's are built now, so that a
+    # Redis URL that cannot work is said at once.
+    controls = None
+    why_not = None
+    if not session.read_only and not session.demo:
+        try:
+            controls = session.controls()
+        except Exception as exc:  # no registry configured, Redis URL refused, ...
+            why_not = f"actions are off: {exc}"
     app = GpuconApp(
-        hub,
-        mode="demo" if demo else "live",
-        read_only=read_only,
+        session.hub,
+        mode="demo" if session.demo else "live",
+        read_only=session.read_only,
         noc=bool(args.noc),
         theme=args.theme or (None if args.noc else config.ui.theme),
         keys=config.ui.keys,
-        controls=None if demo else controls,
-        controls_factory=controls if demo else None,
-        fleet_name="simulated" if demo else config.fleet.name,
+        controls=controls,
+        controls_factory=session.controls if session.demo and not session.read_only else None,
+        fleet_name=session.fleet_name,
         default_slo_ms=config.alerts.default_slo_p95_ms,
         page_s=args.page_seconds,
-        config=None if demo else config,
+        config=config,
     )
     if why_not:
         app.startup_problems.append(why_not)
@@ -227,5 +164,5 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
     try:
         app.run()
     finally:
-        hub.stop()
+        session.close()
     return app.return_code or 0

@@ -18,6 +18,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gpucon.config import GpuconConfig
     from gpucon.model.snapshot import Snapshot
 
 
@@ -128,58 +129,44 @@ def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
     return lines
 
 
-def _demo_hub(args: argparse.Namespace) -> Any:
-    """The simulator, with the demo's SLOs (and the config's, when there is one)."""
-    import importlib
+def _load_config(args: argparse.Namespace) -> GpuconConfig:
+    """The config; the demo needs none (its defaults, with GPUCON_* variables applied)."""
+    import os
     from pathlib import Path
 
     from gpucon.config import ConfigMissing, GpuconConfig, load_config
-    from gpucon.hub import Hub
+    from gpucon.config.env import apply_env
 
     try:
-        sim = importlib.import_module("gpucon.sim.source")
-    except ModuleNotFoundError:
-        raise SystemExit("gpucon snapshot --demo: the simulator is not in this build") from None
-    try:
-        source = sim.SimSource.for_demo(args.seed, args.scenario, args.size)
-    except ValueError as exc:
-        raise SystemExit(f"gpucon snapshot: {exc}") from None
-    try:
-        config = load_config(Path(args.config) if args.config else None)
+        return load_config(Path(args.config) if args.config else None, fleet=args.fleet)
     except ConfigMissing:
-        config = GpuconConfig()  # the demo needs no setup
-    demo_slo = getattr(importlib.import_module("gpucon.sim"), "DEMO_SLO_P95_MS", {})
-    return Hub(
-        [source],
-        thresholds=config.alerts,
-        slo_p95_ms_by_model={**demo_slo, **config.slo_p95_ms},
-    )
+        if not args.demo:
+            raise
+        return apply_env(GpuconConfig(), os.environ)
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from gpucon.config import ConfigError
+    from gpucon.errors import Refused
+    from gpucon.session import DemoOptions, open_session
 
-    if args.demo:
-        hub, fleet = _demo_hub(args), "demo"
-    else:
-        from gpucon.config import ConfigError, load_config
-        from gpucon.sources.factory import build_hub
-
-        try:
-            config = load_config(Path(args.config) if args.config else None, fleet=args.fleet)
-        except ConfigError as exc:
-            print(f"gpucon: {exc}", file=sys.stderr)
-            return 2
-        fleet = config.default_fleet
-        hub = build_hub(config, fleet)
-        if not hub.sources:
-            print(f"gpucon: fleet {fleet!r} names no source; see gpucon config", file=sys.stderr)
-            return 2
     try:
-        hub.poll_once()
-        snapshot = hub.tick()
+        config = _load_config(args)
+    except ConfigError as exc:
+        print(f"gpucon: {exc}", file=sys.stderr)
+        return 2
+    demo = DemoOptions(args.seed, args.scenario, args.size) if args.demo else None
+    try:
+        session = open_session(config, demo=demo, read_only=True)
+    except (ValueError, Refused) as exc:  # unknown scenario, a fleet that names no source
+        print(f"gpucon snapshot: {exc}", file=sys.stderr)
+        return 2
+    fleet = "demo" if session.demo else session.fleet_name
+    try:
+        session.hub.poll_once()
+        snapshot = session.hub.tick()
     finally:
-        hub.stop()
+        session.close()
     if args.json:
         json.dump(snapshot_document(snapshot, fleet), sys.stdout, indent=1, sort_keys=False)
         sys.stdout.write("\n")

@@ -108,6 +108,11 @@ class FleetConfig:
     kube: KubeConfig | None = None
     probe_targets: tuple[ProbeTarget, ...] = ()
 
+    def sources_named(self) -> tuple[str, ...]:
+        """The sources this fleet configures, in merge-priority order."""
+        order = ("nvml", "libvirt", "prometheus", "redis", "kube")
+        return tuple(name for name in order if getattr(self, name) is not None)
+
 
 @dataclass(frozen=True, slots=True)
 class UiConfig:

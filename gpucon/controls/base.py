@@ -1,10 +1,10 @@
-"""The Controls bundle: every write gpucon can make, built in one place and never in read-only mode.
+"""The Controls bundle and the protocols the actions write through.
 
-``build_controls(config, read_only)`` is the only way the live console and the CLI get a
-``Controls``; it raises ``ReadOnlyError`` when ``read_only`` is set, so in read-only mode no
-object exists through which a write could be sent. The protocols below are what the actions
-use: ``RegistryControl`` (the scheduler registry in Redis, or the simulator's) and
-``KubeControl`` (cordon and evict, written in ``gpucon.controls.kube``).
+``Controls`` holds every object through which gpucon can write; ``gpucon.session`` is the one
+place that builds one, and never in a read-only session (``ReadOnlyError``), so in read-only
+mode no object exists through which a write could be sent. The protocols are what the
+actions use: ``RegistryControl`` (the scheduler registry in Redis, or the simulator's),
+``KubeControl`` (cordon and evict, ``gpucon.controls.kube``) and ``Prober``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gpucon.errors import JsonValue, Refused
 
@@ -184,64 +184,7 @@ def check_weights_unchanged(
             )
 
 
-def refuse_if_read_only(read_only: bool) -> None:
-    """The one gate every controls builder passes first."""
-    if read_only:
-        raise ReadOnlyError()
-
-
 def audit_path_for(config: GpuconConfig) -> Path:
     from gpucon.config import default_state_dir
 
     return config.audit_path or default_state_dir() / "audit.jsonl"
-
-
-def build_controls(
-    config: GpuconConfig, read_only: bool, *, kube: KubeControl | None = None
-) -> Controls:
-    """The controls for the configured fleet; raises ReadOnlyError when ``read_only``.
-
-    The registry is the fleet's Redis (``[fleet.redis]``); a fleet without Redis has nothing
-    an action could steer, which is a Refused error naming the missing section.
-    """
-    refuse_if_read_only(read_only)
-    from gpucon.controls.audit_log import AuditLog
-    from gpucon.controls.registry import RedisRegistry
-
-    fleet = config.fleet
-    if fleet.redis is None:
-        raise Refused(f"fleet {fleet.name!r} has no [redis] section: there is no registry to steer")
-    registry = RedisRegistry.from_url(fleet.redis.url, timeout_s=fleet.redis.timeout_s)
-    kube_control: Any = kube
-    if kube_control is None and fleet.kube is not None:
-        kube_control = _build_kube(fleet.kube)
-    namespace = (fleet.kube.namespace if fleet.kube else None) or "default"
-    from gpucon.controls.probe import LiveProber
-
-    return Controls(
-        registry=registry,
-        audit=AuditLog(audit_path_for(config), stream=registry.append_audit),
-        operator=config.operator or default_operator(),
-        kube=kube_control,
-        kube_namespace=namespace,
-        prober=LiveProber(),
-    )
-
-
-def _build_kube(kube_config: Any) -> KubeControl | None:
-    """The kube engineer's KubeControl when it is built; None while it is not."""
-    import importlib
-
-    try:
-        kube_module = importlib.import_module("gpucon.controls.kube")
-    except ModuleNotFoundError as exc:
-        if exc.name != "gpucon.controls.kube":
-            raise
-        return None
-    factory = getattr(kube_module, "build_kube_control", None) or getattr(
-        kube_module, "KubeControl", None
-    )
-    if factory is None:
-        return None
-    control: KubeControl = factory(kube_config)
-    return control

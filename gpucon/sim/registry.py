@@ -5,8 +5,8 @@
 ``registry_version`` and ``pending_for``). What Redis keeps beside the backends — the weight
 before a drain, the per-target locks — lives here, in one store per fleet object shared by every
 SimRegistry of that fleet, so two consoles on one simulated fleet contend as they would on Redis.
-``build_sim_controls`` refuses in read-only mode, like ``build_controls``; its controls carry
-the demo's probe (``gpucon.sim.probe.SimProber``), for which every backend is a target.
+``gpucon.session`` builds the demo's Controls from it and the demo's prober
+(``gpucon.sim.probe.SimProber``), never in a read-only session.
 """
 
 from __future__ import annotations
@@ -17,17 +17,13 @@ import uuid
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from gpucon.actions.plan import check_transition
 from gpucon.controls.base import (
     BackendRecord,
-    Controls,
     LockLease,
     check_weights_unchanged,
-    default_operator,
-    refuse_if_read_only,
 )
 from gpucon.errors import BadParams, JsonValue, LockHeld, StalePlan
 
@@ -178,24 +174,3 @@ class SimRegistry:
 
     def close(self) -> None:
         """Nothing to close."""
-
-
-def build_sim_controls(
-    fleet: Any,
-    *,
-    read_only: bool,
-    audit_path: Path | None = None,
-    operator: str | None = None,
-) -> Controls:
-    """Controls that steer the simulated fleet; raises ReadOnlyError when ``read_only``."""
-    refuse_if_read_only(read_only)
-    from gpucon.config import default_state_dir
-    from gpucon.controls.audit_log import AuditLog
-    from gpucon.sim.probe import SimProber
-
-    return Controls(
-        registry=SimRegistry(fleet),
-        audit=AuditLog(audit_path or default_state_dir() / "audit.jsonl"),
-        operator=operator or default_operator(),
-        prober=SimProber(fleet),
-    )

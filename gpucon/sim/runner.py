@@ -1,4 +1,4 @@
-"""A simulated fleet for the action verbs' ``--demo``: built, warmed up, and kept moving.
+"""A simulated fleet for the action verbs' ``--demo``: warmed up, and kept moving.
 
 The CLI has no hub; this runs the simulator in a background thread at ``speed`` times real
 time (so a demo drain finishes in seconds) and turns its reading into a Snapshot to plan on.
@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 from gpucon.model.merge import merge_readings
 from gpucon.model.snapshot import Snapshot
+from gpucon.sim.fleet import SimFleet
 
 WARMUP_S = 30.0
 
 
 class DemoFleetRunner:
-    def __init__(self, fleet: Any, speed: float = 5.0, tick_s: float = 0.05) -> None:
+    def __init__(self, fleet: SimFleet, speed: float = 5.0, tick_s: float = 0.05) -> None:
         self.fleet = fleet
         self.speed = speed
         self.tick_s = tick_s
@@ -25,11 +25,9 @@ class DemoFleetRunner:
         self._thread = threading.Thread(target=self._run, name="demo-fleet", daemon=True)
 
     @classmethod
-    def start(cls, seed: int = 7, speed: float = 5.0) -> DemoFleetRunner:
-        from gpucon.sim.fleet import build_sim_fleet
-
-        fleet = build_sim_fleet(seed)
-        fleet.step(WARMUP_S)  # traffic in flight and some history before the first plan
+    def over(cls, fleet: SimFleet, speed: float = 5.0) -> DemoFleetRunner:
+        """Warm ``fleet`` up (traffic in flight, some history), then keep it moving."""
+        fleet.step(WARMUP_S)
         runner = cls(fleet, speed)
         runner._thread.start()
         return runner

@@ -1,4 +1,4 @@
-"""Build a fleet's sources from its config, and the hub that runs them.
+"""Build a fleet's sources from its config (``gpucon.session`` gives them to a hub).
 
 Sources come in merge-priority order — nvml, libvirt, prometheus, redis, kube — so NVML's
 own numbers win over DCGM's where both know a field. Each source module is imported here,
@@ -10,18 +10,16 @@ instead of failing to start.
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpucon.model.fleet import Health
 from gpucon.model.reading import Reading
 from gpucon.sources.base import Source, describe_error
 
 if TYPE_CHECKING:
-    from gpucon.config import FleetConfig, GpuconConfig
-    from gpucon.hub import Hub
+    from gpucon.config import FleetConfig
 
 UNAVAILABLE_RETRY_S = 300.0
 
@@ -43,19 +41,15 @@ class UnavailableSource:
         pass
 
 
-def _build(name: str, module: str, cls: str, kwargs: Callable[[], dict[str, Any]]) -> Source:
+def _build(name: str, make: Callable[[], Source]) -> Source:
+    """``make()``, or an UnavailableSource saying why it could not be built here."""
     try:
-        factory = getattr(importlib.import_module(module), cls)
-    except ImportError as exc:
-        missing = getattr(exc, "name", None) or module
-        return UnavailableSource(name, f"not available here: cannot import {missing} ({module})")
-    except AttributeError:
-        return UnavailableSource(name, f"not available here: {module} has no {cls}")
-    try:
-        source: Source = factory(**kwargs())
+        return make()
+    except ImportError as exc:  # the client library (or its C library) is missing
+        missing = exc.name or str(exc)
+        return UnavailableSource(name, f"not available here: cannot import {missing}")
     except Exception as exc:  # a constructor must not stop the console from starting
         return UnavailableSource(name, f"cannot start: {describe_error(exc)}")
-    return source
 
 
 def build_sources(fleet: FleetConfig) -> list[Source]:
@@ -63,89 +57,67 @@ def build_sources(fleet: FleetConfig) -> list[Source]:
     redis, kube)."""
     sources: list[Source] = []
     if (nvml := fleet.nvml) is not None:
-        sources.append(
-            _build(
-                "nvml",
-                "gpucon.sources.nvml",
-                "NvmlSource",
-                lambda: {
-                    "host": nvml.host or None,
-                    "cadence_s": nvml.cadence_s,
-                    "slow_cadence_s": nvml.slow_cadence_s,
-                    "timeout_s": nvml.timeout_s,
-                },
+
+        def make_nvml() -> Source:
+            from gpucon.sources.nvml import NvmlSource
+
+            return NvmlSource(
+                host=nvml.host or None,
+                cadence_s=nvml.cadence_s,
+                slow_cadence_s=nvml.slow_cadence_s,
+                timeout_s=nvml.timeout_s,
             )
-        )
+
+        sources.append(_build("nvml", make_nvml))
     if (lv := fleet.libvirt) is not None:
-        sources.append(
-            _build(
-                "libvirt",
-                "gpucon.sources.libvirt_source",
-                "LibvirtSource",
-                lambda: {"uri": lv.uri, "cadence_s": lv.cadence_s, "timeout_s": lv.timeout_s},
-            )
-        )
+
+        def make_libvirt() -> Source:
+            from gpucon.sources.libvirt_source import LibvirtSource
+
+            return LibvirtSource(uri=lv.uri, cadence_s=lv.cadence_s, timeout_s=lv.timeout_s)
+
+        sources.append(_build("libvirt", make_libvirt))
     if (prom := fleet.prometheus) is not None:
-        sources.append(
-            _build(
-                "prometheus",
-                "gpucon.sources.prometheus",
-                "PrometheusSource",
-                lambda: {
-                    "url": prom.url,
-                    "queries": dict(prom.queries),
-                    "cadence_s": prom.cadence_s,
-                    "timeout_s": prom.timeout_s,
-                    "rate_window": prom.rate_window,
-                    "host_labels": prom.host_labels,
-                },
+
+        def make_prometheus() -> Source:
+            from gpucon.sources.prometheus import PrometheusSource
+
+            return PrometheusSource(
+                url=prom.url,
+                queries=dict(prom.queries),
+                cadence_s=prom.cadence_s,
+                timeout_s=prom.timeout_s,
+                rate_window=prom.rate_window,
+                host_labels=prom.host_labels,
             )
-        )
+
+        sources.append(_build("prometheus", make_prometheus))
     if (rq := fleet.redis) is not None:
-        sources.append(
-            _build(
-                "redis",
-                "gpucon.sources.redisq",
-                "RedisQueueSource",
-                lambda: {
-                    "url": rq.url,
-                    "streams": rq.streams,
-                    "group": rq.group,
-                    "cadence_s": rq.cadence_s,
-                    "timeout_s": rq.timeout_s,
-                    "client_name": rq.client_name,
-                },
+
+        def make_redis() -> Source:
+            from gpucon.sources.redisq import RedisQueueSource
+
+            return RedisQueueSource(
+                url=rq.url,
+                streams=rq.streams,
+                group=rq.group,
+                cadence_s=rq.cadence_s,
+                timeout_s=rq.timeout_s,
+                client_name=rq.client_name,
             )
-        )
+
+        sources.append(_build("redis", make_redis))
     if (kube := fleet.kube) is not None:
-        sources.append(
-            _build(
-                "kube",
-                "gpucon.sources.kube",
-                "KubeSource",
-                lambda: {
-                    "kubeconfig": kube.kubeconfig,
-                    "context": kube.context,
-                    "namespace": kube.namespace,
-                    "timeout_s": kube.timeout_s,
-                },
+
+        def make_kube() -> Source:
+            from gpucon.sources.kube import KubeSource
+
+            return KubeSource(
+                kubeconfig=kube.kubeconfig,
+                context=kube.context,
+                namespace=kube.namespace,
+                timeout_s=kube.timeout_s,
             )
-        )
+
+        sources.append(_build("kube", make_kube))
     return sources
-
-
-def build_hub(config: GpuconConfig, fleet_name: str | None = None) -> Hub:
-    """A Hub over the named fleet's sources (default: the config's), with its thresholds
-    and per-model SLOs."""
-    from gpucon.hub import Hub
-
-    name = fleet_name or config.default_fleet
-    if name not in config.fleets:
-        known = ", ".join(sorted(config.fleets))
-        raise KeyError(f"fleet {name!r} is not configured (known: {known})")
-    return Hub(
-        build_sources(config.fleets[name]),
-        refresh_s=config.ui.refresh_s,
-        thresholds=config.alerts,
-        slo_p95_ms_by_model=config.slo_p95_ms,
-    )

@@ -163,3 +163,10 @@ def test_every_screen_s_keys_can_be_remapped() -> None:
     ids = known_binding_ids()
     for binding_id in ("cancel_plan", "close_progress", "close_audit", "open_detail", "audit"):
         assert binding_id in ids, binding_id
+
+
+def test_config_check_knows_the_binding_ids_the_screens_bind() -> None:
+    """``config check`` validates [keys] without importing the UI: its list must be the UI's."""
+    from gpucon.config.keys import BINDING_IDS
+
+    assert known_binding_ids() == BINDING_IDS

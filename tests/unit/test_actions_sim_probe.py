@@ -29,7 +29,7 @@ SLOW = "sd15-b0-gi1"  # ~2 s a request
 
 @pytest.fixture(scope="module")
 def runner() -> Iterator[DemoFleetRunner]:
-    r = DemoFleetRunner.start()
+    r = DemoFleetRunner.over(build_sim_fleet(7))
     yield r
     r.stop()
 
