@@ -11,13 +11,14 @@ import pytest
 
 from gpucon.config import FleetConfig, GpuconConfig, KubeConfig, RedisConfig
 from gpucon.controls.base import KubeControl as KubeControlProtocol
-from gpucon.controls.base import ReadOnlyError, build_controls
+from gpucon.controls.base import ReadOnlyError
 from gpucon.controls.kube import (
     EvictionTimeout,
     KubeControl,
     KubeControlError,
     build_kube_control,
 )
+from gpucon.session import open_session
 from tests.helpers.kube_standin import KubeStandIn
 
 pytestmark = pytest.mark.integration
@@ -177,19 +178,20 @@ def test_disruptions_allowed_by_each_budget(control: KubeControl, standin: KubeS
     assert control.disruptions_allowed("ml")["llm-a-budget"] == 0
 
 
-def test_build_controls_makes_a_kube_control_only_when_not_read_only(
+def test_a_session_makes_a_kube_control_only_when_not_read_only(
     standin: KubeStandIn, tmp_path: Path, redis_url: str
 ) -> None:
     kubeconfig = str(standin.write_kubeconfig(tmp_path / "kubeconfig"))
     fleet = FleetConfig(redis=RedisConfig(url=redis_url), kube=KubeConfig(kubeconfig=kubeconfig))
     config = GpuconConfig(fleets={"default": fleet}, audit_path=tmp_path / "audit.jsonl")
     with pytest.raises(ReadOnlyError):
-        build_controls(config, read_only=True)
+        open_session(config, read_only=True).controls()
     assert standin.requests == []  # nothing was sent in read-only mode
-    controls = build_controls(config, read_only=False)
+    session = open_session(config, read_only=False)
     try:
+        controls = session.controls()
         assert isinstance(controls.kube, KubeControl)
         controls.kube.cordon("gpu-a")
     finally:
-        controls.close()
+        session.close()
     assert standin.nodes["gpu-a"]["spec"]["unschedulable"] is True

@@ -276,7 +276,7 @@ def test_hub_joins_registry_backend_dcgm_slice_and_triton_latency(
     import redis
 
     from gpucon.config import FleetConfig, GpuconConfig, PrometheusConfig, RedisConfig
-    from gpucon.sources.factory import build_hub
+    from gpucon.session import open_session
 
     r = redis.Redis.from_url(redis_url)
     r.sadd("gpucon:backends", "sdxl-a")
@@ -291,7 +291,7 @@ def test_hub_joins_registry_backend_dcgm_slice_and_triton_latency(
         prometheus=PrometheusConfig(url=prom_stack.url, rate_window=WINDOW),
     )
     config = GpuconConfig(fleets={"lab": fleet}, default_fleet="lab", slo_p95_ms={"sdxl": 100.0})
-    hub = build_hub(config)
+    hub = open_session(config, read_only=True).hub
     try:
         hub.poll_once()
         snap = hub.tick()

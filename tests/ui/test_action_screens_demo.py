@@ -9,11 +9,12 @@ from typing import Any
 from textual.widgets import Button
 
 from gpucon.actions.audit import read_audit
+from gpucon.config import GpuconConfig
 from gpucon.model.fleet import BackendState
 from gpucon.screens.audit import AuditScreen
 from gpucon.screens.plan import PlanScreen
 from gpucon.screens.progress import ProgressScreen
-from gpucon.sim.registry import build_sim_controls
+from gpucon.session import demo_controls
 from tests.ui.rig import sim_rig
 
 SIZE = (160, 45)
@@ -32,8 +33,8 @@ async def test_drain_key_in_the_demo_drains_the_selected_backend(tmp_path: Path)
     rig = sim_rig()
     source: Any = rig.source
     fleet = source.fleet
-    controls = build_sim_controls(
-        fleet, read_only=False, audit_path=tmp_path / "audit.jsonl", operator="demo@test"
+    controls = demo_controls(
+        GpuconConfig(audit_path=tmp_path / "audit.jsonl", operator="demo@test"), fleet
     )
     app = rig.app(controls=controls)
     async with app.run_test(size=SIZE) as pilot:
@@ -68,8 +69,8 @@ async def test_drain_key_in_the_demo_drains_the_selected_backend(tmp_path: Path)
 async def test_probe_key_in_the_demo_probes_any_backend(tmp_path: Path) -> None:
     rig = sim_rig()
     source: Any = rig.source
-    controls = build_sim_controls(
-        source.fleet, read_only=False, audit_path=tmp_path / "audit.jsonl", operator="demo@test"
+    controls = demo_controls(
+        GpuconConfig(audit_path=tmp_path / "audit.jsonl", operator="demo@test"), source.fleet
     )
     app = rig.app(controls=controls)
     async with app.run_test(size=SIZE) as pilot:

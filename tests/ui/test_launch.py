@@ -75,12 +75,12 @@ def _launch(argv: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
 def test_read_only_demo_never_builds_controls(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import gpucon.sim.registry as sim_registry
+    import gpucon.session
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("controls built in read-only mode")
 
-    monkeypatch.setattr(sim_registry, "build_sim_controls", refuse)
+    monkeypatch.setattr(gpucon.session, "demo_controls", refuse)
     for flag in ("--read-only", "--noc"):
         app = _launch([flag, "demo"], monkeypatch, tmp_path)
         assert app.read_only and app.controls is None
@@ -151,14 +151,14 @@ def test_subcommand_is_found_after_valued_options() -> None:
 async def test_config_read_only_means_no_controls_and_no_action_keys(
     how: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import gpucon.sim.registry as sim_registry
+    import gpucon.session
     from gpucon.app import ACTIONS, READ_ONLY_ACTIONS
     from gpucon.screens.fleet import FleetScreen
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("controls built in read-only mode")
 
-    monkeypatch.setattr(sim_registry, "build_sim_controls", refuse)
+    monkeypatch.setattr(gpucon.session, "demo_controls", refuse)
     argv = ["demo"]
     if how == "file":
         monkeypatch.delenv("GPUCON_READ_ONLY", raising=False)

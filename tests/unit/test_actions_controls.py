@@ -1,4 +1,4 @@
-"""Read-only by construction: no Controls can be built in read-only mode."""
+"""Read-only by construction: a read-only session has no way to build Controls."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from gpucon.config import FleetConfig, GpuconConfig, RedisConfig
-from gpucon.controls.base import ReadOnlyError, build_controls
+from gpucon.controls.base import ReadOnlyError
 from gpucon.errors import ExitCode, Refused
+from gpucon.session import live_controls, open_session
 
 
 def config(tmp_path: Path, redis: RedisConfig | None) -> GpuconConfig:
@@ -17,29 +18,43 @@ def config(tmp_path: Path, redis: RedisConfig | None) -> GpuconConfig:
     )
 
 
-def test_build_controls_refuses_in_read_only_mode(tmp_path: Path) -> None:
+def test_a_read_only_session_refuses_to_build_controls(tmp_path: Path) -> None:
+    session = open_session(
+        config(tmp_path, RedisConfig(url="redis://127.0.0.1:1/0")), read_only=True
+    )
+    assert session.controls_factory is None
     with pytest.raises(ReadOnlyError, match="read-only mode") as info:
-        build_controls(config(tmp_path, RedisConfig(url="redis://127.0.0.1:1/0")), read_only=True)
+        session.controls()
     assert info.value.exit_code is ExitCode.REFUSED
     # nothing was written on the way to the refusal
     assert not (tmp_path / "audit.jsonl").exists()
 
 
-def test_build_controls_needs_a_registry(tmp_path: Path) -> None:
+def test_a_config_that_says_read_only_gives_a_read_only_session(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    cfg = replace(config(tmp_path, RedisConfig(url="redis://127.0.0.1:1/0")), read_only=True)
+    session = open_session(cfg, read_only=False)
+    assert session.read_only and session.controls_factory is None
+    with pytest.raises(ReadOnlyError):
+        session.controls()
+
+
+def test_live_controls_need_a_registry(tmp_path: Path) -> None:
     with pytest.raises(Refused, match=r"fleet 'default' has no \[redis\] section"):
-        build_controls(config(tmp_path, None), read_only=False)
+        live_controls(config(tmp_path, None))
 
 
-def test_build_controls_connects_lazily_and_names_operator(tmp_path: Path) -> None:
+def test_session_controls_connect_lazily_and_names_operator(tmp_path: Path) -> None:
     cfg = config(tmp_path, RedisConfig(url="redis://127.0.0.1:1/0"))
-    controls = build_controls(cfg, read_only=False)
+    controls = open_session(cfg).controls()
     assert "@" in controls.operator
     assert controls.audit.path == tmp_path / "audit.jsonl"
     assert controls.kube is None
     controls.close()
 
 
-def test_build_controls_with_kubernetes_configured_gets_a_kube_control(tmp_path: Path) -> None:
+def test_live_controls_with_kubernetes_configured_gets_a_kube_control(tmp_path: Path) -> None:
     from gpucon.config import KubeConfig
     from gpucon.controls.kube import KubeControl
 
@@ -52,7 +67,7 @@ def test_build_controls_with_kubernetes_configured_gets_a_kube_control(tmp_path:
         },
         audit_path=tmp_path / "audit.jsonl",
     )
-    controls = build_controls(cfg, read_only=False)
+    controls = live_controls(cfg)
     assert isinstance(controls.kube, KubeControl)
     assert controls.kube_namespace == "ml"
     controls.close()

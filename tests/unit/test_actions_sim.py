@@ -11,17 +11,26 @@ from gpucon.actions import drain, rebalance
 from gpucon.actions.audit import read_audit
 from gpucon.actions.guard import execute
 from gpucon.actions.plan import OutcomeStatus
+from gpucon.config import GpuconConfig
 from gpucon.controls.base import ReadOnlyError
 from gpucon.errors import LockHeld
 from gpucon.model.fleet import BackendState
+from gpucon.session import demo_controls
 from gpucon.sim.fleet import build_sim_fleet
-from gpucon.sim.registry import SimRegistry, build_sim_controls
+from gpucon.sim.registry import SimRegistry
 from gpucon.sim.runner import DemoFleetRunner
 
 
-def test_build_sim_controls_refuses_read_only(tmp_path: Path) -> None:
+def test_a_read_only_demo_session_refuses_to_build_controls(tmp_path: Path) -> None:
+    from gpucon.session import DemoOptions, open_session
+
+    session = open_session(
+        GpuconConfig(audit_path=tmp_path / "a.jsonl"), demo=DemoOptions(), read_only=True
+    )
+    assert session.controls_factory is None
     with pytest.raises(ReadOnlyError):
-        build_sim_controls(build_sim_fleet(7), read_only=True, audit_path=tmp_path / "a.jsonl")
+        session.controls()
+    assert not (tmp_path / "a.jsonl").exists()
 
 
 def test_drain_in_the_demo_moves_traffic_and_undrain_restores(tmp_path: Path) -> None:
@@ -33,7 +42,7 @@ def test_drain_in_the_demo_moves_traffic_and_undrain_restores(tmp_path: Path) ->
         n for n, b in snapshot.backends.items() if b.state is BackendState.ACTIVE and b.weight
     )
     weight = snapshot.backends[name].weight
-    controls = build_sim_controls(fleet, read_only=False, audit_path=tmp_path / "a.jsonl")
+    controls = demo_controls(GpuconConfig(audit_path=tmp_path / "a.jsonl"), fleet)
     plan = drain.plan_drain(snapshot, {"backend": name, "timeout_s": 30, "poll_s": 0.01})
 
     # the sim advances in the background, as in the demo, so in-flight work finishes
@@ -81,7 +90,7 @@ def test_sim_locks_and_stale_rebalance(tmp_path: Path) -> None:
         snapshot, {"weights": {names[0]: 3.0}, "registry_version": version}
     )
     fleet.set_weights({names[1]: 2.0})  # someone else wrote since
-    controls = build_sim_controls(fleet, read_only=False, audit_path=tmp_path / "a.jsonl")
+    controls = demo_controls(GpuconConfig(audit_path=tmp_path / "a.jsonl"), fleet)
     outcome = execute(rebalance.apply_rebalance, stale, controls, lambda e: None)
     assert outcome.status is OutcomeStatus.REFUSED
     assert fleet.backend(names[0]).weight != 3.0

@@ -16,11 +16,13 @@ from gpucon.actions.audit import read_audit
 from gpucon.actions.guard import execute
 from gpucon.actions.plan import OutcomeStatus
 from gpucon.commands.cli import main
+from gpucon.config import GpuconConfig
 from gpucon.controls.base import Controls
 from gpucon.controls.probe import LiveProber
 from gpucon.errors import BadParams
+from gpucon.session import demo_controls
+from gpucon.sim.fleet import build_sim_fleet
 from gpucon.sim.probe import REFUSED, ServiceNow, draw_latency_s, service_now
-from gpucon.sim.registry import build_sim_controls
 from gpucon.sim.runner import DemoFleetRunner
 
 FAST = "bert-base-b0-gi2"  # ~15 ms a request in the default fleet
@@ -36,8 +38,8 @@ def runner() -> Iterator[DemoFleetRunner]:
 
 @pytest.fixture
 def controls(runner: DemoFleetRunner, tmp_path: Path) -> Controls:
-    return build_sim_controls(
-        runner.fleet, read_only=False, audit_path=tmp_path / "audit.jsonl", operator="t@h"
+    return demo_controls(
+        GpuconConfig(audit_path=tmp_path / "audit.jsonl", operator="t@h"), runner.fleet
     )
 
 

@@ -18,7 +18,8 @@ from gpucon.config import (
 )
 from gpucon.model.alerts import AlertThresholds
 from gpucon.model.fleet import Health
-from gpucon.sources.factory import UnavailableSource, build_hub, build_sources
+from gpucon.session import open_session
+from gpucon.sources.factory import UnavailableSource, build_sources
 
 FULL = FleetConfig(
     name="prod",
@@ -69,10 +70,23 @@ def test_hub_gets_thresholds_slos_and_refresh() -> None:
         alerts=AlertThresholds(queue_wait_ms=50.0),
         slo_p95_ms={"sdxl": 900.0},
     )
-    hub = build_hub(config)
+    session = open_session(config, read_only=True, refresh_s=0.5)
+    hub = session.hub
     assert [s.name for s in hub.sources] == ["redis"]
     assert hub.thresholds.queue_wait_ms == 50.0
     assert hub.slo_p95_ms_by_model == {"sdxl": 900.0}
-    with pytest.raises(KeyError, match="not configured"):
-        build_hub(config, "nope")
-    hub.stop()
+    assert hub.refresh_s == 0.5
+    session.close()
+
+
+def test_demo_session_honours_the_config_s_thresholds_and_slos() -> None:
+    """The demo and the live console open their hub in one place: the config's [alerts]
+    thresholds and SLOs reach the simulated fleet's hub too (over the demo's own SLOs)."""
+    from gpucon.session import DemoOptions
+
+    config = GpuconConfig(alerts=AlertThresholds(queue_wait_ms=7.0), slo_p95_ms={"sdxl": 123.0})
+    session = open_session(config, demo=DemoOptions(seed=3), read_only=True)
+    assert session.hub.thresholds.queue_wait_ms == 7.0
+    assert session.hub.slo_p95_ms_by_model["sdxl"] == 123.0
+    assert session.demo and session.fleet_name == "simulated"
+    session.close()
