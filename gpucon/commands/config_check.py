@@ -147,7 +147,7 @@ def ui_problems(config: GpuconConfig) -> list[str]:
 
 def source_availability(config: GpuconConfig) -> list[str]:
     """Whether each source of the opening fleet can be built here (no IO: nothing is read)."""
-    from gpucon.sources.factory import UnavailableSource, build_sources
+    from gpucon.session.sources import UnavailableSource, build_sources
 
     lines = [f"# sources of fleet {config.default_fleet!r} on this machine:"]
     for source in build_sources(config.fleet):

@@ -19,7 +19,7 @@ from gpucon.config import (
 from gpucon.model.alerts import AlertThresholds
 from gpucon.model.fleet import Health
 from gpucon.session import open_session
-from gpucon.sources.factory import UnavailableSource, build_sources
+from gpucon.session.sources import UnavailableSource, build_sources
 
 FULL = FleetConfig(
     name="prod",

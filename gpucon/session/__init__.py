@@ -142,7 +142,7 @@ def open_session(
         raise Refused(f"fleet {config.fleet.name!r} names no source; see gpucon config")
 
     def live_hub() -> Hub:
-        from gpucon.sources.factory import build_sources
+        from gpucon.session.sources import build_sources
 
         return Hub(
             build_sources(config.fleet),
