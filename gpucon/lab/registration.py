@@ -1,4 +1,4 @@
-"""Registering the lab's backends in the scheduler registry (DESIGN.md's Redis contract).
+"""Registering the lab's backends in the scheduler registry (the Redis contract of gpucon.registry).
 
 Only the lab and the test harness register backends; operator actions (drain, rebalance) write
 through ``gpucon.controls.registry``. Each write bumps ``gpucon:registry:version`` in the same

