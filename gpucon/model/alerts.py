@@ -1,8 +1,8 @@
 """Alert rules: pure functions from a fleet view, its history and thresholds to alerts.
 
 The rules follow what inference fleets alert on in practice: queue wait over 20 ms for a
-minute; free memory under 1.5 GB on a slot; p95 over the backend's SLO; a slot at 98 % activity or more for
-a minute; a backend not ready; a source stale. Thresholds are settings (config ``[alerts]``).
+minute; free memory under 1.5 GB on a slot; p95 over the backend's SLO; a slot at 98 %
+activity or more for a minute; a backend not ready; a source stale. Thresholds are settings (config ``[alerts]``).
 """
 
 from __future__ import annotations
