@@ -2,7 +2,8 @@
 
 The rules follow what inference fleets alert on in practice: queue wait over 20 ms for a
 minute; free memory under 1.5 GB on a slot; p95 over the backend's SLO; a slot at 98 %
-activity or more for a minute; a backend not ready; a source stale. Thresholds are settings (config ``[alerts]``).
+activity or more for a minute; a backend not ready; a source stale. Thresholds are settings
+(config ``[alerts]``).
 """
 
 from __future__ import annotations
