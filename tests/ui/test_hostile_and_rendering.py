@@ -162,7 +162,7 @@ async def test_a_changed_value_repaints_only_its_cells() -> None:
             painted.extend(regions)
             return original(*regions, **kwargs)
 
-        table.refresh = spy  # type: ignore[method-assign]
+        table.refresh = spy  # type: ignore[method-assign,assignment]
         backends = dict(snap.backends)
         name = "sdxl-gpu-a-gi1"
         backends[name] = replace(backends[name], inflight=(backends[name].inflight or 0) + 50)
