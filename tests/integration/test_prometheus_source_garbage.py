@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpucon.sources.problems import Problems
-from gpucon.sources.prom_parse import parse_dcgm, parse_triton
+from gpucon.sources.prom_parse import parse_dcgm
+from gpucon.sources.prom_triton import parse_triton
 
 GOOD = {"metric": {"__name__": "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gpu": "0", "UUID": "GPU-1",
                    "hostname": "h"}, "value": [1.0, "0.5"]}  # fmt: skip
