@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -105,7 +105,7 @@ def _url_host(url: str | None) -> str | None:
 class _ServedModels:
     """Backends by where they are served: (url host:port, model) and url host:port alone."""
 
-    def __init__(self, backends: dict[str, Backend], latency: Sequence[LatencyStats]) -> None:
+    def __init__(self, backends: Mapping[str, Backend], latency: Iterable[LatencyStats]) -> None:
         self.by_address_model: dict[tuple[str, str | None], str] = {}
         self.by_address: dict[str, list[Backend]] = {}
         for b in backends.values():
@@ -142,27 +142,46 @@ def _latency_address(stats: LatencyStats) -> str:
     return stats.address or stats.key
 
 
-def latency_name(stats: LatencyStats) -> str:
+def unclaimed_latency_name(stats: LatencyStats) -> str:
     """The key of latency no backend claims: its address, and its model where it has one."""
     return stats.key if stats.model is None else f"{stats.key}/{stats.model}"
 
 
+def latency_name_resolver(
+    backends: Mapping[str, Backend], latency: Iterable[LatencyStats]
+) -> Callable[[LatencyStats], str]:
+    """Maps one model's latency (from ``latency``, every reading's) to its key in the fleet.
+
+    A key that names a backend (a ``backend`` label, the simulator) stays; else the backend
+    served at (host:port, model) (see _ServedModels.backend_for); else unclaimed_latency_name.
+    """
+    everything = latency
+    served: _ServedModels | None = None  # built only if some key is not a backend name
+
+    def resolve(stats: LatencyStats) -> str:
+        nonlocal served
+        if stats.key in backends:
+            return stats.key
+        if served is None:
+            served = _ServedModels(backends, everything)
+        return served.backend_for(stats) or unclaimed_latency_name(stats)
+
+    return resolve
+
+
 def resolve_latency(
-    latency: Iterable[LatencyStats], backends: dict[str, Backend]
+    latency: Iterable[LatencyStats], backends: Mapping[str, Backend]
 ) -> dict[str, LatencyStats]:
     """Latency by backend name: a ``backend`` label names it, else (host:port, model).
 
-    Latency that no backend claims stays under its address (and model, see latency_name).
+    Latency that no backend claims stays under its address (and model).
     """
     pending = list(latency)
-    served: _ServedModels | None = None  # built only if some key is not a backend name
+    name_of = latency_name_resolver(backends, pending)
     resolved: dict[str, LatencyStats] = {}
     for stats in pending:
-        name = stats.key
-        if name not in backends:
-            if served is None:
-                served = _ServedModels(backends, pending)
-            name = served.backend_for(stats) or latency_name(stats)
+        name = name_of(stats)
+        if name != stats.key:
             stats = dataclasses.replace(stats, key=name)
         existing = resolved.get(name)
         resolved[name] = stats if existing is None else overlay(existing, stats)
