@@ -132,7 +132,8 @@ def parse_dcgm(
             name = labels.get("__name__", "")
             if family == "gpu_health":
                 # whole-GPU fields: they describe the card, and make no slot of their own
-                health.setdefault(key, probe).values[name] = value
+                field_name = labels.get("dcgm_field") or name
+                health.setdefault(key, probe).values[field_name] = value
                 continue
             entity = entities.setdefault(key, probe)
             if family == "fb_memory":

@@ -22,7 +22,7 @@ versions a model serves); the other families add versions up in PromQL, where hi
 per-request means stay exact (summary quantiles of two live versions take the larger).
 
 GPU health (``gpu_health``): temperature, power and its limit, GPU utilisation (percent) and
-the last XID error, one query matching each field by exact name.
+the last XID error, one query matching each field by exact name, one series per GPU.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ GPU_HEALTH_FIELDS = {
     "DCGM_FI_DEV_GPU_UTIL": "util_pct",
     "DCGM_FI_DEV_XID_ERRORS": "xid_last",
 }
+# labels a MIG GPU instance's copy of a device field carries, and the card's own does not
+PER_INSTANCE_LABELS = ("GPU_I_ID", "GPU_I_PROFILE", "pod", "namespace", "container")
 TRITON_FAMILIES = (
     "requests",
     "failures",
@@ -65,12 +67,26 @@ def _histogram_quantiles() -> str:
     return " or ".join(parts)
 
 
+def _gpu_health() -> str:
+    """The whole-GPU fields, one series per GPU and field.
+
+    The exporter repeats a MIG GPU's device fields on each of its GPU instances (with their
+    pods): PromQL folds those copies into one, the field's name kept in ``dcgm_field`` since
+    aggregation drops ``__name__``.
+    """
+    names = "|".join(GPU_HEALTH_FIELDS)
+    return (
+        f"max without ({', '.join(PER_INSTANCE_LABELS)}) "
+        f'(label_replace({{__name__=~"{names}"}}, "dcgm_field", "$1", "__name__", "(.+)"))'
+    )
+
+
 DEFAULT_QUERIES: Mapping[str, str] = {
     "gr_engine_active": '{__name__=~"DCGM_FI_PROF_GR_ENGINE_ACTIVE.*"}',
     "sm_active": '{__name__=~"DCGM_FI_PROF_SM_ACTIVE.*"}',
     "dram_active": '{__name__=~"DCGM_FI_PROF_DRAM_ACTIVE.*"}',
     "fb_memory": '{__name__=~"DCGM_FI_DEV_FB_(USED|FREE|TOTAL|CAPACITY).*"}',
-    "gpu_health": '{__name__=~"' + "|".join(GPU_HEALTH_FIELDS) + '"}',
+    "gpu_health": _gpu_health(),
     "requests": f"sum by ({BY}, version) (rate(nv_inference_request_success[{{window}}]))",
     "failures": f"sum by ({BY}, reason) (rate(nv_inference_request_failure[{{window}}]))",
     "latency_summary": (

@@ -22,7 +22,7 @@ import redis
 from gpucon.cli import main
 from gpucon.model.fleet import Health
 from gpucon.sources.prometheus import PrometheusSource
-from gpucon.sources.promql import DEFAULT_QUERIES
+from gpucon.sources.promql import DEFAULT_QUERIES, GPU_HEALTH_FIELDS
 from tests.helpers.prometheus import (
     MetricsExporter,
     TritonCounters,
@@ -31,6 +31,7 @@ from tests.helpers.prometheus import (
     histogram_quantile,
     parse_exposition,
     prometheus_server,
+    query,
     sample_sum,
 )
 
@@ -220,6 +221,11 @@ def test_dcgm_gpu_health_fields(stack: Stack) -> None:
     assert mig.power_limit_w is None  # not exported: n/a, not 0
     # health series make no slot of their own
     assert {s.id for s in r.slots} == {"node-h/gpu0", "node-m/gpu1/gi1", "node-m/gpu1/gi2"}
+    # one series per GPU and field, however many instances repeat a MIG GPU's fields
+    served = parse_exposition(dcgm_text())
+    fields = {(lbl["UUID"], n) for n, lbl, _ in served if n in GPU_HEALTH_FIELDS}
+    returned = query(stack.url, DEFAULT_QUERIES["gpu_health"])
+    assert len(returned) == len(fields) < sum(n in GPU_HEALTH_FIELDS for n, _, _ in served)
 
 
 def test_snapshot_gives_each_backend_on_one_server_its_own_latency(
