@@ -30,7 +30,8 @@ MIB = 1024.0 * 1024.0
 def sample_value(series: Mapping[str, Any], family: str, problems: Problems) -> float | None:
     """The series' value as a finite float, or None (and a problem noted)."""
     value = series.get("value")
-    name = labels_of(series).get("__name__", family)
+    labels = labels_of(series)
+    name = labels.get("__name__") or labels.get("dcgm_field") or family
     try:
         number = float(value[1])  # type: ignore[index]
     except (TypeError, ValueError, IndexError, KeyError):
@@ -72,7 +73,7 @@ class _DcgmEntity:
 def _entity_key(
     labels: Mapping[str, str], family: str, problems: Problems, host_labels: Sequence[str]
 ) -> _DcgmEntity | None:
-    name = labels.get("__name__", family)
+    name = labels.get("__name__") or labels.get("dcgm_field") or family
     host = next((labels[h] for h in host_labels if labels.get(h)), None)
     if host is None:
         problems.add(f"{family}: {name} has no {'/'.join(host_labels)} label")
