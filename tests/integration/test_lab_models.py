@@ -15,6 +15,7 @@ import redis
 import redis.asyncio as aioredis
 
 from gpucon.config import load_config
+from gpucon.lab.lab import LabOptions
 from gpucon.lab.traffic import TrafficSpec, generate
 from gpucon.lab.triton_metrics import quantile
 from gpucon.model.fleet import Health
@@ -148,3 +149,11 @@ def test_backend_server_refuses_a_model_it_does_not_serve() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_lab_options_refuse_a_model_twice_and_unknown_models() -> None:
+    assert LabOptions(model="sd15", more_models=("sdxl",)).models == ("sd15", "sdxl")
+    with pytest.raises(ValueError, match="each model once"):
+        LabOptions(model="sd15", more_models=("sd15",))
+    with pytest.raises(ValueError, match="model 'nope' is not in the simulator"):
+        LabOptions(backends=1, model="sd15", more_models=("nope",), sm_counts=(42.0,))
