@@ -180,12 +180,6 @@ class LatencyStats:
     """
 
     key: str
-    # the scrape address (host:port) and Triton's model/version labels, where the series had them
-    address: str | None = None
-    model: str | None = None
-    versions: tuple[str, ...] = ()
-    # the window the rates (req/s, errors) and histogram quantiles are computed over, seconds
-    rate_window_s: float | None = None
     req_per_s: float | None = None
     p50_ms: float | None = None
     p95_ms: float | None = None
@@ -197,6 +191,12 @@ class LatencyStats:
     pending: float | None = None
     # mean request latency from Triton's counters (when no quantiles are exported)
     avg_ms: float | None = None
+    # the scrape address (host:port) and Triton's model/version labels, where the series had them
+    address: str | None = None
+    model: str | None = None
+    versions: tuple[str, ...] = ()
+    # the window the rates (req/s, errors) and histogram quantiles are computed over, seconds
+    rate_window_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
