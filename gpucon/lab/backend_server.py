@@ -75,7 +75,6 @@ class BackendServer:
     ) -> None:
         self.name = name
         self.model = model
-        self.service = service
         self.host = host
         self.port = port
         self.ready = True
@@ -91,6 +90,15 @@ class BackendServer:
     def counters(self) -> TritonCounters:
         """The first model's counters."""
         return self.models[self.model].counters
+
+    @property
+    def service(self) -> ServiceTimeModel:
+        """The first model's service time (tests change it to slow the server down)."""
+        return self.models[self.model].service
+
+    @service.setter
+    def service(self, value: ServiceTimeModel) -> None:
+        self.models[self.model].service = value
 
     @property
     def url(self) -> str:
