@@ -31,6 +31,7 @@ from gpucon.sources.redisq import RedisQueueSource
 from tests.helpers.prometheus import (
     MetricsExporter,
     TritonCounters,
+    dcgm_health_series,
     dcgm_series,
     prometheus_server,
 )
@@ -41,7 +42,7 @@ SECTION = "## Round trips per tick"
 SIZES = (8, 512)
 NOTE = (
     "\nRound trips are fixed by construction (Redis: one pipeline; Prometheus: one instant "
-    "query per metric family, 12 families) and do not grow from 8 to 512 GPUs; read time grows "
+    "query per metric family, 13 families) and do not grow from 8 to 512 GPUs; read time grows "
     "with the data returned. The machine is shared with other engineers' runs, so read times "
     "vary by about 2x from run to run."
 )
@@ -153,6 +154,8 @@ def exposition(gpus: int) -> Callable[[], str]:
         static += dcgm_series(
             host=host, gpu=index, uuid=uuid, gi_id=gi, profile=profile, gr_active=(i % 100) / 100
         )
+        # temperature, power, utilisation, XID: the exporter repeats them on each MIG instance
+        static += dcgm_health_series(host=host, gpu=index, uuid=uuid, gi_id=gi)
     triton = [
         TritonCounters(summary_ms={"0.5": 50, "0.95": 90, "0.99": 120},
                        failures_per_s={"REJECTED": 0.1}, extra_labels={"backend": f"b{i:05d}"})

@@ -30,7 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, required=True)
         parser.add_argument("--name", required=True, help="backend name (as registered)")
-        parser.add_argument("--model", default="llm", help="model name it serves")
+        parser.add_argument(
+            "--model", default="llm", help="model it serves; several: comma-separated (a,b)"
+        )
         parser.add_argument("--service-ms", type=float, default=20.0, help="base service time")
         parser.add_argument(
             "--sms", type=float, default=None,
@@ -49,7 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
         parser.add_argument("--count", type=int, default=100_000, help="traffic, max requests")
         parser.add_argument(
             "--model", default="bert-base",
-            help="model the backends serve (the simulator's: bert-base, resnet50, sd15, sdxl)",
+            help="model the backends serve (the simulator's: bert-base, resnet50, sd15, sdxl); "
+            "several, comma-separated (sd15,sdxl): each server serves them all, each model "
+            "registered as its own backend",
         )  # fmt: skip
         parser.add_argument(
             "--service-ms", type=float, default=None,
@@ -57,6 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
         )  # fmt: skip
         parser.add_argument("--dir", default=None, help="lab directory (default: a temp dir)")
         parser.add_argument("--no-prometheus", action="store_true", help="do not start it")
+
+
+def model_list(text: str) -> tuple[str, ...]:
+    """``a,b`` -> ("a", "b"): the models one server serves (at least one, no repeats)."""
+    models = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    if not models:
+        raise ValueError(f"--model: expected a model name or a comma-separated list, got {text!r}")
+    return models
 
 
 def _stop_event_on_signals(loop: asyncio.AbstractEventLoop) -> asyncio.Event:
@@ -126,12 +138,21 @@ async def _run_backend(args: argparse.Namespace) -> int:
     from gpucon.lab.backend_server import BackendServer
     from gpucon.lab.service_time import ServiceTimeModel
 
+    models = model_list(args.model)
     if args.sms is not None:
-        model = ServiceTimeModel.from_sim(args.model, args.sms)
+        services = {m: ServiceTimeModel.from_sim(m, args.sms) for m in models}
     else:
-        model = ServiceTimeModel(args.service_ms, args.slowdown, args.slots, args.jitter)
+        fixed = ServiceTimeModel(args.service_ms, args.slowdown, args.slots, args.jitter)
+        services = dict.fromkeys(models, fixed)
+    first, *more = models
     server = BackendServer(
-        args.name, args.model, model, host=args.host, port=args.port, seed=args.seed
+        args.name,
+        first,
+        services[first],
+        more_models={m: services[m] for m in more},
+        host=args.host,
+        port=args.port,
+        seed=args.seed,
     )
     loop = asyncio.get_running_loop()
     stop = _stop_event_on_signals(loop)
@@ -141,7 +162,7 @@ async def _run_backend(args: argparse.Namespace) -> int:
 
     loop.add_signal_handler(signal.SIGUSR1, toggle_ready)
     await server.start()
-    print(f"backend {args.name}: serving {args.model} on {server.url}", flush=True)
+    print(f"backend {args.name}: serving {', '.join(models)} on {server.url}", flush=True)
     await stop.wait()
     await server.close()
     return 0
@@ -158,9 +179,11 @@ def _run_lab(args: argparse.Namespace) -> int:
         if args.service_ms is not None
         else tuple((42, 28, 14)[i % 3] for i in range(args.backends))
     )
+    first, *more = model_list(args.model)
     options = LabOptions(
         backends=args.backends,
-        model=args.model,
+        model=first,
+        more_models=tuple(more),
         service_ms=args.service_ms if args.service_ms is not None else 20.0,
         sm_counts=sms,
         directory=Path(args.dir) if args.dir else None,
@@ -209,17 +232,22 @@ async def _lab_traffic(stack: object, args: argparse.Namespace) -> None:
     from gpucon.lab.traffic import TrafficSpec, generate
 
     assert isinstance(stack, LabStack)
-    spec = TrafficSpec(
-        stream=stack.options.stream,
-        model=stack.options.model,
-        rate_per_s=args.rate,
-        max_count=args.count,
-        max_duration_s=args.duration,
-    )
+    # several models: the rate and the count are shared evenly between them
+    models = stack.options.models
+    specs = [
+        TrafficSpec(
+            stream=stack.options.stream,
+            model=model,
+            rate_per_s=args.rate / len(models),
+            max_count=max(1, args.count // len(models)),
+            max_duration_s=args.duration,
+        )
+        for model in models
+    ]
     client = aioredis.Redis.from_url(stack.redis_url)
     try:
         print(f"traffic: {args.rate:g} req/s for at most {args.duration:g} s", flush=True)
-        ids = await generate(client, spec)
-        print(f"traffic: done, {len(ids)} requests sent", flush=True)
+        sent = await asyncio.gather(*(generate(client, spec) for spec in specs))
+        print(f"traffic: done, {sum(len(ids) for ids in sent)} requests sent", flush=True)
     finally:
         await client.aclose()

@@ -1,8 +1,10 @@
 """A small KServe v2 HTTP backend for the lab: infer, health, model ready and Triton metrics.
 
 Service time follows :class:`ServiceTimeModel` (requests beyond the model's slots queue, those
-computing slow each other down). Every request served is logged (id, entry id, arrival and end
-times) so tests can tell exactly which backend got what. A test hook (``POST /lab/ready``, or
+computing slow each other down). One server may serve several models, as a Triton server
+does; its /metrics then carries one series per model (gpucon.lab.triton_metrics). Every
+request served is logged (id, entry id, model, arrival and end times) so tests can tell
+exactly which backend got what. A test hook (``POST /lab/ready``, or
 SIGUSR1 to toggle) makes the server report not-ready.
 
 Endpoints: ``POST /v2/models/{model}/infer``, ``GET /v2/health/ready``, ``GET /v2/health/live``,
@@ -14,14 +16,12 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpucon.lab.http_server import HttpServer, Request, Response
 from gpucon.lab.service_time import ServiceTimeModel
-
-SUMMARY_WINDOW = 1024
-SUMMARY_QUANTILES = (0.5, 0.9, 0.95, 0.99)
+from gpucon.lab.triton_metrics import TritonCounters, render_metrics
 
 
 @dataclass(slots=True)
@@ -34,24 +34,18 @@ class ServedRequest:
     compute_us: int
     # when the scheduler assigned it (unix seconds from Redis TIME), if it said
     assigned_at: float | None = None
+    model: str = ""
+    total_us: int = 0
 
 
 @dataclass(slots=True)
-class TritonCounters:
-    """Triton's per-model counters (names as in Triton's /metrics)."""
+class ServedModel:
+    """One model the server serves: its service time, its own instances and its counters."""
 
-    success: int = 0
-    failure: dict[str, int] = field(default_factory=dict)
-    inference_count: int = 0
-    exec_count: int = 0
-    request_duration_us: int = 0
-    queue_duration_us: int = 0
-    compute_infer_duration_us: int = 0
-    pending: int = 0
-    recent_us: deque[int] = field(default_factory=lambda: deque(maxlen=SUMMARY_WINDOW))
-
-    def fail(self, reason: str) -> None:
-        self.failure[reason] = self.failure.get(reason, 0) + 1
+    service: ServiceTimeModel
+    slots: asyncio.Semaphore
+    counters: TritonCounters = field(default_factory=TritonCounters)
+    running: int = 0
 
 
 def _as_float(value: object) -> float | None:
@@ -61,73 +55,12 @@ def _as_float(value: object) -> float | None:
         return None
 
 
-def _quantile(sorted_values: list[int], q: float) -> float:
-    if not sorted_values:
-        return float("nan")
-    idx = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
-    return float(sorted_values[idx])
-
-
-def render_metrics(model: str, c: TritonCounters) -> str:
-    """The counters in Prometheus text format, with Triton's metric names and labels."""
-    lbl = f'model="{model}",version="1"'
-    out = [
-        "# HELP nv_inference_request_success Number of successful inference requests",
-        "# TYPE nv_inference_request_success counter",
-        f"nv_inference_request_success{{{lbl}}} {c.success}",
-        "# HELP nv_inference_request_failure Number of failed inference requests",
-        "# TYPE nv_inference_request_failure counter",
-    ]
-    for reason in sorted(c.failure or {"REJECTED": 0}):
-        out.append(
-            f'nv_inference_request_failure{{{lbl},reason="{reason}"}} {c.failure.get(reason, 0)}'
-        )
-    simple = [
-        ("nv_inference_count", "counter", "Number of inferences performed", c.inference_count),
-        ("nv_inference_exec_count", "counter", "Number of model executions", c.exec_count),
-        (
-            "nv_inference_request_duration_us",
-            "counter",
-            "Cumulative inference request duration in microseconds",
-            c.request_duration_us,
-        ),
-        (
-            "nv_inference_queue_duration_us",
-            "counter",
-            "Cumulative inference queuing duration in microseconds",
-            c.queue_duration_us,
-        ),
-        (
-            "nv_inference_compute_infer_duration_us",
-            "counter",
-            "Cumulative compute inference duration in microseconds",
-            c.compute_infer_duration_us,
-        ),
-        (
-            "nv_inference_pending_request_count",
-            "gauge",
-            "Instantaneous number of pending requests awaiting execution",
-            c.pending,
-        ),
-    ]
-    for name, kind, help_text, value in simple:
-        out += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name}{{{lbl}}} {value}"]
-    recent = sorted(c.recent_us)
-    out += [
-        "# HELP nv_inference_request_summary_us Summary of inference request duration in us",
-        "# TYPE nv_inference_request_summary_us summary",
-    ]
-    for q in SUMMARY_QUANTILES:
-        out.append(
-            f'nv_inference_request_summary_us{{{lbl},quantile="{q}"}} {_quantile(recent, q)}'
-        )
-    out.append(f"nv_inference_request_summary_us_count{{{lbl}}} {c.success}")
-    out.append(f"nv_inference_request_summary_us_sum{{{lbl}}} {c.request_duration_us}")
-    return "\n".join(out) + "\n"
-
-
 class BackendServer:
-    """One KServe v2 model server on loopback."""
+    """One KServe v2 model server on loopback, serving ``model`` and any ``more_models``.
+
+    Each model has its own instances (slots) and Triton counters, as in a Triton server with
+    one instance group per model; /metrics exports them all, told apart by ``model``.
+    """
 
     def __init__(
         self,
@@ -135,22 +68,37 @@ class BackendServer:
         model: str,
         service: ServiceTimeModel,
         *,
+        more_models: Mapping[str, ServiceTimeModel] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         seed: int | None = None,
     ) -> None:
         self.name = name
         self.model = model
-        self.service = service
         self.host = host
         self.port = port
         self.ready = True
-        self.counters = TritonCounters()
+        services = {model: service, **(more_models or {})}
+        self.models = {
+            m: ServedModel(svc, asyncio.Semaphore(svc.slots)) for m, svc in services.items()
+        }
         self.served: list[ServedRequest] = []
         self._rng = random.Random(seed)
-        self._slots = asyncio.Semaphore(service.slots)
-        self._running = 0
         self._http = HttpServer(self.handle)
+
+    @property
+    def counters(self) -> TritonCounters:
+        """The first model's counters."""
+        return self.models[self.model].counters
+
+    @property
+    def service(self) -> ServiceTimeModel:
+        """The first model's service time (tests change it to slow the server down)."""
+        return self.models[self.model].service
+
+    @service.setter
+    def service(self, value: ServiceTimeModel) -> None:
+        self.models[self.model].service = value
 
     @property
     def url(self) -> str:
@@ -170,13 +118,13 @@ class BackendServer:
         if req.method == "GET" and parts == ["v2", "health", "ready"]:
             return Response.of_json(200 if self.ready else 503, {"ready": self.ready})
         if len(parts) == 4 and parts[:2] == ["v2", "models"] and parts[3] == "ready":
-            ok = self.ready and parts[2] == self.model
+            ok = self.ready and parts[2] in self.models
             return Response.of_json(200 if ok else 503, {"name": parts[2], "ready": ok})
         is_model_path = len(parts) == 4 and parts[:2] == ["v2", "models"]
         if req.method == "POST" and is_model_path and parts[3] == "infer":
             return await self.infer(parts[2], req)
         if req.method == "GET" and parts == ["metrics"]:
-            body = render_metrics(self.model, self.counters)
+            body = render_metrics({m: served.counters for m, served in self.models.items()})
             return Response.text(200, body, "text/plain; version=0.0.4")
         if req.method == "GET" and parts == ["lab", "served"]:
             return Response.of_json(200, {"name": self.name, "served": self.served_log()})
@@ -200,6 +148,8 @@ class BackendServer:
                 "queue_us": s.queue_us,
                 "compute_us": s.compute_us,
                 "assigned_at": s.assigned_at,
+                "model": s.model,
+                "total_us": s.total_us,
             }
             for s in self.served
         ]
@@ -207,48 +157,43 @@ class BackendServer:
     async def infer(self, model: str, req: Request) -> Response:
         arrived = time.time()
         t0 = time.perf_counter()
-        if model != self.model:
+        served = self.models.get(model)
+        if served is None:
             return Response.of_json(404, {"error": f"unknown model {model!r}"})
+        c = served.counters
         if not self.ready:
-            self.counters.fail("REJECTED")
+            c.fail("REJECTED")
             return Response.of_json(503, {"error": "server not ready"})
         try:
             payload = req.json()
         except ValueError:
-            self.counters.fail("REJECTED")
+            c.fail("REJECTED")
             return Response.of_json(400, {"error": "body is not JSON"})
         if not isinstance(payload, dict):
-            self.counters.fail("REJECTED")
+            c.fail("REJECTED")
             return Response.of_json(400, {"error": "body must be a JSON object"})
         request_id = str(payload.get("id", ""))
         params = payload.get("parameters")
         entry_id = params.get("entry_id") if isinstance(params, dict) else None
         assigned_at = _as_float(params.get("assigned_at")) if isinstance(params, dict) else None
-        self.counters.pending += 1
+        c.pending += 1
         try:
-            async with self._slots:
+            async with served.slots:
                 queued = time.perf_counter()
-                self._running += 1
+                served.running += 1
                 try:
-                    compute_s = self.service.compute_ms(self._running, self._rng) / 1000.0
+                    compute_s = served.service.compute_ms(served.running, self._rng) / 1000.0
                     if compute_s > 0:
                         await asyncio.sleep(compute_s)
                 finally:
-                    self._running -= 1
+                    served.running -= 1
         finally:
-            self.counters.pending -= 1
+            c.pending -= 1
         done = time.perf_counter()
         queue_us = int((queued - t0) * 1e6)
         compute_us = int((done - queued) * 1e6)
         total_us = int((done - t0) * 1e6)
-        c = self.counters
-        c.success += 1
-        c.inference_count += 1
-        c.exec_count += 1
-        c.request_duration_us += total_us
-        c.queue_duration_us += queue_us
-        c.compute_infer_duration_us += compute_us
-        c.recent_us.append(total_us)
+        c.succeed(total_us, queue_us, compute_us)
         self.served.append(
             ServedRequest(
                 request_id,
@@ -258,12 +203,14 @@ class BackendServer:
                 queue_us,
                 compute_us,
                 assigned_at,
+                model,
+                total_us,
             )
         )
         return Response.of_json(
             200,
             {
-                "model_name": self.model,
+                "model_name": model,
                 "model_version": "1",
                 "id": request_id,
                 "parameters": {"backend": self.name},

@@ -1,9 +1,11 @@
 """``gpucon lab``: a real local stack on loopback, and the integration tests' harness.
 
 Starts ``redis-server`` (or uses a given one), N KServe v2 backend servers registered in the
-scheduler registry, the reference scheduler, and ``prometheus`` scraping the backends when it is
-installed; writes a config TOML that ``gpucon --config`` opens. Every child runs in its own
-process group and ``stop`` ends them all, whatever state the start reached.
+scheduler registry (a server serving several models registers one backend per model, all at
+its url, as a Triton server serving several models does), the reference scheduler, and
+``prometheus`` scraping the backends when it is installed; writes a config TOML that
+``gpucon --config`` opens. Every child runs in its own process group and ``stop`` ends them
+all, whatever state the start reached.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ START_TIMEOUT_S = 20.0
 class LabOptions:
     backends: int = 3
     model: str = "llm"
+    # further models every server serves besides ``model`` (one backend each per server)
+    more_models: tuple[str, ...] = ()
     service_ms: float = 20.0
     slots: int = 4
     weights: tuple[float, ...] = ()  # per backend; default 1.0 each
@@ -49,21 +53,32 @@ class LabOptions:
             raise ValueError(
                 f"sm_counts: expected {self.backends} values, got {len(self.sm_counts)}"
             )
+        if len(set(self.models)) != len(self.models):
+            raise ValueError(f"models: each model once, got {', '.join(self.models)}")
         if self.sm_counts:
             from gpucon.lab.service_time import ServiceTimeModel
 
             for sms in self.sm_counts:
-                ServiceTimeModel.from_sim(self.model, sms)  # refuses an unknown model here
+                for model in self.models:
+                    ServiceTimeModel.from_sim(model, sms)  # refuses an unknown model here
         if not self.service_ms >= 0:
             raise ValueError(f"service_ms: expected >= 0, got {self.service_ms}")
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """Every model each backend server serves."""
+        return (self.model, *self.more_models)
 
 
 @dataclass(frozen=True, slots=True)
 class LabBackend:
+    """One registered backend: one model on one server (servers may serve several)."""
+
     name: str
     url: str
     slot: str
     weight: float
+    model: str
 
 
 @dataclass
@@ -147,7 +162,7 @@ class LabStack:
 
     def _start_backends(self) -> None:
         o = self.options
-        started: list[tuple[ManagedProcess, LabBackend]] = []
+        started: list[tuple[ManagedProcess, list[LabBackend]]] = []
         for i in range(o.backends):
             name, port = f"lab-b{i}", free_port()
             weight = o.weights[i] if o.weights else 1.0
@@ -157,26 +172,29 @@ class LabStack:
                 else ["--service-ms", repr(o.service_ms), "--slots", str(o.slots)]
             )
             argv = gpucon_argv(
-                "backend", "--port", str(port), "--name", name, "--model", o.model,
-                *timing, "--seed", str(i),
+                "backend", "--port", str(port), "--name", name,
+                "--model", ",".join(o.models), *timing, "--seed", str(i),
             )  # fmt: skip
             proc = self._spawn(name, argv)
             # with SM counts: MIG slices, three to an A100; without: whole GPUs
             slot = f"lab/gpu{i // 3}/gi{i % 3 + 1}" if o.sm_counts else f"lab/gpu{i}"
-            backend = LabBackend(name, f"http://127.0.0.1:{port}", slot, weight)
-            started.append((proc, backend))
+            url = f"http://127.0.0.1:{port}"
+            served = [
+                LabBackend(name if len(o.models) == 1 else f"{name}-{m}", url, slot, weight, m)
+                for m in o.models
+            ]
+            started.append((proc, served))
         with httpx.Client(timeout=1.0) as http:
-            for proc, backend in started:
-                url = f"{backend.url}/v2/health/ready"
-                self._wait(proc, lambda u=url: http.get(u).status_code == 200, proc.name)
-                self.backends.append(backend)
+            for proc, served in started:
+                ready = f"{served[0].url}/v2/health/ready"
+                self._wait(proc, lambda u=ready: http.get(u).status_code == 200, proc.name)
+                self.backends.extend(served)
 
     def _register(self) -> None:
         client = redis.Redis.from_url(self.redis_url)
         try:
             records = [
-                BackendRecord(b.name, b.url, self.options.model, b.slot, b.weight)
-                for b in self.backends
+                BackendRecord(b.name, b.url, b.model, b.slot, b.weight) for b in self.backends
             ]
             register_backends(client, records)
         finally:
@@ -204,7 +222,8 @@ class LabStack:
         binary = shutil.which("prometheus")
         assert binary is not None
         port = free_port()
-        targets = [b.url.removeprefix("http://") for b in self.backends]
+        # one target per server, however many models it serves
+        targets = list(dict.fromkeys(b.url.removeprefix("http://") for b in self.backends))
         config = self.directory / "prometheus.yml"
         config.write_text(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
@@ -239,7 +258,7 @@ class LabStack:
                 "[[fleets.lab.probe_targets]]",
                 f"name = {json.dumps(b.name)}",
                 f"url = {json.dumps(b.url)}",
-                f"model = {json.dumps(o.model)}",
+                f"model = {json.dumps(b.model)}",
             ]
         path = self.directory / "config.toml"
         path.write_text("\n".join(lines) + "\n")
@@ -256,11 +275,11 @@ class LabStack:
 
     def describe(self) -> list[str]:
         lines = [f"redis       {self.redis_url}"]
+        per_server = len(self.options.models)
         for i, b in enumerate(self.backends):
-            sms = f", {self.options.sm_counts[i]:g} SMs" if self.options.sm_counts else ""
-            lines.append(
-                f"backend     {b.name:<10} {b.url}  {self.options.model}{sms}, weight {b.weight:g}"
-            )
+            sms = self.options.sm_counts[i // per_server] if self.options.sm_counts else None
+            shown = f", {sms:g} SMs" if sms is not None else ""
+            lines.append(f"backend     {b.name:<10} {b.url}  {b.model}{shown}, weight {b.weight:g}")
         if self.options.scheduler:
             lines.append(f"scheduler   stream {self.options.stream}, group {self.options.group}")
         if self.prometheus_url:

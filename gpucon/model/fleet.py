@@ -61,6 +61,9 @@ class Gpu:
     processes: tuple[ComputeProcess, ...] = ()
     # the GPU-instance profiles NVML offers for this GPU (None: no MIG, or not read)
     mig_profiles: ProfileTable | None = None
+    # the last XID error the GPU reported (DCGM_FI_DEV_XID_ERRORS; NVML's XID events);
+    # 0 is "none since the driver loaded", None is "no source says"
+    xid_last: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +175,8 @@ class LatencyStats:
     """What users see of one backend: rate, quantiles, errors, queue vs compute time.
 
     ``key`` is the backend's name, or the ``host:port`` its metrics were scraped from; the
-    hub resolves the latter to a backend by its url.
+    merge resolves the latter to a backend by its url's ``host:port`` and ``model`` (one
+    inference server may serve several models, each registered as its own backend).
     """
 
     key: str
@@ -187,6 +191,12 @@ class LatencyStats:
     pending: float | None = None
     # mean request latency from Triton's counters (when no quantiles are exported)
     avg_ms: float | None = None
+    # the scrape address (host:port) and Triton's model/version labels, where the series had them
+    address: str | None = None
+    model: str | None = None
+    versions: tuple[str, ...] = ()
+    # the window the rates (req/s, errors) and histogram quantiles are computed over, seconds
+    rate_window_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

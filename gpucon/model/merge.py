@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -102,20 +102,86 @@ def _url_host(url: str | None) -> str | None:
         return None
 
 
+class _ServedModels:
+    """Backends by where they are served: (url host:port, model) and url host:port alone."""
+
+    def __init__(self, backends: Mapping[str, Backend], latency: Iterable[LatencyStats]) -> None:
+        self.by_address_model: dict[tuple[str, str | None], str] = {}
+        self.by_address: dict[str, list[Backend]] = {}
+        for b in backends.values():
+            loc = _netloc(b.url)
+            if loc is not None:
+                self.by_address_model.setdefault((loc, b.model), b.name)
+                self.by_address.setdefault(loc, []).append(b)
+        # the models each scrape address exports latency for
+        self.models_at: dict[str, set[str | None]] = {}
+        for stats in latency:
+            self.models_at.setdefault(_latency_address(stats), set()).add(stats.model)
+
+    def backend_for(self, stats: LatencyStats) -> str | None:
+        """The backend one model's latency belongs to; None when no backend is (only) it.
+
+        (address, model) first. Without a model label, or when the registry does not say the
+        backend's model, the address alone decides, but only where it is unambiguous: one
+        backend at that address, and one model's latency scraped from it. Guessing between
+        two models would show one model's p95 (and its alerts) on the other.
+        """
+        address = _latency_address(stats)
+        if stats.model is not None:
+            hit = self.by_address_model.get((address, stats.model))
+            if hit is not None:
+                return hit
+        at_address = self.by_address.get(address, [])
+        if len(at_address) != 1 or len(self.models_at.get(address, ())) != 1:
+            return None
+        only = at_address[0]
+        return only.name if stats.model is None or only.model is None else None
+
+
+def _latency_address(stats: LatencyStats) -> str:
+    return stats.address or stats.key
+
+
+def unclaimed_latency_name(stats: LatencyStats) -> str:
+    """The key of latency no backend claims: its address, and its model where it has one."""
+    return stats.key if stats.model is None else f"{stats.key}/{stats.model}"
+
+
+def latency_name_resolver(
+    backends: Mapping[str, Backend], latency: Iterable[LatencyStats]
+) -> Callable[[LatencyStats], str]:
+    """Maps one model's latency (from ``latency``, every reading's) to its key in the fleet.
+
+    A key that names a backend (a ``backend`` label, the simulator) stays; else the backend
+    served at (host:port, model) (see _ServedModels.backend_for); else unclaimed_latency_name.
+    """
+    everything = latency
+    served: _ServedModels | None = None  # built only if some key is not a backend name
+
+    def resolve(stats: LatencyStats) -> str:
+        nonlocal served
+        if stats.key in backends:
+            return stats.key
+        if served is None:
+            served = _ServedModels(backends, everything)
+        return served.backend_for(stats) or unclaimed_latency_name(stats)
+
+    return resolve
+
+
 def resolve_latency(
-    latency: Iterable[LatencyStats], backends: dict[str, Backend]
+    latency: Iterable[LatencyStats], backends: Mapping[str, Backend]
 ) -> dict[str, LatencyStats]:
-    """Latency by backend name; ``host:port`` keys map to the backend with that url."""
-    by_netloc: dict[str, str] | None = None  # built only if some key is not a backend name
+    """Latency by backend name: a ``backend`` label names it, else (host:port, model).
+
+    Latency that no backend claims stays under its address (and model).
+    """
+    pending = list(latency)
+    name_of = latency_name_resolver(backends, pending)
     resolved: dict[str, LatencyStats] = {}
-    for stats in latency:
-        name = stats.key
-        if name not in backends:
-            if by_netloc is None:
-                by_netloc = {
-                    loc: b.name for b in backends.values() if (loc := _netloc(b.url)) is not None
-                }
-            name = by_netloc.get(name, name)
+    for stats in pending:
+        name = name_of(stats)
+        if name != stats.key:
             stats = dataclasses.replace(stats, key=name)
         existing = resolved.get(name)
         resolved[name] = stats if existing is None else overlay(existing, stats)

@@ -20,6 +20,7 @@ from gpucon.model.fleet import (
 )
 from gpucon.model.reading import Reading
 from gpucon.sim.engine import SimWorld
+from gpucon.sim.metrics import STATS_TAU_S
 from gpucon.sim.parts import SimBackend, SimGpu, SimSlot
 
 SOURCE_NAME = "sim"
@@ -108,11 +109,12 @@ def _latency(b: SimBackend) -> LatencyStats:
         return b.latency
     b.latency_key = shown
     if len(shown) < 8:  # no requests finished lately: a rate of 0, no quantiles
-        b.latency = LatencyStats(key=b.name, req_per_s=0.0)
+        b.latency = LatencyStats(key=b.name, req_per_s=0.0, rate_window_s=STATS_TAU_S)
         return b.latency
     rate, p50, p95, p99, err, queue_ms, compute_ms, avg_ms = shown
     b.latency = LatencyStats(
         key=b.name,
+        rate_window_s=STATS_TAU_S,
         req_per_s=rate,
         p50_ms=p50,
         p95_ms=p95,

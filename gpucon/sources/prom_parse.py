@@ -1,4 +1,6 @@
-"""Turn Prometheus instant-query results into fleet fragments: GPUs, slots and latency.
+"""Turn Prometheus instant-query results into fleet fragments: GPUs and slots from DCGM.
+
+(Triton's latency families are parsed in gpucon.sources.prom_triton, with the helpers here.)
 
 Pure functions over the JSON the query API returns (``[{"metric": {...}, "value": [t, "v"]}]``).
 Garbage never raises: a NaN, an infinity, a value that is not a number, a series without the
@@ -8,14 +10,16 @@ report itself degraded while showing everything that was good.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpucon.model.fleet import Gpu, LatencyStats, Slot, SlotKind
+from gpucon.model.fleet import Gpu, Slot, SlotKind
 from gpucon.model.ids import gpu_slot_id, mig_slot_id
 from gpucon.sources.problems import Problems
+from gpucon.sources.promql import GPU_HEALTH_FIELDS
 
 # dcgm-exporter before 4.6 says Hostname, from 4.6 on hostname; in Kubernetes both may hold
 # the exporter pod's name, so a config can name another label first (e.g. "node")
@@ -26,7 +30,8 @@ MIB = 1024.0 * 1024.0
 def sample_value(series: Mapping[str, Any], family: str, problems: Problems) -> float | None:
     """The series' value as a finite float, or None (and a problem noted)."""
     value = series.get("value")
-    name = _labels(series).get("__name__", family)
+    labels = labels_of(series)
+    name = labels.get("__name__") or labels.get("dcgm_field") or family
     try:
         number = float(value[1])  # type: ignore[index]
     except (TypeError, ValueError, IndexError, KeyError):
@@ -45,7 +50,7 @@ _NAN_IS_NORMAL = frozenset(
 )
 
 
-def _labels(series: Mapping[str, Any]) -> Mapping[str, str]:
+def labels_of(series: Mapping[str, Any]) -> Mapping[str, str]:
     labels = series.get("metric")
     return labels if type(labels) is dict else {}
 
@@ -68,7 +73,7 @@ class _DcgmEntity:
 def _entity_key(
     labels: Mapping[str, str], family: str, problems: Problems, host_labels: Sequence[str]
 ) -> _DcgmEntity | None:
-    name = labels.get("__name__", family)
+    name = labels.get("__name__") or labels.get("dcgm_field") or family
     host = next((labels[h] for h in host_labels if labels.get(h)), None)
     if host is None:
         problems.add(f"{family}: {name} has no {'/'.join(host_labels)} label")
@@ -114,9 +119,10 @@ def parse_dcgm(
 ) -> tuple[list[Gpu], list[Slot]]:
     """GPUs and slots (MIG and whole GPU) from the DCGM families' results."""
     entities: dict[tuple[str, int, int | None], _DcgmEntity] = {}
+    health: dict[tuple[str, int, int | None], _DcgmEntity] = {}
     for family, series_list in results.items():
         for series in series_list:
-            labels = _labels(series)
+            labels = labels_of(series)
             probe = _entity_key(labels, family, problems, host_labels)
             if probe is None:
                 continue
@@ -124,8 +130,13 @@ def parse_dcgm(
             if value is None:
                 continue
             key = (probe.host, probe.gpu_index, probe.gi_id)
-            entity = entities.setdefault(key, probe)
             name = labels.get("__name__", "")
+            if family == "gpu_health":
+                # whole-GPU fields: they describe the card, and make no slot of their own
+                field_name = labels.get("dcgm_field") or name
+                health.setdefault(key, probe).values[field_name] = value
+                continue
+            entity = entities.setdefault(key, probe)
             if family == "fb_memory":
                 mem = _memory_field(name)
                 if mem is not None:
@@ -142,7 +153,8 @@ def parse_dcgm(
         for e in entities.values()
         if e.gi_id is not None or (e.host, e.gpu_index) not in mig_gpus
     ]
-    return _gpus(entities.values(), mig_gpus), slots
+    gpus = _gpus(entities.values(), mig_gpus)
+    return with_health(gpus, health.values(), mig_gpus, problems), slots
 
 
 def _mem(e: _DcgmEntity) -> tuple[float | None, float | None]:
@@ -199,73 +211,44 @@ def _gpus(entities: Iterable[_DcgmEntity], mig_gpus: set[tuple[str, int]]) -> li
     return list(by_uuid.values())
 
 
-# -- Triton -----------------------------------------------------------------------------------
+def _health_fields(e: _DcgmEntity, problems: Problems) -> dict[str, Any]:
+    """Gpu fields from one entity's gpu_health series (names as in GPU_HEALTH_FIELDS)."""
+    by_field: dict[str, float] = {}
+    # the enforced limit (every limiter applied) says more than the configured one
+    for name in sorted(e.values, key=lambda n: n != "DCGM_FI_DEV_ENFORCED_POWER_LIMIT"):
+        fld = GPU_HEALTH_FIELDS.get(name)
+        if fld is not None:
+            by_field.setdefault(fld, e.values[name])
+    fields: dict[str, Any] = dict(by_field)
+    xid = by_field.get("xid_last")
+    if xid is not None:
+        if xid.is_integer() and 0 <= xid < 2**31:
+            fields["xid_last"] = int(xid)
+        else:
+            del fields["xid_last"]
+            problems.add(f"gpu_health: XID {xid!r:.20} on {e.host} gpu {e.gpu_index}")
+    return fields
 
 
-def _latency_key(labels: Mapping[str, str]) -> str | None:
-    return labels.get("backend") or labels.get("instance") or None
+def with_health(
+    gpus: list[Gpu],
+    health: Iterable[_DcgmEntity],
+    mig_gpus: set[tuple[str, int]],
+    problems: Problems,
+) -> list[Gpu]:
+    """GPUs with temperature, power, utilisation and last XID from the gpu_health family.
 
-
-@dataclass
-class _Latency:
-    values: dict[str, float] = field(default_factory=dict)
-    reasons: dict[str, float] = field(default_factory=dict)
-
-
-QUANTILE_FIELDS = {"0.5": "p50_ms", "0.95": "p95_ms", "0.99": "p99_ms"}
-
-
-def parse_triton(
-    results: Mapping[str, Sequence[Mapping[str, Any]]], problems: Problems
-) -> list[LatencyStats]:
-    """LatencyStats per backend (``backend`` label) or scrape ``instance`` (host:port)."""
-    by_key: dict[str, _Latency] = {}
-    for family, series_list in results.items():
-        for series in series_list:
-            labels = _labels(series)
-            key = _latency_key(labels)
-            if key is None:
-                problems.add(f"{family}: a series has neither a backend nor an instance label")
-                continue
-            value = sample_value(series, family, problems)
-            if value is None:
-                continue
-            entry = by_key.setdefault(key, _Latency())
-            if family == "failures":
-                reason = labels.get("reason") or "unknown"
-                entry.reasons[reason] = entry.reasons.get(reason, 0.0) + value
-            elif family in ("latency_summary", "latency_histogram"):
-                fld = QUANTILE_FIELDS.get(labels.get("quantile", ""))
-                if fld is not None:
-                    entry.values[f"{family}:{fld}"] = value / 1000.0
-            elif family in ("latency_average", "queue_time", "compute_time"):
-                entry.values[family] = value / 1000.0
-            else:
-                entry.values[family] = value
-    return [_latency(key, entry) for key, entry in sorted(by_key.items())]
-
-
-def _latency(key: str, e: _Latency) -> LatencyStats:
-    v = e.values
-
-    def quantile(fld: str) -> float | None:
-        summary = v.get(f"latency_summary:{fld}")
-        return summary if summary is not None else v.get(f"latency_histogram:{fld}")
-
-    ok = v.get("requests")
-    failed = sum(e.reasons.values()) if e.reasons else None
-    total = (ok or 0.0) + (failed or 0.0)
-    error_rate = (failed or 0.0) / total if total > 0 and (ok is not None or failed) else None
-    return LatencyStats(
-        key=key,
-        req_per_s=ok,
-        p50_ms=quantile("p50_ms"),
-        p95_ms=quantile("p95_ms"),
-        p99_ms=quantile("p99_ms"),
-        error_rate=error_rate,
-        errors_by_reason=tuple(sorted(e.reasons.items())),
-        queue_ms=v.get("queue_time"),
-        compute_ms=v.get("compute_time"),
-        pending=v.get("pending"),
-        avg_ms=v.get("latency_average"),
-    )
+    A MIG GPU's exporter may repeat the card's fields on each GPU instance; the card's own
+    series (no GPU_I_ID) win, else any instance's. A GPU seen only here is added.
+    """
+    by_uuid = {g.uuid: g for g in gpus}
+    for e in sorted(health, key=lambda h: h.gi_id is not None):
+        if e.uuid is None:
+            continue
+        gpu = by_uuid.get(e.uuid)
+        if gpu is None:
+            mig = True if (e.host, e.gpu_index) in mig_gpus else None
+            gpu = Gpu(e.uuid, e.host, e.gpu_index, name=e.model_name, mig_enabled=mig)
+        fields = {k: v for k, v in _health_fields(e, problems).items() if getattr(gpu, k) is None}
+        by_uuid[e.uuid] = dataclasses.replace(gpu, **fields) if fields else gpu
+    return list(by_uuid.values())

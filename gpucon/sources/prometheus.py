@@ -20,8 +20,9 @@ from gpucon.model.fleet import Health
 from gpucon.model.reading import Reading, failed_reading
 from gpucon.sources.base import describe_error
 from gpucon.sources.problems import Problems
-from gpucon.sources.prom_parse import HOST_LABELS, parse_dcgm, parse_triton
-from gpucon.sources.promql import DCGM_FAMILIES, render_queries
+from gpucon.sources.prom_parse import HOST_LABELS, parse_dcgm
+from gpucon.sources.prom_triton import parse_triton
+from gpucon.sources.promql import DCGM_FAMILIES, render_queries, window_seconds
 
 Results = dict[str, Sequence[Mapping[str, Any]]]
 QUERY_THREADS = 4
@@ -45,6 +46,8 @@ class PrometheusSource:
         self.cadence_s = cadence_s
         self.timeout_s = timeout_s
         self.queries = render_queries(queries or {}, rate_window)
+        # shown beside the rates ("REQ/S 1m"): LatencyStats.rate_window_s
+        self.rate_window_s = window_seconds(rate_window)
         self.host_labels = tuple(host_labels)
         self._client: Any = None
         self._lock = threading.Lock()
@@ -82,7 +85,7 @@ class PrometheusSource:
         dcgm = {f: r for f, r in results.items() if f in DCGM_FAMILIES}
         triton = {f: r for f, r in results.items() if f not in DCGM_FAMILIES}
         gpus, slots = parse_dcgm(dcgm, problems, self.host_labels)
-        latency = parse_triton(triton, problems)
+        latency = parse_triton(triton, problems, self.rate_window_s)
         error = problems.summary()
         return Reading(
             source=self.name,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+import re
 import shutil
 import subprocess
 import threading
@@ -181,6 +183,42 @@ def dcgm_series(
     return lines
 
 
+def dcgm_health_series(
+    *,
+    host: str,
+    gpu: int,
+    uuid: str,
+    temp_c: float = 45.0,
+    power_w: float = 250.0,
+    power_limit_w: float | None = 400.0,
+    util_pct: float = 60.0,
+    xid: int = 0,
+    gi_id: int | None = None,
+    limit_name: str = "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+) -> list[str]:
+    """A GPU's health lines as dcgm-exporter writes them (temperature, power, util, last XID).
+
+    With ``gi_id`` the lines carry a MIG instance's labels, as the exporter repeats device
+    fields on each GPU instance of a MIG GPU.
+    """
+    labels: dict[str, object] = {"gpu": gpu, "UUID": uuid, "device": f"nvidia{gpu}"}
+    labels["modelName"] = "NVIDIA H100 80GB HBM3"
+    if gi_id is not None:
+        labels["GPU_I_PROFILE"] = "1g.10gb"
+        labels["GPU_I_ID"] = gi_id
+    labels["Hostname"] = host
+    text = _labels(**labels)
+    lines = [
+        f"DCGM_FI_DEV_GPU_TEMP{text} {temp_c}",
+        f"DCGM_FI_DEV_POWER_USAGE{text} {power_w}",
+        f"DCGM_FI_DEV_GPU_UTIL{text} {util_pct}",
+        f"DCGM_FI_DEV_XID_ERRORS{text} {xid}",
+    ]
+    if power_limit_w is not None:
+        lines.append(f"{limit_name}{text} {power_limit_w}")
+    return lines
+
+
 class TritonCounters:
     """Triton's counters as they grow at fixed rates since ``t0`` (a real clock)."""
 
@@ -197,6 +235,8 @@ class TritonCounters:
         summary_ms: dict[str, float] | None = None,
         histogram: bool = False,
         extra_labels: dict[str, str] | None = None,
+        version: str = "1",
+        buckets: tuple[tuple[float | str, float], ...] | None = None,
     ) -> None:
         self.t0 = time.time() - 30.0  # counters already running: no reset at start
         self.model = model
@@ -209,14 +249,19 @@ class TritonCounters:
         self.summary_ms = summary_ms
         self.histogram = histogram
         self.extra = extra_labels or {}
+        self.version = version
+        if buckets is not None:
+            self.buckets = buckets
 
     # cumulative share of requests at or under each bucket bound (us)
-    BUCKETS = ((10_000, 0.1), (50_000, 0.5), (100_000, 0.9), (200_000, 1.0), ("+Inf", 1.0))
+    buckets: tuple[tuple[float | str, float], ...] = (
+        (10_000, 0.1), (50_000, 0.5), (100_000, 0.9), (200_000, 1.0), ("+Inf", 1.0),
+    )  # fmt: skip
 
     def lines(self) -> list[str]:
         elapsed = time.time() - self.t0
         n = self.success_per_s * elapsed
-        base = {"model": self.model, "version": "1", **self.extra}
+        base = {"model": self.model, "version": self.version, **self.extra}
         text = _labels(**base)
         out = [
             f"nv_inference_request_success{text} {n:.3f}",
@@ -237,7 +282,53 @@ class TritonCounters:
         for q, ms in (self.summary_ms or {}).items():
             out.append(f"nv_inference_request_summary_us{_labels(**base, quantile=q)} {ms * 1000}")
         if self.histogram:
-            for le, share in self.BUCKETS:
+            for le, share in self.buckets:
                 bucket = _labels(**base, le=le)
                 out.append(f"nv_inference_request_duration_us_bucket{bucket} {n * share:.3f}")
         return out
+
+
+# -- reading an exposition back: what a test expects Prometheus to compute ---------------------
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)$")
+_LABEL = re.compile(r'([A-Za-z_]\w*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_exposition(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """(name, labels, value) of every sample line in Prometheus text format."""
+    samples = []
+    for line in text.splitlines():
+        match = _SAMPLE.match(line.strip())
+        if match is None or line.startswith("#"):
+            continue
+        name, labels, value = match.groups()
+        samples.append((name, dict(_LABEL.findall(labels or "")), float(value)))
+    return samples
+
+
+def sample_sum(samples: list[tuple[str, dict[str, str], float]], name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples whose labels include ``labels`` (PromQL ``sum``)."""
+    return sum(
+        v for n, lbl, v in samples if n == name and all(lbl.get(k) == x for k, x in labels.items())
+    )
+
+
+def histogram_quantile(q: float, buckets: dict[float, float]) -> float:
+    """Prometheus's ``histogram_quantile`` over cumulative bucket counts by upper bound.
+
+    Linear interpolation inside the bucket holding rank q * total; the first bucket starts at
+    0; a rank in the +Inf bucket gives the largest finite bound.
+    """
+    bounds = sorted(buckets)
+    total = buckets[math.inf]
+    rank = q * total
+    previous_bound, previous_count = 0.0, 0.0
+    for bound in bounds:
+        count = buckets[bound]
+        if count >= rank:
+            if bound == math.inf:
+                return previous_bound
+            share = (rank - previous_count) / (count - previous_count)
+            return previous_bound + (bound - previous_bound) * share
+        previous_bound, previous_count = bound, count
+    return previous_bound

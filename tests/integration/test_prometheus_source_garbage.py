@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpucon.sources.problems import Problems
-from gpucon.sources.prom_parse import parse_dcgm, parse_triton
+from gpucon.sources.prom_parse import parse_dcgm
+from gpucon.sources.prom_triton import parse_triton
 
 GOOD = {"metric": {"__name__": "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gpu": "0", "UUID": "GPU-1",
                    "hostname": "h"}, "value": [1.0, "0.5"]}  # fmt: skip
@@ -48,3 +49,18 @@ def test_triton_garbage_is_skipped_and_counted() -> None:
     assert by_key["10.0.0.1:8002"].req_per_s == 12.5
     assert "x:1" not in by_key  # a NaN quantile (no traffic) is not a value, and not a problem
     assert problems.count == len(BAD)
+
+
+def test_gpu_health_garbage_is_skipped_and_counted() -> None:
+    labels = {"gpu": "0", "UUID": "GPU-1", "hostname": "h"}
+    health = [
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", **labels}, "value": [1.0, "61"]},
+        {"metric": {"__name__": "DCGM_FI_DEV_XID_ERRORS", **labels}, "value": [1.0, "13.5"]},
+        {"metric": {"__name__": "DCGM_FI_DEV_POWER_USAGE", **labels}, "value": [1.0, "NaN"]},
+    ]
+    problems = Problems()
+    gpus, slots = parse_dcgm({"gr_engine_active": [GOOD], "gpu_health": health}, problems)
+    (gpu,) = gpus
+    assert (gpu.temperature_c, gpu.xid_last, gpu.power_w) == (61.0, None, None)
+    assert [s.id for s in slots] == ["h/gpu0"]
+    assert problems.count == 2

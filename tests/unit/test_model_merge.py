@@ -97,6 +97,57 @@ def test_latency_keyed_by_instance_resolves_to_backend_by_url() -> None:
     assert "redis" in fleet.origins["slot:h/gpu0"]
 
 
+def _served(name: str, model: str | None, url: str = "http://10.0.0.5:8000") -> Backend:
+    return Backend(name=name, url=url, model=model, slot_id="h/gpu0")
+
+
+def _lat(model: str | None, p95: float, address: str = "10.0.0.5:8000") -> LatencyStats:
+    return LatencyStats(key=address, address=address, model=model, p95_ms=p95, req_per_s=1.0)
+
+
+def test_two_models_on_one_server_join_their_own_backends() -> None:
+    reg = reading("redis", backends=(_served("sd15-a", "sd15"), _served("sdxl-a", "sdxl")))
+    prom = reading("prometheus", latency=(_lat("sdxl", 2610.0), _lat("sd15", 1620.0)))
+    latency = merge_readings([reg, prom]).latency
+    assert {k: v.p95_ms for k, v in latency.items()} == {"sd15-a": 1620.0, "sdxl-a": 2610.0}
+
+
+def test_latency_without_model_is_not_guessed_between_two_backends() -> None:
+    reg = reading("redis", backends=(_served("sd15-a", "sd15"), _served("sdxl-a", "sdxl")))
+    prom = reading("prometheus", latency=(_lat(None, 2610.0),))
+    latency = merge_readings([reg, prom]).latency
+    assert set(latency) == {"10.0.0.5:8000"}  # nobody's p95: not sd15-a's, not sdxl-a's
+
+
+def test_address_alone_decides_only_when_unambiguous() -> None:
+    # no model label, one backend there: the address decides (a server of one model)
+    reg = reading("redis", backends=(_served("sd15-a", "sd15"),))
+    assert set(merge_readings([reg, reading("p", latency=(_lat(None, 5.0),))]).latency) == {
+        "sd15-a"
+    }
+    # the registry does not say the model, and the server exports one model: that one
+    reg = reading("redis", backends=(_served("b", None),))
+    assert set(merge_readings([reg, reading("p", latency=(_lat("sdxl", 5.0),))]).latency) == {"b"}
+    # ... but two models there: neither is guessed to be b's
+    two = reading("p", latency=(_lat("sdxl", 5.0), _lat("sd15", 6.0)))
+    assert set(merge_readings([reg, two]).latency) == {"10.0.0.5:8000/sdxl", "10.0.0.5:8000/sd15"}
+    # a model the one backend there does not serve is not its latency
+    reg = reading("redis", backends=(_served("sd15-a", "sd15"),))
+    assert set(merge_readings([reg, reading("p", latency=(_lat("sdxl", 5.0),))]).latency) == {
+        "10.0.0.5:8000/sdxl"
+    }
+
+
+def test_same_model_on_two_servers_joins_by_address() -> None:
+    reg = reading(
+        "redis",
+        backends=(_served("a", "sdxl"), _served("b", "sdxl", url="http://10.0.0.6:8000/")),
+    )
+    prom = reading("p", latency=(_lat("sdxl", 1.0), _lat("sdxl", 2.0, address="10.0.0.6:8000")))
+    latency = merge_readings([reg, prom]).latency
+    assert {k: v.p95_ms for k, v in latency.items()} == {"a": 1.0, "b": 2.0}
+
+
 def test_gpus_merge_by_uuid() -> None:
     a = reading(
         "nvml", gpus=(Gpu(uuid="GPU-1", host="h", index=0, util_pct=None, temperature_c=50.0),)
