@@ -19,7 +19,7 @@ from gpucon.lab.lab import LabOptions
 from gpucon.lab.traffic import TrafficSpec, generate
 from gpucon.lab.triton_metrics import quantile
 from gpucon.model.fleet import Health
-from gpucon.sources.factory import build_hub
+from gpucon.session import open_session
 from tests.helpers.lab_stack import served, start_lab
 from tests.helpers.prometheus import query
 from tests.helpers.servers import wait_until
@@ -96,7 +96,7 @@ def test_two_models_per_server_each_backend_its_own_p95(redis_url: str, tmp_path
                 15.0,
                 f"prometheus scraping {name}'s last requests",
             )
-        hub = build_hub(load_config(lab.config_path, env={}))
+        hub = open_session(load_config(lab.config_path, env={}), read_only=True).hub
         try:
             hub.poll_once()
             snap = hub.tick()
@@ -126,8 +126,8 @@ def test_backend_server_refuses_a_model_it_does_not_serve() -> None:
     from tests.helpers.servers import free_port
 
     port = free_port()
-    argv = [sys.executable, "-m", "gpucon.cli", "backend", "--port", str(port), "--name", "b",
-            "--model", "sd15,sdxl", "--service-ms", "1"]  # fmt: skip
+    argv = [sys.executable, "-m", "gpucon.commands.cli", "backend", "--port", str(port),
+            "--name", "b", "--model", "sd15,sdxl", "--service-ms", "1"]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         base = f"http://127.0.0.1:{port}"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import redis
 
-from gpucon.cli import main
+from gpucon.commands.cli import main
 from gpucon.model.fleet import Health
 from gpucon.sources.prometheus import PrometheusSource
 from gpucon.sources.promql import DEFAULT_QUERIES, GPU_HEALTH_FIELDS
