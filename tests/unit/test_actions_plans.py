@@ -11,7 +11,7 @@ from gpucon.actions import drain, rebalance
 from gpucon.actions.catalog import get_action
 from gpucon.actions.plan import Tier
 from gpucon.errors import BadParams, ExitCode
-from gpucon.model.fleet import Backend, BackendState, LatencyStats, Slot, SlotKind
+from gpucon.model.fleet import Backend, BackendState, Slot, SlotKind
 from gpucon.model.history import History
 from gpucon.model.snapshot import Snapshot
 
