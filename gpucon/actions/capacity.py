@@ -1,18 +1,27 @@
-"""What each backend can sustain: a windowed estimate of its throughput within its p95 SLO.
+"""What each backend can sustain within its p95 SLO: a windowed estimate from the history.
 
 Observed req/s is not capacity: the scheduler sends a backend work in proportion to its weight,
 so weights made from req/s shares only echo themselves (and flip with every sample's noise).
 The utilization law separates the two: a backend that served X req/s while its slot was busy
-a fraction U of the time can serve about X / U at full activity, whatever its weight was.
+a fraction U of the time sustains about X / U req/s at full activity, whatever its weight was.
 
-``sustained_throughput`` applies it over the history window (``WINDOW_S``) to the samples in
-which the backend served work with its p95 within its SLO and its slot at least
-``MIN_ACTIVITY_PCT`` busy: the req/s served in them divided by the busy time, once there are
-``MIN_SAMPLES`` of them. A ratio of sums weighs the busy samples most (batching makes a GPU
-serve less per busy second at high load than a quiet sample suggests) and moves little
+The scheduler (the registry contract) sends each request to the backend with the lowest
+in-flight/weight, so a weight is a share of the requests in flight, not of the req/s. What a
+backend sustains in flight is its throughput times its service time (Little's law): a weight
+in proportion to req/s alone over-loads backends whose requests are short (the simulator at
+1.7× load after eight applies, mean of four seeds: weights by req/s ran the hottest slot at
+92 % and the worst p95 at 0.83× its SLO; weights by requests in flight 65 % and 0.78×, equal
+weights 78 % and 0.78×). ``Capacity.in_flight`` is the weight's unit; the req/s and service
+time are shown with it.
+
+``sustained`` takes, over the history window (``WINDOW_S``), the samples in which the backend
+served work with its p95 within its SLO, its service time known and its slot at least
+``MIN_ACTIVITY_PCT`` busy, and divides what they served by the busy time they took, once there
+are ``MIN_SAMPLES`` of them. A ratio of sums weighs the busy samples most (batching makes a
+GPU serve less per busy second at high load than a quiet sample suggests) and moves little
 between two looks at an unchanged fleet. On a slot shared by several backends (MPS in a VM)
 the slot's activity is split among them by the work each did (req/s × service time, sample by
-sample); without the service times the slot cannot be split and the backend has no estimate.
+sample); without every one's service time the slot cannot be split.
 
 ``sm_share`` is the fallback: the slot's SMs (on a shared slot, the backend's MPS thread share
 of them, or an equal part).
@@ -32,57 +41,62 @@ MIN_ACTIVITY_PCT = 5.0
 
 
 @dataclass(frozen=True, slots=True)
-class Throughput:
-    """A backend's sustained throughput (req/s at full activity) and the samples behind it."""
+class Capacity:
+    """What a backend sustains at full activity within its SLO, and the samples behind it."""
 
-    req_per_s: float | None  # None: fewer than MIN_SAMPLES usable samples
-    samples: int
-    why_not: str = ""  # when req_per_s is None: why
+    in_flight: float | None  # requests in flight; None: fewer than MIN_SAMPLES usable samples
+    req_per_s: float | None = None
+    service_s: float | None = None  # mean service time over those samples
+    samples: int = 0
+    why_not: str = ""  # when in_flight is None: why
+
+    def describe(self) -> str:
+        """``"sustains 1.8 req/s × 1.7 s = 3.0 in flight within SLO over 60 samples"``."""
+        return (
+            f"sustains {self.req_per_s or 0.0:.3g} req/s × {self.service_s or 0.0:.3g} s = "
+            f"{self.in_flight or 0.0:.3g} in flight within SLO over {self.samples} samples"
+        )
 
 
-def sustained_throughput(snapshot: Snapshot, backend: Backend) -> Throughput:
-    """Req/s served ÷ (its share of) the slot's busy time, over the in-SLO samples."""
+def sustained(snapshot: Snapshot, backend: Backend) -> Capacity:
+    """Work served ÷ (its share of) the slot's busy time, over the usable in-SLO samples."""
     history = snapshot.history
     slot = snapshot.slots.get(backend.slot_id or "")
     if slot is None:
-        return Throughput(None, 0, "its slot is not known")
-    times = history.times
-    n = sum(1 for t in times if t >= snapshot.taken_at - WINDOW_S)
+        return Capacity(None, why_not="its slot is not known")
+    n = sum(1 for t in history.times if t >= snapshot.taken_at - WINDOW_S)
     activity = history.get(f"slot:{slot.id}:activity")
-    rps = history.get(f"backend:{backend.name}:rps")
     p95 = history.get(f"backend:{backend.name}:p95")
-    if not n or not activity or not rps or not p95:
-        return Throughput(None, 0, "no history of its req/s, p95 and slot activity")
-    mates = [b for b in snapshot.backends_on(slot.id) if b.name != backend.name]
-    # a shared slot: its activity is split by the work each backend did (req/s × service time)
-    sharing = [
+    # (req/s, service ms) series of the backend first, then of those sharing its slot
+    work = [
         (history.get(f"backend:{b.name}:rps"), history.get(f"backend:{b.name}:service_ms"))
-        for b in (backend, *mates)
+        for b in (backend, *(b for b in snapshot.backends_on(slot.id) if b.name != backend.name))
     ]
-    if mates and not all(r and t for r, t in sharing):
-        return Throughput(None, 0, f"{slot.id} is shared and not every service time is known")
+    if not n or not activity or not p95 or not all(r and s for r, s in work):
+        return Capacity(None, why_not="no history of its req/s, service time, p95 or slot activity")
     slo = slo_for(snapshot, backend.name)
-    served = busy = 0.0
+    served = done = busy = 0.0
     count = 0
     for i in range(-n, 0):
-        r, p, a = rps[i], p95[i], activity[i]
-        if r is None or p is None or a is None or r <= 0 or p > slo or a < MIN_ACTIVITY_PCT:
+        p, a = p95[i], activity[i]
+        if p is None or a is None or p > slo or a < MIN_ACTIVITY_PCT:
             continue
-        share = 1.0
-        if mates:
-            work = [(rs[i], ts[i]) for rs, ts in sharing]
-            if any(x is None or t is None for x, t in work):
-                continue
-            total = sum((x or 0.0) * (t or 0.0) for x, t in work)
-            share = r * (work[0][1] or 0.0) / total if total > 0 else 1.0
-            if share <= 0:
-                continue
+        sample = [(r[i], s[i]) for r, s in work]
+        r, s = sample[0]
+        if r is None or s is None or r <= 0 or any(x is None or y is None for x, y in sample):
+            continue
+        seconds = r * s / 1000.0  # busy-seconds per second: the requests it had in flight
+        total = sum((x or 0.0) * (y or 0.0) / 1000.0 for x, y in sample)
+        share = seconds / total if total > 0 else 1.0
         served += r
+        done += seconds
         busy += a / 100.0 * share
         count += 1
-    if count < MIN_SAMPLES:
-        return Throughput(None, count, f"{count} of {MIN_SAMPLES} samples within SLO needed")
-    return Throughput(served / busy, count)
+    if count < MIN_SAMPLES or busy <= 0:
+        return Capacity(
+            None, samples=count, why_not=f"{count} of {MIN_SAMPLES} samples within SLO needed"
+        )
+    return Capacity(done / busy, served / busy, done / served, count)
 
 
 def sm_share(snapshot: Snapshot, backend: Backend) -> float | None:

@@ -3,14 +3,16 @@
 Backends are weighed against the others serving the same model (the scheduler chooses among
 those). Per model:
 
-1. Capacity: each backend's sustained throughput within its SLO (``capacity``). A backend
-   without enough samples is counted by its SM share, converted to req/s with the median
-   req/s per SM its measured peers sustain; when none is measured, the SM shares themselves
-   are the capacities. A backend with neither is kept at its weight.
+1. Capacity: the requests each backend sustains in flight within its SLO (its throughput at
+   full activity × its service time: ``gpucon.actions.capacity`` says why that and not req/s).
+   A backend without enough samples is counted by its SM share, converted with the median
+   in-flight-per-SM its measured peers sustain; when none is measured, the SM shares
+   themselves are the capacities. A backend with neither is kept at its weight.
 2. Target: the model's current total weight split in proportion to capacity (the total stays,
    so the scheduler's other pools are not disturbed by a renormalization).
-3. Damping: one apply moves a weight at most ``MAX_STEP`` (±25 %) from where it is; a move
-   within ``DEADBAND`` (2 %) is not made, so two looks at an unchanged fleet agree.
+3. Damping: one apply moves a weight at most ``MAX_STEP`` (±25 %) from where it is, and the
+   first ``DEADBAND`` (2 %) of a move is not made, so a target that jitters around the
+   weight moves nothing.
 4. Never raised: a backend over its p95 SLO, on a saturated slot (activity ≥ 95 % or a
    hot_slot alert) or with any alert on it or its slot. A backend whose slot has a co-tenant
    process (a noisy neighbour) is lowered by a full step: its measured capacity is being taken
@@ -25,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import median
 
-from gpucon.actions.capacity import Throughput, sm_share, sustained_throughput
+from gpucon.actions.capacity import Capacity, sm_share, sustained
 from gpucon.actions.load import BackendLoad, backend_load, fmt_ms
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot
@@ -49,31 +51,30 @@ class Proposal:
 def _capacities(
     snapshot: Snapshot, group: list[Backend]
 ) -> dict[str, tuple[float | None, str, str]]:
-    """name -> (capacity or None, basis, text)."""
-    measured: dict[str, Throughput] = {b.name: sustained_throughput(snapshot, b) for b in group}
+    """name -> (capacity in requests in flight or None, basis, text)."""
+    measured: dict[str, Capacity] = {b.name: sustained(snapshot, b) for b in group}
     sms = {b.name: sm_share(snapshot, b) for b in group}
     per_sm_values = [
-        t.req_per_s / s for n, t in measured.items() if t.req_per_s is not None and (s := sms[n])
+        c.in_flight / s for n, c in measured.items() if c.in_flight is not None and (s := sms[n])
     ]
     per_sm = median(per_sm_values) if per_sm_values else None
-    any_measured = any(t.req_per_s is not None for t in measured.values())
+    any_measured = any(c.in_flight is not None for c in measured.values())
     total_sms = sum(s for s in sms.values() if s)
     out: dict[str, tuple[float | None, str, str]] = {}
     for b in group:
-        t, s = measured[b.name], sms[b.name]
-        if t.req_per_s is not None:
-            text = f"sustains {t.req_per_s:.3g} req/s within SLO over {t.samples} samples"
-            out[b.name] = (t.req_per_s, "measured", text)
+        c, s = measured[b.name], sms[b.name]
+        if c.in_flight is not None:
+            out[b.name] = (c.in_flight, "measured", c.describe())
         elif s and per_sm is not None:
             text = (
-                f"SM share ({s:g} SMs × {per_sm:.3g} req/s per SM sustained by its peers): "
-                f"{t.why_not}"
+                f"SM share ({s:g} SMs × {per_sm:.3g} in flight per SM sustained by its peers): "
+                f"{c.why_not}"
             )
             out[b.name] = (s * per_sm, "sm", text)
         elif s and not any_measured:
-            out[b.name] = (s, "sm", f"SM share ({s:g}/{total_sms:g}): {t.why_not}")
+            out[b.name] = (s, "sm", f"SM share ({s:g}/{total_sms:g}): {c.why_not}")
         else:
-            out[b.name] = (None, "kept", f"no capacity known ({t.why_not}; SM count n/a): kept")
+            out[b.name] = (None, "kept", f"no capacity known ({c.why_not}; SM count n/a): kept")
     return out
 
 
@@ -114,9 +115,14 @@ def _propose_group(snapshot: Snapshot, group: list[Backend]) -> list[Proposal]:
             out.append(Proposal(b.name, b.weight, base, basis, text))
             continue
         target = total_base * cap / total_cap
-        new = min(max(target, base * (1 - MAX_STEP)), base * (1 + MAX_STEP))
+        gap = target - base
+        # a soft dead band: the first DEADBAND of any move is not made, so a target that
+        # jitters around the weight moves nothing, and one beyond it moves continuously
+        # (a hard band would flip between "no change" and a change of its whole width)
+        move = max(0.0, abs(gap) - DEADBAND * base) if b.weight is not None else abs(gap)
+        new = base + min(move, MAX_STEP * base) * (1.0 if gap >= 0 else -1.0)
         notes = [text]
-        if abs(new - target) > 1e-9:
+        if move > MAX_STEP * base:
             notes.append(f"target {target:.3g}, damped to ±{MAX_STEP:.0%}")
         load = backend_load(snapshot, b)
         trouble = _trouble(load)
@@ -128,8 +134,6 @@ def _propose_group(snapshot: Snapshot, group: list[Backend]) -> list[Proposal]:
             notes.append("; ".join(trouble) + ": not raised")
         elif trouble:
             notes.append("; ".join(trouble))
-        if b.weight is not None and abs(new - base) <= DEADBAND * base:
-            new = base  # within the dead band: a weight that jitters is not a change
         out.append(Proposal(b.name, b.weight, round(new, 3), basis, "; ".join(notes)))
     return out
 

@@ -121,8 +121,9 @@ def test_undrain_plan_requires_a_drained_backend() -> None:
 def test_rebalance_proposes_from_sm_count_before_there_is_throughput() -> None:
     plan = rebalance.plan_rebalance(fleet(), {"registry_version": 7})
     weights = plan.params["weights"]
-    # the total weight (4) split by SM share (42:14:132), each move damped to ±25 %
-    assert weights == {"b1": pytest.approx(4 * 42 / 188, abs=1e-3), "b2": 0.75, "b3": 2.5}
+    # the total weight (4) split by SM share (42:14:132): b1's target 0.894 less the 2 % dead
+    # band, b2 and b3 damped to ±25 %
+    assert weights == {"b1": 0.914, "b2": 0.75, "b3": 2.5}
     assert "SM share" in plan.params["basis"]
     assert plan.params["reasons"]["b2"].startswith("SM share (14/188)")
     assert plan.registry_version == 7 and plan.ok
@@ -140,6 +141,9 @@ def test_rebalance_prefers_throughput_within_slo() -> None:
                 # b1 served more for 10 samples, but over the SLO: those do not count
                 "backend:b1:rps": 10.0 if within else 50.0,
                 "backend:b1:p95": 100.0 if within else 900.0,
+                "backend:b1:service_ms": 1000.0,
+                "backend:b2:service_ms": 1000.0,
+                "backend:b3:service_ms": 1000.0,
                 "slot:h/gpu0/gi1:activity": 50.0 if within else 100.0,
                 "backend:b2:rps": 30.0,
                 "backend:b2:p95": 100.0,
@@ -157,12 +161,12 @@ def test_rebalance_prefers_throughput_within_slo() -> None:
         slo_p95_ms={"b1": 500.0, "b2": 500.0, "b3": 500.0},
     )
     plan = rebalance.plan_rebalance(snap, {"registry_version": 1})
-    # capacities 20, 60 and 120 req/s (req/s ÷ activity); the total 3.5 split by them:
-    # 0.35 (damped to 0.375), 1.05 and 2.1
-    assert plan.params["weights"] == {"b1": 0.375, "b2": 1.05, "b3": 2.1}
+    # capacities 20, 60 and 120 req/s (req/s ÷ activity) of 1 s each; the total 3.5 split by
+    # them: 0.35 (damped to 0.375), 1.05 and 2.1 (each less the 2 % dead band)
+    assert plan.params["weights"] == {"b1": 0.375, "b2": 1.03, "b3": 2.06}
     reasons = plan.params["reasons"]
-    assert reasons["b1"].startswith("sustains 20 req/s within SLO over 20 samples")
-    assert reasons["b3"].startswith("sustains 120 req/s within SLO over 30 samples")
+    assert reasons["b1"].startswith("sustains 20 req/s × 1 s = 20 in flight within SLO over 20")
+    assert reasons["b3"].startswith("sustains 120 req/s × 1 s = 120 in flight within SLO over 30")
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from gpucon.actions import rebalance
-from gpucon.actions.capacity import MIN_SAMPLES, sm_share, sustained_throughput
+from gpucon.actions.capacity import MIN_SAMPLES, sm_share, sustained
 from gpucon.actions.weights import MAX_STEP
 from gpucon.model.alerts import Alert, Severity
 from gpucon.model.fleet import (
@@ -39,8 +39,10 @@ SLOTS = {
 }
 ON = {"b1": "h/gpu0/gi1", "b2": "h/gpu0/gi2", "b3": "h/gpu1"}
 
-# (rps, p95 ms, slot activity %) of one backend at sample i
+# (rps, p95 ms, slot activity %) of one backend at sample i; its service time is 1 s unless
+# SERVICE_MS says otherwise, so "in flight" reads the same as req/s
 Series = Callable[[int], tuple[float, float, float]]
+SERVICE_MS: dict[str, float] = {}
 
 
 def steady(rps: float, activity: float, p95: float = 400.0) -> Series:
@@ -55,6 +57,7 @@ def history_of(series: dict[str, Series], samples: int, start: int = 0) -> Histo
             rps, p95, act = fn(i)
             values[f"backend:{name}:rps"] = rps
             values[f"backend:{name}:p95"] = p95
+            values[f"backend:{name}:service_ms"] = SERVICE_MS.get(name, 1000.0)
             values[f"slot:{ON[name]}:activity"] = act
         history = history.append(float(i), values)
     return history
@@ -95,11 +98,28 @@ def reasons_of(snap: Snapshot) -> dict[str, str]:
 def test_capacity_is_throughput_per_busy_second_not_the_share_it_was_sent() -> None:
     # b1 was sent little (weight share) but was barely busy; b2 was sent more and was busier
     snap = snapshot({"b1": steady(2.0, 20.0), "b2": steady(4.0, 80.0), "b3": steady(6.0, 30.0)})
-    assert sustained_throughput(snap, snap.backends["b1"]).req_per_s == pytest.approx(10.0)
-    assert sustained_throughput(snap, snap.backends["b2"]).req_per_s == pytest.approx(5.0)
-    # weight ∝ capacity 10:5:20 of the total 3, within ±25 % of 1
-    assert weights_of(snap) == {"b1": pytest.approx(0.857, abs=1e-3), "b2": 0.75, "b3": 1.25}
-    assert reasons_of(snap)["b1"].startswith("sustains 10 req/s within SLO over 60 samples")
+    assert sustained(snap, snap.backends["b1"]).req_per_s == pytest.approx(10.0)
+    assert sustained(snap, snap.backends["b2"]).req_per_s == pytest.approx(5.0)
+    # weight ∝ capacity 10:5:20 of the total 3 (b1: 0.857, less the 2 % dead band), ±25 %
+    assert weights_of(snap) == {"b1": 0.877, "b2": 0.75, "b3": 1.25}
+    assert reasons_of(snap)["b1"].startswith(
+        "sustains 10 req/s × 1 s = 10 in flight within SLO over 60 samples"
+    )
+
+
+def test_a_weight_is_a_share_of_requests_in_flight_not_of_req_per_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the scheduler sends work to the lowest in-flight/weight: b3 sustains the same 10 req/s
+    # as b1, but its requests take 4x as long, so it holds 4x as many in flight
+    monkeypatch.setitem(SERVICE_MS, "b1", 500.0)
+    monkeypatch.setitem(SERVICE_MS, "b2", 500.0)
+    monkeypatch.setitem(SERVICE_MS, "b3", 2000.0)
+    snap = snapshot({"b1": steady(2.0, 20.0), "b2": steady(2.0, 20.0), "b3": steady(2.0, 20.0)})
+    b1, b3 = sustained(snap, snap.backends["b1"]), sustained(snap, snap.backends["b3"])
+    assert (b1.req_per_s, b3.req_per_s) == (pytest.approx(10.0), pytest.approx(10.0))
+    assert (b1.in_flight, b3.in_flight) == (pytest.approx(5.0), pytest.approx(20.0))
+    assert weights_of(snap) == {"b1": 0.75, "b2": 0.75, "b3": 1.25}
 
 
 def test_samples_over_slo_or_idle_do_not_count() -> None:
@@ -111,7 +131,7 @@ def test_samples_over_slo_or_idle_do_not_count() -> None:
         return (3.0, 300.0, 30.0)
 
     snap = snapshot({"b1": b1, "b2": steady(1.0, 10.0), "b3": steady(1.0, 10.0)}, samples=90)
-    est = sustained_throughput(snap, snap.backends["b1"])
+    est = sustained(snap, snap.backends["b1"])
     assert est.samples == 30
     assert est.req_per_s == pytest.approx(10.0)
 
@@ -139,7 +159,7 @@ def test_a_backend_without_enough_samples_is_counted_by_its_peers_req_per_s_per_
 
     snap = snapshot({"b1": steady(2.0, 20.0), "b2": b2, "b3": steady(6.0, 30.0)})
     reason = reasons_of(snap)["b2"]
-    assert reason.startswith("SM share (14 SMs × 0.195 req/s per SM sustained by its peers)")
+    assert reason.startswith("SM share (14 SMs × 0.195 in flight per SM sustained by its peers)")
     assert "5 of 20 samples within SLO needed" in reason
 
 
@@ -241,12 +261,14 @@ def test_a_shared_slot_splits_its_activity_by_the_work_each_backend_did() -> Non
             },
         )
     snap = Snapshot(taken_at=29.0, backends=backends, slots={"vm:v": vm}, history=history)
-    # b1 did two thirds of the work: 40 % of the activity, so 2 req/s / 0.4 = 5 req/s
-    assert sustained_throughput(snap, backends["b1"]).req_per_s == pytest.approx(5.0)
-    assert sustained_throughput(snap, backends["b2"]).req_per_s == pytest.approx(5.0)
+    # b1 did two thirds of the work: 40 % of the activity, so 2 req/s / 0.4 = 5 req/s, and
+    # 0.4 s of work each second / 0.4 = 1 request in flight
+    assert sustained(snap, backends["b1"]).req_per_s == pytest.approx(5.0)
+    assert sustained(snap, backends["b1"]).in_flight == pytest.approx(1.0)
+    assert sustained(snap, backends["b2"]).req_per_s == pytest.approx(5.0)
     assert sm_share(snap, backends["b1"]) == pytest.approx(76.8)  # its MPS thread share
     without_times = Snapshot(taken_at=29.0, backends=backends, slots={"vm:v": vm})
-    assert sustained_throughput(without_times, backends["b1"]).req_per_s is None
+    assert sustained(without_times, backends["b1"]).in_flight is None
 
 
 def test_two_looks_at_an_unchanged_fleet_propose_the_same_weights() -> None:
