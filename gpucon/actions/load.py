@@ -74,8 +74,9 @@ class BackendLoad:
         if self.p95_ms is None:
             p95 = f"p95 n/a / SLO {fmt_ms(self.slo_p95_ms)}"
         else:
-            ratio = f"{self.slo_ratio:.1f}×"
-            p95 = f"p95 {fmt_ms(self.p95_ms)} / SLO {fmt_ms(self.slo_p95_ms)} ({ratio})"
+            ratio = self.slo_ratio or 0.0
+            ratio_text = f"{ratio:.1f}×" if ratio >= 1 else f"{ratio:.2f}×"
+            p95 = f"p95 {fmt_ms(self.p95_ms)} / SLO {fmt_ms(self.slo_p95_ms)} ({ratio_text})"
         return f"activity {act}, {p95}"
 
     def co_tenant_text(self) -> str:

@@ -59,7 +59,7 @@ def test_drain_onto_backends_that_would_saturate_warns() -> None:
     verdict, text = precondition(plan, "headroom:sdxl")
     assert verdict == "WARN"
     assert "0 over SLO or saturated now, the rest would be saturated" in text
-    assert "b1 activity 60%, p95 5.0 s / SLO 14.0 s (0.4×) → ~100% after" in text
+    assert "b1 activity 60%, p95 5.0 s / SLO 14.0 s (0.36×) → ~100% after" in text
 
 
 def test_drain_onto_backends_with_room_passes_and_shows_their_load() -> None:
@@ -67,7 +67,7 @@ def test_drain_onto_backends_with_room_passes_and_shows_their_load() -> None:
     verdict, text = precondition(plan, "headroom:sdxl")
     assert verdict == "PASS"
     # 0.3 req/s over four that serve 0.1 each: +75 %
-    assert "b1 activity 20%, p95 5.0 s / SLO 14.0 s (0.4×) → ~35% after" in text
+    assert "b1 activity 20%, p95 5.0 s / SLO 14.0 s (0.36×) → ~35% after" in text
     assert not plan.warnings
 
 
