@@ -59,6 +59,10 @@ def history_samples(fleet: MergedFleet) -> dict[str, Sample]:
         samples[f"backend:{name}:p95"] = lat.p95_ms
         samples[f"backend:{name}:rps"] = lat.req_per_s
         samples[f"backend:{name}:queue_ms"] = lat.queue_ms
+        # time a request computes: rebalance splits a shared slot's activity by it
+        samples[f"backend:{name}:service_ms"] = (
+            lat.compute_ms if lat.compute_ms is not None else lat.avg_ms
+        )
     for stream, q in fleet.queues.items():
         samples[f"queue:{stream}:length"] = None if q.length is None else float(q.length)
         waiting = q.waiting

@@ -2,9 +2,11 @@
 
 Drain (tier 2): ``state=draining`` and weight 0 (the weight it had is remembered in the
 registry), wait until the backend's inflight requests and its pending queue entries reach 0,
-then mark it ``drained`` with owner and reason. A node drain does that for every backend on
-the node, then cordons the node and evicts its GPU pods through the Eviction API. A step that
-fails or times out stops the plan and leaves the backend ``draining``, owner and reason set.
+then mark it ``drained`` with owner and reason. The plan shows the headroom of the backends
+that take the load (``gpucon.actions.headroom``) and warns when they have none. A node drain
+does that for every backend on the node, then cordons the node and evicts its GPU pods through
+the Eviction API. A step that fails or times out stops the plan and leaves the backend
+``draining``, owner and reason set.
 Undrain (tier 1, ``gpucon.actions.undrain``) restores the weight it had and ``state=active``.
 """
 
@@ -22,6 +24,7 @@ from gpucon.actions.backends import (
     node_backends,
     text_param,
 )
+from gpucon.actions.headroom import headroom
 from gpucon.actions.plan import (
     BlastRadius,
     Outcome,
@@ -48,7 +51,8 @@ POLL_S = 0.2
 def _others_serving(
     snapshot: Snapshot, draining: tuple[Backend, ...], force: bool
 ) -> list[Precondition]:
-    """For each model the drain takes backends from, another active backend must serve it."""
+    """For each model the drain takes backends from, another active backend must serve it,
+    and the plan says whether those have room for the load (``headroom``)."""
     names = {b.name for b in draining}
     serving = [
         b
@@ -66,6 +70,9 @@ def _others_serving(
             text += f": nothing would serve {what} (use force to drain anyway)"
         name = f"others_serving:{model}" if model else "others_serving"
         checks.append(Precondition(name, ok or force, text))
+        if others:
+            leaving = [b for b in draining if not model or b.model == model]
+            checks.append(headroom(snapshot, model, leaving, others))
     return checks
 
 

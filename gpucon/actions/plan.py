@@ -51,11 +51,23 @@ def check_transition(name: str, current: str, new: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Precondition:
-    """Something that must hold before the action runs, and whether it does."""
+    """Something that must hold before the action runs, and whether it does.
+
+    ``warning``: it holds, but with a risk the operator must read before confirming (shown
+    WARN; it does not block the plan, ``ok`` does).
+    """
 
     name: str
     ok: bool
     text: str
+    warning: bool = False
+
+    @property
+    def verdict(self) -> str:
+        """``PASS``, ``WARN`` or ``FAIL``."""
+        if not self.ok:
+            return "FAIL"
+        return "WARN" if self.warning else "PASS"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +122,11 @@ class Plan:
         return tuple(p for p in self.preconditions if not p.ok)
 
     @property
+    def warnings(self) -> tuple[Precondition, ...]:
+        """Preconditions that hold with a risk (shown WARN)."""
+        return tuple(p for p in self.preconditions if p.ok and p.warning)
+
+    @property
     def digest(self) -> str:
         """A short fingerprint of what the plan does (not of when it was shown)."""
         body = {
@@ -132,7 +149,8 @@ class Plan:
             "changes": list(self.changes),
             "ok": self.ok,
             "preconditions": [
-                {"name": p.name, "ok": p.ok, "text": p.text} for p in self.preconditions
+                {"name": p.name, "ok": p.ok, "warning": p.warning, "text": p.text}
+                for p in self.preconditions
             ],
             "steps": [{"key": s.key, "text": s.text} for s in self.steps],
             "blast_radius": {

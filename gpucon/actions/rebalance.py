@@ -1,11 +1,11 @@
-"""Rebalance: set the scheduler's weights from observed capacity, all at once, version-checked.
+"""Rebalance: set the scheduler's weights from capacity, all at once, version-checked.
 
-The proposal gives each active backend a weight proportional to its capacity among the
-backends serving the same model: the highest throughput it served while its p95 stayed within
-its SLO (from the snapshot's history and latency), or, before there is such data for every one
-of them, its slot's SM count. Each model's weights are scaled so they average 1. Explicit
-weights (``--set name=w``) replace the proposal. The plan records the registry version it was
-made at; apply writes every weight in one MULTI and refuses if the registry moved since
+The proposal (``gpucon.actions.weights``) weighs each active backend against the others
+serving its model by the throughput it sustains within its p95 SLO (``gpucon.actions.capacity``)
+or its SM share, never raises one in trouble, lowers one with a noisy neighbour, and moves a
+weight at most ±25 % per apply; every backend's line in the plan says why. Explicit weights
+(``--set name=w``) replace the proposal. The plan records the registry version it was made
+at; apply writes every weight in one MULTI and refuses if the registry moved since
 (StalePlan). Draining and drained backends keep weight 0.
 """
 
@@ -27,9 +27,9 @@ from gpucon.actions.plan import (
     StepStatus,
     Tier,
 )
+from gpucon.actions.weights import basis_summary, propose
 from gpucon.controls.base import Controls
 from gpucon.errors import BadParams, finite_number
-from gpucon.model.alerts import AlertThresholds
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot
 
@@ -45,65 +45,12 @@ def _active(snapshot: Snapshot) -> list[Backend]:
     )
 
 
-def throughput_within_slo(snapshot: Snapshot, name: str) -> float | None:
-    """The highest req/s the backend served while its p95 was within its SLO, if ever seen."""
-    slo = snapshot.slo_p95_ms.get(name, AlertThresholds().default_slo_p95_ms)
-    rps = snapshot.history.get(f"backend:{name}:rps")
-    p95 = snapshot.history.get(f"backend:{name}:p95")
-    best: float | None = None
-    for r, p in zip(rps, p95, strict=False):
-        if r is not None and p is not None and p <= slo and r > 0:
-            best = r if best is None else max(best, r)
-    now = snapshot.latency.get(name)
-    if now is not None and now.req_per_s and now.p95_ms is not None and now.p95_ms <= slo:
-        best = now.req_per_s if best is None else max(best, now.req_per_s)
-    return best
-
-
-def _sm_count(snapshot: Snapshot, backend: Backend) -> float | None:
-    slot = snapshot.slots.get(backend.slot_id or "")
-    return float(slot.sm_count) if slot is not None and slot.sm_count else None
-
-
-def _propose_group(snapshot: Snapshot, group: list[Backend]) -> tuple[dict[str, float], str]:
-    throughput = {b.name: throughput_within_slo(snapshot, b.name) for b in group}
-    sms = {b.name: _sm_count(snapshot, b) for b in group}
-    raw: dict[str, float | None]
-    if all(v is not None for v in throughput.values()):
-        raw, basis = dict(throughput), "throughput within the p95 SLO"
-    elif all(v is not None for v in sms.values()):
-        raw, basis = dict(sms), "slice SM count (no throughput data yet)"
-    else:
-        raw = {b.name: (b.weight if b.weight is not None else 1.0) for b in group}
-        basis = "current weights (neither throughput nor SM counts known for every backend)"
-    total = sum(v or 0.0 for v in raw.values())
-    if total <= 0:
-        return {b.name: 1.0 for b in group}, basis + "; all zero, so equal weights"
-    scale = len(raw) / total
-    return {n: round((v or 0.0) * scale, 3) for n, v in raw.items()}, basis
-
-
 def propose_weights(snapshot: Snapshot) -> tuple[dict[str, float], str]:
-    """Proposed weights of the active backends, and the basis they were computed from.
-
-    Backends are weighed against the others serving the same model (the scheduler chooses
-    among those), and each model's weights average 1.
-    """
-    groups: dict[str, list[Backend]] = {}
-    for b in _active(snapshot):
-        groups.setdefault(b.model or "", []).append(b)
-    if not groups:
+    """Proposed weights of the active backends, and a summary of what they rest on."""
+    proposals = propose(snapshot)
+    if not proposals:
         return {}, "no active backend"
-    weights: dict[str, float] = {}
-    bases: dict[str, str] = {}
-    for model, group in sorted(groups.items()):
-        proposed, basis = _propose_group(snapshot, group)
-        weights.update(proposed)
-        bases[model] = basis
-    distinct = sorted(set(bases.values()))
-    if len(distinct) == 1:
-        return weights, distinct[0]
-    return weights, "; ".join(f"{m or 'no model'}: {b}" for m, b in sorted(bases.items()))
+    return {p.name: p.new for p in proposals}, basis_summary(proposals)
 
 
 def validate_weights(snapshot: Snapshot, weights: Mapping[str, object]) -> dict[str, float]:
@@ -142,14 +89,17 @@ def _shift_pct(old: Mapping[str, float], new: Mapping[str, float]) -> float | No
 
 def plan_rebalance(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     explicit = params.get("weights")
+    reasons: dict[str, str] = {}
     if explicit is not None:
         new = validate_weights(snapshot, explicit)
         basis = "weights given by the operator"
     else:
-        new, basis = propose_weights(snapshot)
-        if not new:
+        proposals = propose(snapshot)
+        if not proposals:
             raise BadParams("weights", "no active backend to weigh")
-        new = validate_weights(snapshot, new)
+        new = validate_weights(snapshot, {p.name: p.new for p in proposals})
+        basis = basis_summary(proposals)
+        reasons = {p.name: p.reason for p in proposals}
     version = params.get("registry_version")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
         raise BadParams("registry_version", f"expected an integer, got {version!r}")
@@ -160,6 +110,7 @@ def plan_rebalance(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     lines = [
         f"{n}: {'n/a' if old[n] is None else f'{old[n]:g}'} → {w:g}"
         + ("" if n in changed else " (unchanged)")
+        + (f" · {reasons[n]}" if n in reasons else "")
         for n, w in sorted(new.items())
     ]
     pre = (
@@ -205,6 +156,7 @@ def plan_rebalance(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
             "weights": dict(sorted(new.items())),
             "old_weights": {n: old[n] for n in sorted(new)},
             "basis": basis,
+            "reasons": dict(sorted(reasons.items())),
             "reason": reason,
         },
         summary=f"rebalance {len(changed)} of {len(new)} weight(s), from {basis}",

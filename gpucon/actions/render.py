@@ -14,6 +14,10 @@ TIER_NAMES = {
 }
 
 
+# lower case for a pass, so a WARN or a FAIL stands out in a column of them
+_VERDICTS = {"PASS": "pass", "WARN": "WARN", "FAIL": "FAIL"}
+
+
 def plan_lines(plan: Plan) -> list[str]:
     lines = [
         f"{plan.action} {plan.target}  ({TIER_NAMES[plan.tier]})  plan {plan.digest}",
@@ -24,7 +28,7 @@ def plan_lines(plan: Plan) -> list[str]:
         lines.append(f"    {change}")
     lines.append("preconditions:")
     for p in plan.preconditions:
-        lines.append(f"  [{'pass' if p.ok else 'FAIL'}] {p.name}: {p.text}")
+        lines.append(f"  [{_VERDICTS[p.verdict]}] {p.name}: {p.text}")
     lines.append("steps:")
     for i, s in enumerate(plan.steps, 1):
         lines.append(f"  {i}. {s.text}")
@@ -34,6 +38,8 @@ def plan_lines(plan: Plan) -> list[str]:
     if plan.blast_radius.slots:
         lines.append(f"  slots: {', '.join(plan.blast_radius.slots)}")
     lines.append(f"undo: {plan.undo}")
+    if plan.ok and plan.warnings:
+        lines.append(f"WARNING: {len(plan.warnings)} precondition(s) hold with a risk; read them")
     return lines
 
 

@@ -4,6 +4,7 @@ The registry remembered each backend's weight when its drain began (``weight_bef
 undrain restores it (or ``default_weight`` when none was remembered) and sets ``state=active``.
 With ``node`` (``gpucon undrain NODE --node``) it uncordons the node through the KubeControl
 first, then undrains every draining or drained backend on it; active ones are left as they are.
+The plan WARNs about alerts firing on the backends or their slots (``gpucon.actions.headroom``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpucon.actions.backends import describe_state, find_backend, node_backends, text_param
+from gpucon.actions.headroom import alerts_warning
 from gpucon.actions.plan import (
     BlastRadius,
     Outcome,
@@ -49,13 +51,16 @@ def plan_undrain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
         return _plan_node(snapshot, params, node, reason, default_weight)
     backend = find_backend(snapshot, text_param(params, "backend"))
     ok = backend.state in OUT_OF_SERVICE
-    pre = (
+    pre: tuple[Precondition, ...] = (
         Precondition(
             f"state:{backend.name}",
             ok,
             f"{backend.name} is {backend.state}" + ("" if ok else ": not drained, nothing to do"),
         ),
     )
+    warned = alerts_warning(snapshot, (backend,))
+    if warned is not None:
+        pre = (*pre, warned)
     return Plan(
         action="undrain",
         target=backend.name,
@@ -103,6 +108,9 @@ def _plan_node(
         left = b.state not in OUT_OF_SERVICE
         text = f"{b.name} is {b.state}" + (": left as it is" if left else "")
         pre.append(Precondition(f"state:{b.name}", True, text))
+    warned = alerts_warning(snapshot, restore)
+    if warned is not None:
+        pre.append(warned)
     steps = [Step(f"uncordon:{node}", f"uncordon node {node} (pods may be scheduled on it)")]
     steps.extend(_restore_step(b.name, default_weight) for b in restore)
     names = tuple(b.name for b in restore)

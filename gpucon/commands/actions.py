@@ -256,9 +256,11 @@ def run_planned(
     from gpucon.actions.guard import execute
     from gpucon.errors import ExitCode, Refused
 
-    # a proposed rebalance needs what only the full sources know (latency, SM counts);
-    # a node's backends are known only by joining the registry with Kubernetes' pods
-    full = (args.command == "rebalance" and "weights" not in params) or "node" in params
+    # a proposed rebalance needs what only the full sources know (latency, SM counts), and
+    # so do a drain's headroom and an undrain's alerts; a node's backends are known only by
+    # joining the registry with Kubernetes' pods
+    full = args.command in ("drain", "undrain") or "node" in params
+    full = full or (args.command == "rebalance" and "weights" not in params)
     snapshot, version = session.planning_view(full=full)
     if args.command == "rebalance":
         params["registry_version"] = version

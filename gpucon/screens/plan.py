@@ -1,10 +1,11 @@
 """The plan/confirm screen: what an action will do, and the confirmation its tier asks for.
 
-It shows the target, tier, preconditions (pass/fail), steps, blast radius and undo. Cancel has
-focus when it opens, so Enter on a stray keypress cancels. Tier 1: an "Apply" button. Tier 2:
-the button names the exact target ("Drain b1"). Tier 3: a dry-run banner and an input where
-the target's name must be typed before the button unlocks. A plan with a failed precondition
-cannot be confirmed. Dismisses with True (confirmed) or False. Fleet text is ``Text``, never
+It shows the target, tier, preconditions (PASS; WARN: it holds with a risk; FAIL), steps,
+blast radius and undo. Cancel has focus when it opens, so Enter on a stray keypress cancels.
+Tier 1: an "Apply" button. Tier 2: the button names the exact target ("Drain b1"). Tier 3: a
+dry-run banner and an input where the target's name must be typed before the button unlocks.
+A plan with a failed precondition cannot be confirmed; one with a warning can, under a yellow
+line that says so. Dismisses with True (confirmed) or False. Fleet text is ``Text``, never
 markup: a str label is parsed as Textual markup, so a backend named ``b[/x]`` would crash the
 screen and ``b[bold]x[/bold]`` would be shown as "bx" on the very button that must name it.
 """
@@ -31,6 +32,9 @@ TIER_STYLES = {
 }
 
 
+VERDICT_STYLES = {"PASS": "bold green", "WARN": "bold black on yellow", "FAIL": "bold red"}
+
+
 def plan_text(plan: Plan) -> Text:
     """The plan as styled text; every fleet-derived string goes through ``clean``."""
     text = Text()
@@ -45,7 +49,7 @@ def plan_text(plan: Plan) -> Text:
         text.append("   " + clean(change) + "\n")
     text.append("\nPreconditions\n", style="bold underline")
     for p in plan.preconditions:
-        text.append(" PASS " if p.ok else " FAIL ", style="bold green" if p.ok else "bold red")
+        text.append(f" {p.verdict} ", style=VERDICT_STYLES[p.verdict])
         text.append(f" {clean(p.name)}: {clean(p.text)}\n")
     if not plan.preconditions:
         text.append(" (none)\n", style="dim")
@@ -121,6 +125,15 @@ class PlanScreen(ModalScreen[bool]):
                 yield Static(
                     Text("A precondition failed: this plan cannot be applied.", style="bold red"),
                     id="plan-blocked",
+                )
+            elif plan.warnings:
+                count = len(plan.warnings)
+                yield Static(
+                    Text(
+                        f"{count} warning(s): it can be applied, but read the WARN line(s) first.",
+                        style="bold yellow",
+                    ),
+                    id="plan-warned",
                 )
             if plan.tier is Tier.DESTRUCTIVE:
                 yield Input(placeholder=f"type {clean(plan.target)} to unlock", id="confirm-name")

@@ -109,7 +109,9 @@ class Session:
             from gpucon.sim.runner import DemoFleetRunner
 
             assert self.sim_fleet is not None
-            self._runner = DemoFleetRunner.over(self.sim_fleet)
+            # the demo's SLOs as the session's hub has them (the config may override them)
+            slos = self.hub.slo_p95_ms_by_model
+            self._runner = DemoFleetRunner.over(self.sim_fleet, slo_p95_ms_by_model=slos)
         return self._runner
 
     def close(self) -> None:

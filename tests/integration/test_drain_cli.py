@@ -214,13 +214,15 @@ def test_proposed_rebalance_reads_the_fleet_through_its_sources(
     version = int(client.get("gpucon:registry:version") or 0)
     stats: Any = client.info("commandstats")
     scripts_before = stats.get("cmdstat_eval_ro", {}).get("calls", 0)
-    assert main(["rebalance", "--dry-run", "--json"]) == 0
+    # nothing to change is a refused dry-run (exit 3), and the plan is still printed
+    assert main(["rebalance", "--dry-run", "--json"]) == 3
     stats = client.info("commandstats")
     assert stats["cmdstat_eval_ro"]["calls"] > scripts_before  # the Redis source read it
     plan = json.loads(capsys.readouterr().out)["plan"]
     assert plan["registry_version"] == version
-    # the redis source told of both backends (no latency or SM counts here): same model, so
-    # the current weights are scaled to average 1
-    assert plan["params"]["weights"] == {"b1": 0.8, "b2": 1.2}
+    # the redis source told of both backends, but no latency, activity or SM counts: no
+    # capacity is known, so the weights stay (rescaling them would move nothing but churn)
+    assert plan["params"]["weights"] == {"b1": 2.0, "b2": 3.0}
     assert plan["params"]["old_weights"] == {"b1": 2.0, "b2": 3.0}
-    assert "current weights" in plan["params"]["basis"]
+    assert plan["params"]["basis"] == "capacity: 2 kept"
+    assert "no capacity known" in plan["params"]["reasons"]["b1"]

@@ -11,7 +11,7 @@ from gpucon.actions import drain, rebalance
 from gpucon.actions.catalog import get_action
 from gpucon.actions.plan import Tier
 from gpucon.errors import BadParams, ExitCode
-from gpucon.model.fleet import Backend, BackendState, LatencyStats, Slot, SlotKind
+from gpucon.model.fleet import Backend, BackendState, Slot, SlotKind
 from gpucon.model.history import History
 from gpucon.model.snapshot import Snapshot
 
@@ -121,35 +121,52 @@ def test_undrain_plan_requires_a_drained_backend() -> None:
 def test_rebalance_proposes_from_sm_count_before_there_is_throughput() -> None:
     plan = rebalance.plan_rebalance(fleet(), {"registry_version": 7})
     weights = plan.params["weights"]
-    assert weights["b3"] / weights["b2"] == pytest.approx(132 / 14, rel=1e-2)
-    assert sum(weights.values()) == pytest.approx(3.0, rel=1e-2)
-    assert "SM count" in plan.params["basis"]
+    # the total weight (4) split by SM share (42:14:132): b1's target 0.894 less the 2 % dead
+    # band, b2 and b3 damped to ±25 %
+    assert weights == {"b1": 0.914, "b2": 0.75, "b3": 2.5}
+    assert "SM share" in plan.params["basis"]
+    assert plan.params["reasons"]["b2"].startswith("SM share (14/188)")
     assert plan.registry_version == 7 and plan.ok
     assert any(line.startswith("b1: 1 → ") for line in plan.changes)
     assert plan.undo.startswith("gpucon rebalance --set b1=1 --set b2=1 --set b3=2")
 
 
 def test_rebalance_prefers_throughput_within_slo() -> None:
-    history = History().append(1.0, {"backend:b1:rps": 10.0, "backend:b1:p95": 100.0})
-    history = history.append(
-        2.0,
-        {
-            "backend:b1:rps": 50.0,  # served more, but over the SLO: does not count
-            "backend:b1:p95": 900.0,
-            "backend:b2:rps": 30.0,
-            "backend:b2:p95": 100.0,
-        },
-    )
+    history = History()
+    for t in range(30):
+        within = t < 20
+        history = history.append(
+            float(t),
+            {
+                # b1 served more for 10 samples, but over the SLO: those do not count
+                "backend:b1:rps": 10.0 if within else 50.0,
+                "backend:b1:p95": 100.0 if within else 900.0,
+                "backend:b1:service_ms": 1000.0,
+                "backend:b2:service_ms": 1000.0,
+                "backend:b3:service_ms": 1000.0,
+                "slot:h/gpu0/gi1:activity": 50.0 if within else 100.0,
+                "backend:b2:rps": 30.0,
+                "backend:b2:p95": 100.0,
+                "slot:h/gpu0/gi2:activity": 50.0,
+                "backend:b3:rps": 60.0,
+                "backend:b3:p95": 200.0,
+                "slot:h/gpu1:activity": 50.0,
+            },
+        )
     snap = Snapshot(
-        taken_at=3.0,
-        backends=fleet().backends,
+        taken_at=29.0,
+        backends=fleet(b1=Backend("b1", slot_id="h/gpu0/gi1", weight=0.5)).backends,
         slots=fleet().slots,
         history=history,
-        latency={"b3": LatencyStats("b3", req_per_s=60.0, p95_ms=200.0)},
         slo_p95_ms={"b1": 500.0, "b2": 500.0, "b3": 500.0},
     )
-    weights = rebalance.plan_rebalance(snap, {"registry_version": 1}).params["weights"]
-    assert weights == {"b1": pytest.approx(0.3), "b2": pytest.approx(0.9), "b3": 1.8}
+    plan = rebalance.plan_rebalance(snap, {"registry_version": 1})
+    # capacities 20, 60 and 120 req/s (req/s ÷ activity) of 1 s each; the total 3.5 split by
+    # them: 0.35 (damped to 0.375), 1.05 and 2.1 (each less the 2 % dead band)
+    assert plan.params["weights"] == {"b1": 0.375, "b2": 1.03, "b3": 2.06}
+    reasons = plan.params["reasons"]
+    assert reasons["b1"].startswith("sustains 20 req/s × 1 s = 20 in flight within SLO over 20")
+    assert reasons["b3"].startswith("sustains 120 req/s × 1 s = 120 in flight within SLO over 30")
 
 
 @pytest.mark.parametrize(

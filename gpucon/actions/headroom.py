@@ -1,0 +1,105 @@
+"""The risk a plan shows before it moves load: the takers' headroom, the alerts it walks into.
+
+Drain: the backends that keep serving a model take the drained backends' load. The plan shows
+each one's activity and p95 against its SLO now, and projects their activity once the load
+has moved (it spreads in proportion to what each serves now, and activity grows with the
+work). It WARNs when none of them has room: each is over its SLO, saturated, or would be
+saturated after the move. It is a warning and not a refusal on purpose: the backend being
+drained is often the broken one (XID errors, a noisy neighbour), and taking it out can be right
+even when the rest are hot. The operator must be able to do it from the console at 2 AM, and
+must see what it costs before confirming. ("Nothing would serve the model" stays a FAIL.)
+
+Undrain: alerts firing on the backend or its slot now. The backend is about to get traffic
+again; an alert there (a hot slot, low memory, p95 over SLO) means it may fail the requests it
+gets, so the plan WARNs and names them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpucon.actions.load import SATURATED_PCT, BackendLoad, alerts_on, backend_load
+from gpucon.actions.plan import Precondition
+from gpucon.model.fleet import Backend
+from gpucon.model.snapshot import Snapshot
+
+SHOWN = 4  # backends listed by name in a precondition line; the rest are counted
+
+
+def _moved_rps(snapshot: Snapshot, leaving: Sequence[Backend]) -> float | None:
+    rates = [snapshot.latency.get(b.name) for b in leaving]
+    known = [lat.req_per_s for lat in rates if lat is not None and lat.req_per_s is not None]
+    return sum(known) if known else None
+
+
+def _projected(load: BackendLoad, growth: float | None) -> float | None:
+    """The taker's activity once the load moved; None when either is unknown."""
+    if load.activity_pct is None or growth is None:
+        return None
+    return min(100.0, load.activity_pct * (1.0 + growth))
+
+
+def _has_room(load: BackendLoad, projected: float | None) -> bool | None:
+    """True/False when known; None when neither activity nor p95 is known."""
+    if load.over_slo or load.saturated:
+        return False
+    if projected is not None and projected >= SATURATED_PCT:
+        return False
+    if load.activity_pct is None and load.p95_ms is None:
+        return None
+    return True
+
+
+def headroom(
+    snapshot: Snapshot, model: str, leaving: Sequence[Backend], takers: Sequence[Backend]
+) -> Precondition:
+    """PASS when some taker has room for the load, WARN when none has; "n/a" when unknown."""
+    name = f"headroom:{model}" if model else "headroom"
+    what = model or "the queue"
+    loads = [backend_load(snapshot, b) for b in takers]
+    moved = _moved_rps(snapshot, leaving)
+    served = [ld.req_per_s for ld in loads if ld.req_per_s is not None]
+    growth = moved / sum(served) if moved is not None and served and sum(served) > 0 else None
+    rooms = [_has_room(ld, _projected(ld, growth)) for ld in loads]
+    moving = "n/a" if moved is None else f"{moved:.3g} req/s"
+    head = f"{len(loads)} backend(s) take {what}'s {moving}"
+    if all(r is None for r in rooms):
+        return Precondition(name, True, f"{head}: headroom n/a (no activity or p95 known)")
+    parts = []
+    for load in loads[:SHOWN]:
+        projected = _projected(load, growth)
+        after = "" if projected is None else f" → ~{projected:.0f}% after"
+        parts.append(f"{load.name} {load.describe()}{after}")
+    if len(loads) > SHOWN:
+        parts.append(f"and {len(loads) - SHOWN} more")
+    detail = "; ".join(parts)
+    if not any(rooms):
+        hot = sum(1 for ld in loads if ld.over_slo or ld.saturated)
+        why = (
+            f"all {len(loads)} are over SLO or saturated now"
+            if hot == len(loads)
+            else f"{hot} over SLO or saturated now, the rest would be saturated"
+        )
+        return Precondition(name, True, f"{head}: no headroom ({why}): {detail}", warning=True)
+    full = sum(1 for r in rooms if r is False)
+    note = f" ({full} of them without room)" if full else ""
+    return Precondition(name, True, f"{head}{note}: {detail}")
+
+
+def alerts_warning(snapshot: Snapshot, backends: Sequence[Backend]) -> Precondition | None:
+    """A WARN naming the alerts that fire on the backends or their slots; None when none do."""
+    seen: dict[str, str] = {}
+    for b in backends:
+        for alert in alerts_on(snapshot, b):
+            seen.setdefault(alert.key, f"{alert.rule} on {alert.target} ({alert.message})")
+    if not seen:
+        return None
+    slots = sorted({b.slot_id for b in backends if b.slot_id})
+    where = ", ".join(slots) if slots else ", ".join(b.name for b in backends)
+    listed = "; ".join(seen[k] for k in sorted(seen)[:SHOWN])
+    more = f"; and {len(seen) - SHOWN} more" if len(seen) > SHOWN else ""
+    text = (
+        f"{len(seen)} alert(s) active on {where}: {listed}{more}; "
+        "it gets traffic again while they fire"
+    )
+    return Precondition(f"alerts:{where}", True, text, warning=True)
