@@ -83,8 +83,10 @@ def _demo_hub(args: argparse.Namespace, refresh_s: float, config_slo: dict[str, 
         source = sim.SimSource.for_demo(args.seed, args.scenario, args.size)
     except ValueError as exc:  # unknown scenario, size out of range
         _fail(f"gpucon demo: {exc}")
-    slo = {**getattr(importlib.import_module("gpucon.sim"), "DEMO_SLO_P95_MS", {}), **config_slo}
-    hub = Hub([source], refresh_s=refresh_s, slo_p95_ms_by_model=slo)
+    sim_package = importlib.import_module("gpucon.sim")
+    slo = {**getattr(sim_package, "DEMO_SLO_P95_MS", {}), **config_slo}
+    window = getattr(sim_package, "DEMO_RATE_WINDOW", None)
+    hub = Hub([source], refresh_s=refresh_s, slo_p95_ms_by_model=slo, rate_window=window)
     # the simulator answers in well under a millisecond: the first frame can show data
     hub.poll_once()
     hub.tick()
@@ -131,11 +133,13 @@ def _live_hub(config: Any, refresh_s: float) -> Any:
             file=sys.stderr,
         )
         raise SystemExit(2)
+    prometheus = config.fleet.prometheus
     return Hub(
         sources,
         refresh_s=refresh_s,
         thresholds=config.alerts,
         slo_p95_ms_by_model=config.slo_p95_ms,
+        rate_window=prometheus.rate_window if prometheus is not None else None,
     )
 
 

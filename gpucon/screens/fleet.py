@@ -1,4 +1,4 @@
-"""The fleet screen: status bar, slot table, queue and alert panels, the `/` filter.
+"""The fleet screen: status bar, slot table, queue, GPU/node and alert panels, the `/` filter.
 
 ``FleetScreen`` holds no action bindings at all (read-only and NOC use it as is);
 ``ActionFleetScreen`` adds drain, undrain, rebalance, probe and audit, which hand over to
@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from gpucon.model.snapshot import Snapshot
+from gpucon.widgets.health_panel import HealthPanel
 from gpucon.widgets.keybar import KeyBar
 from gpucon.widgets.panels import AlertsPanel, QueuePanel, StatusBar
 from gpucon.widgets.slot_rows import RowBuilder
@@ -25,6 +26,9 @@ from gpucon.widgets.slot_table import SlotTable
 
 if TYPE_CHECKING:
     from gpucon.app import GpuconApp
+
+# below this width the GPU and node panel is hidden
+NARROW_COLUMNS = 140
 
 
 class FleetScreen(Screen[None]):
@@ -77,6 +81,7 @@ class FleetScreen(Screen[None]):
             # the filter box is mounted on the first `/`: not built for the first frame
         with Horizontal(id="bottom"):
             yield QueuePanel(id="queues")
+            yield HealthPanel(id="health")
             yield AlertsPanel(id="alerts")
         yield KeyBar()
 
@@ -92,11 +97,17 @@ class FleetScreen(Screen[None]):
         if self.gpucon.snapshot is not None:
             self.show_snapshot(self.gpucon.snapshot)
 
+    def on_resize(self) -> None:
+        # the GPU panel leaves the alerts too little room on a narrow terminal
+        self.set_class(self.size.width < NARROW_COLUMNS, "-narrow")
+
     def show_snapshot(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
+        self.table.set_rate_window(snapshot.rate_window)
         self.table.show_rows(self.rows.build(snapshot), snapshot.history)
         self.query_one(StatusBar).show_snapshot(snapshot)
         self.query_one(QueuePanel).show_snapshot(snapshot)
+        self.query_one(HealthPanel).show_snapshot(snapshot)
         self.query_one(AlertsPanel).show_snapshot(snapshot)
 
     # -- sorting and filtering -------------------------------------------------------------

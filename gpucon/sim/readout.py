@@ -26,6 +26,7 @@ SOURCE_NAME = "sim"
 STREAM = "gen:queue"
 GROUP = "g1"
 SCHEDULER_CONSUMERS = 2
+SLOWDOWN_C = 87
 
 
 def _gpu(g: SimGpu) -> Gpu:
@@ -48,6 +49,11 @@ def _gpu(g: SimGpu) -> Gpu:
         mig_enabled=g.mig_enabled if t.profiles is not None else None,
         sm_count=t.sm_count,
         mig_profiles=t.profiles,
+        # a simulated GPU raises no XID (watched: "none", not "n/a"); its clocks are held
+        # down the way a real one's are: by the power cap at its limit, by heat near 87 °C
+        xid_watched=True,
+        thermal_slowdown=key[2] >= SLOWDOWN_C,
+        power_capped=t.power_limit_w is not None and key[3] >= 0.98 * t.power_limit_w,
     )
     return g.cached
 

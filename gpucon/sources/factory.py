@@ -143,9 +143,11 @@ def build_hub(config: GpuconConfig, fleet_name: str | None = None) -> Hub:
     if name not in config.fleets:
         known = ", ".join(sorted(config.fleets))
         raise KeyError(f"fleet {name!r} is not configured (known: {known})")
+    fleet = config.fleets[name]
     return Hub(
-        build_sources(config.fleets[name]),
+        build_sources(fleet),
         refresh_s=config.ui.refresh_s,
         thresholds=config.alerts,
         slo_p95_ms_by_model=config.slo_p95_ms,
+        rate_window=fleet.prometheus.rate_window if fleet.prometheus is not None else None,
     )

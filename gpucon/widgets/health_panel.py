@@ -1,0 +1,72 @@
+"""The fleet screen's GPU and node panel: each GPU's temperature, power against its limit,
+utilisation, last XID and clock slowdowns; each Kubernetes node's MIG config, its state and
+whether it is cordoned. Troubled GPUs and nodes come first; only what fits is built.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from gpucon.model.snapshot import Snapshot
+from gpucon.widgets.health_text import gpu_line, gpu_trouble, node_line
+from gpucon.widgets.panels import TextPanel
+
+GPU_HEADER = f"{'GPU':<14} {'TEMP':>5} {'POWER':>9} {'UTIL':>4} XID"
+NODE_HEADER = f"{'NODE':<16} {'MIG CONFIG':<15}{'STATE':<13} SCHED"
+_NODE_TROUBLE = {"failed": 0, "pending": 1}
+
+
+class HealthPanel(TextPanel):
+    """GPUs (worst first) and, when Kubernetes reports them, nodes (troubled first)."""
+
+    snapshot: Snapshot | None = None
+
+    def show_snapshot(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        styles = {
+            "crit": self.theme_style("latency-breach"),
+            "warn": self.theme_style("util-hot"),
+        }
+        now = snapshot.taken_at
+        room = max(2, (self.size.height or 8))
+        nodes = sorted(
+            snapshot.nodes.values(),
+            key=lambda n: (
+                _NODE_TROUBLE.get(n.mig_config_state or "", 2),
+                not n.unschedulable,
+                n.name,
+            ),
+        )
+        # nodes get up to half the room when there are any (a header and at least one line)
+        node_room = 0 if not nodes else min(len(nodes) + 1, max(2, room // 2))
+        gpu_room = room - node_room - (1 if nodes else 0)
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(GPU_HEADER + "\n", style="bold")
+        gpus = sorted(snapshot.gpus.values(), key=lambda g: (-gpu_trouble(g), g.host, g.index))
+        if not gpus:
+            text.append("no GPUs reported\n", style="dim")
+        shown = gpus[: max(0, gpu_room - 1)]
+        if len(shown) < len(gpus):
+            shown = shown[:-1] if shown else shown
+        for gpu in shown:
+            text.append_text(gpu_line(gpu, now, styles))
+            text.append("\n")
+        if len(shown) < len(gpus):
+            text.append(f"… and {len(gpus) - len(shown)} more GPUs\n", style="dim")
+        if nodes:
+            text.append("\n" + NODE_HEADER + "\n", style="bold")
+            listed = nodes[: max(1, node_room - 1)]
+            if len(listed) < len(nodes):
+                listed = listed[:-1] or listed[:1]
+            for node in listed:
+                since = snapshot.mig_pending_since.get(node.name)
+                text.append_text(node_line(node, since, now, styles))
+                text.append("\n")
+            if len(listed) < len(nodes):
+                text.append(f"… and {len(nodes) - len(listed)} more nodes", style="dim")
+        text.rstrip()
+        self.show_text(text)
+
+    def on_resize(self) -> None:
+        if self.snapshot is not None:
+            self.show_snapshot(self.snapshot)
