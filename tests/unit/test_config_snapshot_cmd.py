@@ -65,7 +65,7 @@ def test_demo_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert "SLOT" in out and "source sim" in out
     assert "REQ/S 10s" in out
     gpu_header = next(line for line in out.splitlines() if line.startswith("GPU "))
-    assert ["TEMP", "POWER", "UTIL", "XID", "CLOCKS"] == gpu_header.split()[2:]
+    assert gpu_header.split()[2:] == ["TEMP", "POWER", "UTIL", "XID", "CLOCKS"]
     gpu_lines = out.split(gpu_header, 1)[1].splitlines()
     h200 = next(line for line in gpu_lines if "NVIDIA H200" in line)
     assert "°C" in h200 and "/700W" in h200 and " none " in h200
