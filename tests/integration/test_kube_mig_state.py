@@ -37,9 +37,7 @@ def test_pending_past_its_limit_warns_failed_is_crit_success_clears(tmp_path: Pa
         kubeconfig = str(standin.write_kubeconfig(tmp_path / "kubeconfig"))
         clock = FrozenClock()
         source = KubeSource(kubeconfig=kubeconfig, timeout_s=5.0, clock=clock)
-        hub = Hub(
-            [source], clock=clock, thresholds=AlertThresholds(mig_pending_for_s=LIMIT_S)
-        )
+        hub = Hub([source], clock=clock, thresholds=AlertThresholds(mig_pending_for_s=LIMIT_S))
         try:
 
             def tick(seconds: float) -> Snapshot:
