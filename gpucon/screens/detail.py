@@ -93,8 +93,10 @@ def health_facts(slot: Slot | None, snapshot: Snapshot) -> Text:
         _field(text, "GPU util", fmt.pct(gpu.util_pct))
         _field(text, "last XID", health_text.xid(gpu, snapshot.taken_at, long=True), 90)
         _field(text, "clocks", health_text.clocks(gpu))
+    # the slot's node: as Kubernetes placed it or its backends, else the node named like
+    # its host (a Kubernetes node's name is usually the host name NVML and DCGM report)
     backend_nodes = [b.node for b in snapshot.backends_on(slot.id) if b.node]
-    node_name = slot.node or (backend_nodes[0] if backend_nodes else None)
+    node_name = slot.node or (backend_nodes[0] if backend_nodes else None) or slot.host
     node = snapshot.nodes.get(node_name) if node_name else None
     if node is not None:
         since = snapshot.mig_pending_since.get(node.name)
@@ -108,8 +110,9 @@ def health_facts(slot: Slot | None, snapshot: Snapshot) -> Text:
 
 def backend_lines(backends: tuple[Backend, ...], snapshot: Snapshot, slo_ms: float) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
+    rps = f"REQ/S {snapshot.rate_window}" if snapshot.rate_window else "REQ/S"
     text.append(
-        "BACKEND              STATE     WT  INFL   REQ/S  P50   P95   P99 ms  ERR  MODEL\n",
+        f"BACKEND              STATE     WT  INFL {rps:>9}  P50   P95   P99 ms  ERR  MODEL\n",
         style="bold",
     )
     if not backends:
@@ -120,11 +123,11 @@ def backend_lines(backends: tuple[Backend, ...], snapshot: Snapshot, slo_ms: flo
         line.pad_right(21 - line.cell_len)
         line.append(f"{b.state.value:<9} {fmt.number(b.weight, 1):>3} {fmt.count(b.inflight):>5} ")
         if lat is None:
-            line.append("   n/a: no latency source", style="italic")
+            line.append("     n/a: no latency source", style="italic")
         else:
             err = None if lat.error_rate is None else lat.error_rate * 100
             line.append(
-                f"{fmt.number(lat.req_per_s, 1):>7} {fmt.ms(lat.p50_ms):>4} "
+                f"{fmt.number(lat.req_per_s, 1):>9} {fmt.ms(lat.p50_ms):>4} "
                 f"{fmt.ms(lat.p95_ms):>5} {fmt.ms(lat.p99_ms):>5}  {fmt.pct(err):>5}  "
             )
         line.append_text(safe(b.model or fmt.NA, 30))

@@ -27,9 +27,6 @@ from gpucon.widgets.slot_table import SlotTable
 if TYPE_CHECKING:
     from gpucon.app import GpuconApp
 
-# below this width the GPU and node panel is hidden
-NARROW_COLUMNS = 140
-
 
 class FleetScreen(Screen[None]):
     """Every slot with its backend, the queues and the alerts; read-only."""
@@ -80,8 +77,9 @@ class FleetScreen(Screen[None]):
             yield SlotTable(id="slots")
             # the filter box is mounted on the first `/`: not built for the first frame
         with Horizontal(id="bottom"):
-            yield QueuePanel(id="queues")
-            yield HealthPanel(id="health")
+            with Vertical(id="bottom-left"):
+                yield QueuePanel(id="queues")
+                yield HealthPanel(id="health")
             yield AlertsPanel(id="alerts")
         yield KeyBar()
 
@@ -96,10 +94,6 @@ class FleetScreen(Screen[None]):
             self.set_interval(self.page_s, self.next_page)
         if self.gpucon.snapshot is not None:
             self.show_snapshot(self.gpucon.snapshot)
-
-    def on_resize(self) -> None:
-        # the GPU panel leaves the alerts too little room on a narrow terminal
-        self.set_class(self.size.width < NARROW_COLUMNS, "-narrow")
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot

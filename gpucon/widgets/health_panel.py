@@ -39,7 +39,7 @@ class HealthPanel(TextPanel):
         )
         # nodes get up to half the room when there are any (a header and at least one line)
         node_room = 0 if not nodes else min(len(nodes) + 1, max(2, room // 2))
-        gpu_room = room - node_room - (1 if nodes else 0)
+        gpu_room = room - node_room
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(GPU_HEADER + "\n", style="bold")
         gpus = sorted(snapshot.gpus.values(), key=lambda g: (-gpu_trouble(g), g.host, g.index))
@@ -54,7 +54,7 @@ class HealthPanel(TextPanel):
         if len(shown) < len(gpus):
             text.append(f"… and {len(gpus) - len(shown)} more GPUs\n", style="dim")
         if nodes:
-            text.append("\n" + NODE_HEADER + "\n", style="bold")
+            text.append(NODE_HEADER + "\n", style="bold")
             listed = nodes[: max(1, node_room - 1)]
             if len(listed) < len(nodes):
                 listed = listed[:-1] or listed[:1]
