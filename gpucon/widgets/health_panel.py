@@ -11,8 +11,8 @@ from gpucon.model.snapshot import Snapshot
 from gpucon.widgets.health_text import gpu_line, gpu_trouble, node_line
 from gpucon.widgets.panels import TextPanel
 
-GPU_HEADER = f"{'GPU':<14} {'TEMP':>5} {'POWER':>9} {'UTIL':>4} XID"
-NODE_HEADER = f"{'NODE':<16} {'MIG CONFIG':<15}{'STATE':<13} SCHED"
+GPU_HEADER = f"{'GPU':<18} {'TEMP':>5} {'POWER':>9} {'UTIL':>4} XID"
+NODE_HEADER = f"{'NODE':<18} {'MIG CONFIG':<15}{'STATE':<13} SCHED"
 _NODE_TROUBLE = {"failed": 0, "pending": 1}
 
 

@@ -86,7 +86,7 @@ def gpu_trouble(gpu: Gpu) -> int:
     return score
 
 
-def gpu_line(gpu: Gpu, now: float, styles: Mapping[str, str], name_width: int = 14) -> Text:
+def gpu_line(gpu: Gpu, now: float, styles: Mapping[str, str], name_width: int = 18) -> Text:
     """``host/gpu0      61°C  312/400W  55% none``, then THERM / PCAP flags."""
     line = Text(no_wrap=True, overflow="ellipsis")
     line.append_text(safe(gpu_label(gpu), name_width))
@@ -119,7 +119,7 @@ def node_line(
     pending_since: float | None,
     now: float,
     styles: Mapping[str, str],
-    name_width: int = 16,
+    name_width: int = 18,
 ) -> Text:
     """``node-a  all-1g.10gb  success  sched`` (or ``CORDONED``)."""
     line = Text(no_wrap=True, overflow="ellipsis")
