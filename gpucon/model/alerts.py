@@ -223,11 +223,12 @@ def _power_limit(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str,
         )
         capped = sustained(i.history, f"gpu:{gpu.uuid}:power_capped", i.now, t.power_limit_for_s, 1)
         if at_pct or capped:
-            drawn = (
-                "n/a"
-                if gpu.power_w is None
-                else f"{gpu.power_w:.0f}/{_fmt(gpu.power_limit_w or 0.0, ' W')}"
-            )
+            if gpu.power_w is None:
+                drawn = "n/a"
+            elif gpu.power_limit_w is None:
+                drawn = f"{gpu.power_w:.0f} W"
+            else:
+                drawn = f"{gpu.power_w:.0f}/{gpu.power_limit_w:.0f} W"
             why = "power capped" if capped else f"≥ {t.power_limit_pct:.0f}% of limit"
             yield (
                 "power_limit",

@@ -130,3 +130,7 @@ def test_detail_with_gpu_health_and_node(snap_compare) -> None:  # type: ignore[
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(160, 60), run_before=open_detail)
+
+
+def test_incident_gpu_fault(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(sim_rig(scenario="gpu-fault").app(warmup=90), terminal_size=SIZE)
