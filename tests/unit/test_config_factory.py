@@ -76,3 +76,18 @@ def test_hub_gets_thresholds_slos_and_refresh() -> None:
     with pytest.raises(KeyError, match="not configured"):
         build_hub(config, "nope")
     hub.stop()
+
+
+def test_hub_names_the_prometheus_rate_window_in_its_snapshots() -> None:
+    config = GpuconConfig(
+        fleets={"a": FleetConfig(name="a", prometheus=PrometheusConfig(rate_window="5m"))},
+        default_fleet="a",
+    )
+    hub = build_hub(config)
+    assert hub.rate_window == "5m" and hub.tick().rate_window == "5m"
+    hub.stop()
+    without = build_hub(
+        GpuconConfig(fleets={"b": FleetConfig(name="b", redis=RedisConfig())}, default_fleet="b")
+    )
+    assert without.tick().rate_window is None  # no rate source: REQ/S names no window
+    without.stop()
