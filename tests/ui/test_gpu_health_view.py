@@ -99,3 +99,15 @@ async def test_gpu_panel_sits_under_the_queues_and_leaves_the_alerts_their_width
         assert health.height >= 6  # a header and GPUs, a header and nodes
         assert alerts.x >= queues.right and alerts.width >= 30
         assert "gpu-b/gpu0" in panel_text(app, "#health")
+
+
+async def test_node_names_and_labels_render_literally() -> None:
+    hostile = NodeInfo(
+        "[bold red]evil[/]\x1b[2J", mig_config="[link=x]cfg[/link]", mig_config_state="\x07pending"
+    )
+    app = Rig(source=HandSource(nodes=(hostile,))).app(warmup=3)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        text = panel_text(app, "#health")
+        assert "[bold red]evil[/]" in text and "[link=x]cfg[/" in text  # cut to its column
+        assert "\x1b" not in text and "\x07" not in text
