@@ -5,6 +5,8 @@ whether it is cordoned. Troubled GPUs and nodes come first; only what fits is bu
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from rich.text import Text
 
 from gpucon.model.snapshot import Snapshot
@@ -14,6 +16,15 @@ from gpucon.widgets.panels import TextPanel
 GPU_HEADER = f"{'GPU':<18} {'TEMP':>5} {'POWER':>9} {'UTIL':>4} XID"
 NODE_HEADER = f"{'NODE':<18} {'MIG CONFIG':<15}{'STATE':<13} SCHED"
 _NODE_TROUBLE = {"failed": 0, "pending": 1}
+T = TypeVar("T")
+
+
+def _fit(items: list[T], lines: int) -> tuple[list[T], int]:
+    """The items that fit ``lines`` lines, keeping one for "… and N more" when some don't."""
+    if len(items) <= lines:
+        return items, 0
+    keep = max(0, lines - 1)
+    return items[:keep], len(items) - keep
 
 
 class HealthPanel(TextPanel):
@@ -45,25 +56,21 @@ class HealthPanel(TextPanel):
         gpus = sorted(snapshot.gpus.values(), key=lambda g: (-gpu_trouble(g), g.host, g.index))
         if not gpus:
             text.append("no GPUs reported\n", style="dim")
-        shown = gpus[: max(0, gpu_room - 1)]
-        if len(shown) < len(gpus):
-            shown = shown[:-1] if shown else shown
+        shown, hidden = _fit(gpus, gpu_room - 1)
         for gpu in shown:
             text.append_text(gpu_line(gpu, now, styles))
             text.append("\n")
-        if len(shown) < len(gpus):
-            text.append(f"… and {len(gpus) - len(shown)} more GPUs\n", style="dim")
+        if hidden:
+            text.append(f"… and {hidden} more GPUs\n", style="dim")
         if nodes:
             text.append(NODE_HEADER + "\n", style="bold")
-            listed = nodes[: max(1, node_room - 1)]
-            if len(listed) < len(nodes):
-                listed = listed[:-1] or listed[:1]
+            listed, unlisted = _fit(nodes, node_room - 1)
             for node in listed:
                 since = snapshot.mig_pending_since.get(node.name)
                 text.append_text(node_line(node, since, now, styles))
                 text.append("\n")
-            if len(listed) < len(nodes):
-                text.append(f"… and {len(nodes) - len(listed)} more nodes", style="dim")
+            if unlisted:
+                text.append(f"… and {unlisted} more nodes", style="dim")
         text.rstrip()
         self.show_text(text)
 

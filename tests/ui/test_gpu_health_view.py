@@ -111,3 +111,16 @@ async def test_node_names_and_labels_render_literally() -> None:
         text = panel_text(app, "#health")
         assert "[bold red]evil[/]" in text and "[link=x]cfg[/" in text  # cut to its column
         assert "\x1b" not in text and "\x07" not in text
+
+
+async def test_many_gpus_show_the_troubled_first_and_say_how_many_more() -> None:
+    app = Rig(source=HandSource(hosts=4, gpu_trouble=True)).app(warmup=3)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        lines = panel_text(app, "#health").splitlines()
+        assert len(lines) <= app.screen.query_one("#health").content_size.height
+        troubled = [line for line in lines[1:] if "THERM" in line]
+        assert len(troubled) == 4 and lines[1:5] == troubled  # gpu-b of each copy, first
+        assert lines[-1].startswith("… and ") and lines[-1].endswith(" more GPUs")
+        shown = len(lines) - 2
+        assert int(lines[-1].split()[2]) == 12 - shown
