@@ -148,3 +148,22 @@ def test_close_frees_the_event_set_and_a_new_session_registers_again() -> None:
     assert "nvmlEventSetFree" in nvml.log
     assert source.read().gpus[0].xid_watched is True
     assert nvml.log.count("nvmlDeviceRegisterEvents") == 2
+
+
+def test_through_the_hub_the_xid_and_the_slowdown_become_alerts() -> None:
+    from gpucon.hub import Hub
+    from gpucon.model.alerts import Severity
+
+    clock = FakeClock()
+    hub = Hub(
+        [NvmlSource(host="node-b", nvml=ReplayNvml("a100_mig.json"), clock=clock)], clock=clock
+    )
+    hub.poll_once()
+    assert not [a for a in hub.tick().alerts if a.rule in ("xid", "thermal")]
+    clock.now += 1.0
+    hub.poll_once()
+    alerts = {a.rule: a for a in hub.tick().alerts}
+    assert alerts["xid"].severity is Severity.CRITICAL and alerts["xid"].target == "node-b/gpu0"
+    assert "XID 79" in alerts["xid"].message and "GPU-5a1e7c2d" in alerts["xid"].message
+    assert alerts["thermal"].severity is Severity.WARNING
+    hub.stop()
