@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts
+from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts, track_mig_pending
 from gpucon.model.fleet import Health, SourceStatus
 from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
 from gpucon.model.merge import MergedFleet, merge_readings
@@ -63,6 +63,11 @@ def history_samples(fleet: MergedFleet) -> dict[str, Sample]:
         samples[f"backend:{name}:service_ms"] = (
             lat.compute_ms if lat.compute_ms is not None else lat.avg_ms
         )
+    for uuid, gpu in fleet.gpus.items():
+        samples[f"gpu:{uuid}:temp"] = gpu.temperature_c
+        samples[f"gpu:{uuid}:power_pct"] = gpu.power_pct
+        capped = gpu.power_capped
+        samples[f"gpu:{uuid}:power_capped"] = None if capped is None else float(capped)
     for stream, q in fleet.queues.items():
         samples[f"queue:{stream}:length"] = None if q.length is None else float(q.length)
         waiting = q.waiting
@@ -90,8 +95,13 @@ class Hub:
         slo_p95_ms_by_model: Mapping[str, float] | None = None,
         clock: Callable[[], float] = time.time,
         history_capacity: int = DEFAULT_CAPACITY,
+        rate_window: str | None = None,
     ) -> None:
         self.refresh_s = refresh_s
+        # the window the latency source's rates are taken over (shown with REQ/S)
+        self.rate_window = rate_window
+        # node name -> since when its mig.config.state has been pending (alerts need it)
+        self._mig_pending_since: dict[str, float] = {}
         self.thresholds = thresholds or AlertThresholds()
         self.slo_p95_ms_by_model = dict(slo_p95_ms_by_model or {})
         self.clock = clock
@@ -170,6 +180,7 @@ class Hub:
             if b.model is not None and b.model in self.slo_p95_ms_by_model
         }
         previous = self._snapshot.alerts if self._snapshot else ()
+        self._mig_pending_since = track_mig_pending(self._mig_pending_since, fleet.nodes, now)
         alerts = derive_alerts(
             AlertInputs(
                 now,
@@ -180,6 +191,9 @@ class Hub:
                 statuses,
                 self._history,
                 slo,
+                gpus=fleet.gpus,
+                nodes=fleet.nodes,
+                mig_pending_since=self._mig_pending_since,
             ),
             self.thresholds,
             previous,
@@ -199,6 +213,8 @@ class Hub:
             history=self._history,
             origins=fleet.origins,
             slo_p95_ms=slo,
+            rate_window=self.rate_window,
+            mig_pending_since=dict(self._mig_pending_since),
         )
         self._snapshot = snapshot
         return snapshot

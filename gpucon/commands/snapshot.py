@@ -2,8 +2,10 @@
 
 The live fleet comes from the config (``--config``, ``--fleet``); ``--demo`` reads the
 simulator instead (``--seed``, ``--scenario``, ``--size``). ``--json`` prints a stable shape:
-``{"taken_at", "seq", "fleet", "gpus", "slots", "backends", "queues", "latency", "sources",
-"alerts"}``, each a list sorted by its key; otherwise a short text table. Exit status 1 when
+``{"taken_at", "seq", "fleet", "rate_window", "gpus", "slots", "backends", "queues", "latency",
+"nodes", "sources", "alerts"}``, each a list sorted by its key (a node carries
+``mig_pending_since``: when this console first saw its MIG config pending); otherwise a short
+text table (GPU health and nodes included). Exit status 1 when
 every source is down, 2 on a config error. Untrusted text
 (names, labels, errors) is printed with control codes removed; JSON escapes them.
 """
@@ -53,15 +55,21 @@ def snapshot_document(snapshot: Snapshot, fleet: str) -> dict[str, Any]:
     def items(mapping: Any) -> list[Any]:
         return [jsonable(mapping[k]) for k in sorted(mapping)]
 
+    nodes = [
+        {**jsonable(snapshot.nodes[k]), "mig_pending_since": snapshot.mig_pending_since.get(k)}
+        for k in sorted(snapshot.nodes)
+    ]
     return {
         "taken_at": snapshot.taken_at,
         "seq": snapshot.seq,
         "fleet": fleet,
+        "rate_window": snapshot.rate_window,
         "gpus": items(snapshot.gpus),
         "slots": items(snapshot.slots),
         "backends": items(snapshot.backends),
         "queues": items(snapshot.queues),
         "latency": items(snapshot.latency),
+        "nodes": nodes,
         "sources": items(snapshot.sources),
         "alerts": [jsonable(a) for a in snapshot.alerts],
     }
@@ -93,11 +101,13 @@ def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
             f"{clean(sid)[:28]:<28} {clean(slot.profile or '')[:14]:<14} "
             f"{_num(slot.activity_pct, '%'):>8} {mem:>15}  {backends}"
         )
+    lines.extend(_gpu_and_node_lines(snapshot))
     if snapshot.backends:
+        window = f"REQ/S {snapshot.rate_window}" if snapshot.rate_window else "REQ/S"
         lines.append("")
         lines.append(
             f"{'BACKEND':<24} {'SLOT':<24} {'STATE':<9} {'WEIGHT':>6} {'INFL':>5} "
-            f"{'P95/SLO ms':>13} {'REQ/S':>7}"
+            f"{'P95/SLO ms':>13} {window:>9}"
         )
         for name in sorted(snapshot.backends):
             b = snapshot.backends[name]
@@ -107,7 +117,7 @@ def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
             lines.append(
                 f"{clean(name)[:24]:<24} {clean(b.slot_id or '')[:24]:<24} "
                 f"{b.state.value:<9} {_num(b.weight):>6} {_num(b.inflight):>5} {p95:>13} "
-                f"{_num(lat.req_per_s if lat else None, digits=1):>7}"
+                f"{_num(lat.req_per_s if lat else None, digits=1):>9}"
             )
     if snapshot.queues:
         lines.append("")
@@ -125,6 +135,40 @@ def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
         for alert in snapshot.alerts:
             lines.append(
                 f"! {alert.severity.name.lower():<8} {clean(alert.target)}: {clean(alert.message)}"
+            )
+    return lines
+
+
+def _gpu_and_node_lines(snapshot: Snapshot) -> list[str]:
+    """GPU health (temperature, power/limit, utilisation, last XID, clocks held down) and
+    Kubernetes nodes (MIG config, its state, cordon)."""
+    from gpucon.widgets import health_text as ht
+    from gpucon.widgets.safe_text import clean
+
+    lines: list[str] = []
+    if snapshot.gpus:
+        lines.append("")
+        lines.append(
+            f"{'GPU':<24} {'NAME':<22} {'TEMP':>5} {'POWER':>10} {'UTIL':>5}  {'XID':<10} CLOCKS"
+        )
+        for g in sorted(snapshot.gpus.values(), key=lambda g: (g.host, g.index)):
+            flags = " ".join(ht.clock_flags(g)) or (
+                "n/a" if g.thermal_slowdown is None and g.power_capped is None else "ok"
+            )
+            lines.append(
+                f"{clean(ht.gpu_label(g))[:24]:<24} {clean(g.name or 'n/a')[:22]:<22} "
+                f"{ht.temperature(g):>5} {ht.power(g):>10} {_num(g.util_pct, '%'):>5}  "
+                f"{ht.xid(g, snapshot.taken_at):<10} {flags}"
+            )
+    if snapshot.nodes:
+        lines.append("")
+        lines.append(f"{'NODE':<28} {'MIG CONFIG':<20} {'MIG STATE':<14} SCHEDULING")
+        for name in sorted(snapshot.nodes):
+            n = snapshot.nodes[name]
+            state = ht.node_state(n, snapshot.mig_pending_since.get(name), snapshot.taken_at)
+            lines.append(
+                f"{clean(name)[:28]:<28} {clean(n.mig_config or 'n/a')[:20]:<20} "
+                f"{clean(state)[:14]:<14} {'CORDONED' if n.unschedulable else 'open'}"
             )
     return lines
 

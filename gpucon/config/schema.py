@@ -158,6 +158,13 @@ class Checker:
         items = typing.cast(list[object], value)
         return tuple(self.string(item, f"{key}[{i}]") for i, item in enumerate(items))
 
+    def integer_list(self, value: object, key: str) -> tuple[int, ...]:
+        """An array of integers greater than 0 (may be empty: e.g. no XID is critical)."""
+        if not isinstance(value, list):
+            self.fail(key, "an array of integers", value)
+        items = typing.cast(list[object], value)
+        return tuple(self.integer(item, f"{key}[{i}]") for i, item in enumerate(items))
+
     def string_map(self, value: object, key: str) -> dict[str, str]:
         table = self.table(value, key)
         return {k: self.string(v, f"{key}.{k}") for k, v in table.items()}
@@ -204,6 +211,8 @@ class Checker:
             return self.string(value, key, allow_empty=cls is NvmlConfig and name == "host")
         if hint == tuple[str, ...]:
             return self.string_list(value, key)
+        if hint == tuple[int, ...]:
+            return self.integer_list(value, key)
         if hint == dict[str, str]:
             return self.string_map(value, key)
         raise TypeError(f"config field {cls.__name__}.{name}: no check for {hint!r}")

@@ -1,9 +1,10 @@
 """Alert rules: pure functions from a fleet view, its history and thresholds to alerts.
 
-The rules follow what inference fleets alert on in practice: queue wait over 20 ms for a
-minute; free memory under 1.5 GB on a slot; p95 over the backend's SLO; a slot at 98 %
-activity or more for a minute; a backend not ready; a source stale. Thresholds are settings
-(config ``[alerts]``).
+The rules: queue wait over 20 ms for a minute; free memory under 1.5 GB on a slot; p95 over the
+backend's SLO; a slot at 98 % activity or more for a minute; a backend not ready; a source
+stale; GPU health (a recent XID error, thermal slowdown, power at its limit for a while); a
+Kubernetes node whose MIG reconfiguration failed or stays pending too long. Thresholds are
+settings (config ``[alerts]``).
 """
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ from enum import IntEnum
 from gpucon.model.fleet import (
     Backend,
     BackendState,
+    Gpu,
     Health,
     LatencyStats,
+    NodeInfo,
     QueueStats,
     Slot,
     SourceStatus,
 )
 from gpucon.model.history import History, sustained
+from gpucon.model.xid import xid_meaning
 
 
 class Severity(IntEnum):
@@ -41,6 +45,16 @@ class AlertThresholds:
     hot_activity_pct: float = 98.0
     hot_for_s: float = 60.0
     stale_after_s: float = 15.0
+    # an XID error alerts while it is this recent (one without a time, from DCGM: while
+    # reported); these codes are CRIT, others WARN (48 DBE, 63/64 row remap, 74 NVLink,
+    # 79 fallen off the bus, 94/95 contained/uncontained ECC)
+    xid_alert_s: float = 3600.0
+    critical_xids: tuple[int, ...] = (48, 63, 64, 74, 79, 94, 95)
+    # power at or over this percent of the enforced limit (or NVML's power cap) this long
+    power_limit_pct: float = 98.0
+    power_limit_for_s: float = 10.0
+    # a node's nvidia.com/mig.config.state pending longer than this (seen by this console)
+    mig_pending_for_s: float = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +81,10 @@ class AlertInputs:
     sources: Mapping[str, SourceStatus]
     history: History
     slo_p95_ms: Mapping[str, float] = field(default_factory=dict)
+    gpus: Mapping[str, Gpu] = field(default_factory=dict)
+    nodes: Mapping[str, NodeInfo] = field(default_factory=dict)
+    # node name -> since when its mig.config.state has been "pending" (see track_mig_pending)
+    mig_pending_since: Mapping[str, float] = field(default_factory=dict)
 
 
 def _fmt(value: float, unit: str) -> str:
@@ -154,7 +172,106 @@ def _stale_source(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str
             yield ("stale_source", name, Severity.WARNING, f"source stale, {shown}{detail}")
 
 
-RULES = (_queue_wait, _low_memory, _p95_breach, _hot_slot, _not_ready, _stale_source)
+def gpu_target(gpu: Gpu) -> str:
+    """How alerts name a GPU: ``host/gpuN``, its whole-GPU slot id."""
+    return f"{gpu.host}/gpu{gpu.index}"
+
+
+def track_mig_pending(
+    previous: Mapping[str, float], nodes: Mapping[str, NodeInfo], now: float
+) -> dict[str, float]:
+    """Since when each node's ``mig.config.state`` has been ``pending``, carried tick to tick.
+
+    The label holds no time: "since" is when this console first saw it pending.
+    """
+    return {
+        name: previous.get(name, now)
+        for name, node in nodes.items()
+        if node.mig_config_state == "pending"
+    }
+
+
+def _xid(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
+    for gpu in i.gpus.values():
+        code = gpu.xid_last
+        if not code:  # None, or DCGM's 0: no XID
+            continue
+        if gpu.xid_at is not None and i.now - gpu.xid_at > t.xid_alert_s:
+            continue
+        meaning = xid_meaning(code)
+        when = "" if gpu.xid_at is None else f", {_fmt(max(0.0, i.now - gpu.xid_at), 's')} ago"
+        yield (
+            "xid",
+            gpu_target(gpu),
+            Severity.CRITICAL if code in t.critical_xids else Severity.WARNING,
+            f"XID {code}{f' ({meaning})' if meaning else ''} on {gpu.name or 'GPU'} "
+            f"{gpu.uuid}{when}",
+        )
+
+
+def _thermal(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
+    for gpu in i.gpus.values():
+        if gpu.thermal_slowdown:
+            temp = "n/a" if gpu.temperature_c is None else _fmt(gpu.temperature_c, "°C")
+            yield ("thermal", gpu_target(gpu), Severity.WARNING, f"thermal slowdown at {temp}")
+
+
+def _power_limit(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
+    for gpu in i.gpus.values():
+        at_pct = sustained(
+            i.history, f"gpu:{gpu.uuid}:power_pct", i.now, t.power_limit_for_s, t.power_limit_pct
+        )
+        capped = sustained(i.history, f"gpu:{gpu.uuid}:power_capped", i.now, t.power_limit_for_s, 1)
+        if at_pct or capped:
+            if gpu.power_w is None:
+                drawn = "n/a"
+            elif gpu.power_limit_w is None:
+                drawn = f"{gpu.power_w:.0f} W"
+            else:
+                drawn = f"{gpu.power_w:.0f}/{gpu.power_limit_w:.0f} W"
+            why = "power capped" if capped else f"≥ {t.power_limit_pct:.0f}% of limit"
+            yield (
+                "power_limit",
+                gpu_target(gpu),
+                Severity.WARNING,
+                f"power at its limit ({drawn}, {why}) for {t.power_limit_for_s:.0f}s",
+            )
+
+
+def _mig_config(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
+    for name, node in i.nodes.items():
+        config = node.mig_config or "n/a"
+        if node.mig_config_state == "failed":
+            yield (
+                "mig_config",
+                name,
+                Severity.CRITICAL,
+                f"MIG reconfiguration to {config} failed (mig.config.state=failed)",
+            )
+        elif node.mig_config_state == "pending":
+            since = i.mig_pending_since.get(name)
+            if since is not None and i.now - since >= t.mig_pending_for_s:
+                yield (
+                    "mig_config",
+                    name,
+                    Severity.WARNING,
+                    f"MIG reconfiguration to {config} pending for {_fmt(i.now - since, 's')} "
+                    f"(> {t.mig_pending_for_s:.0f}s)",
+                )
+
+
+RULES = (
+    _queue_wait,
+    _low_memory,
+    _p95_breach,
+    _hot_slot,
+    _not_ready,
+    _stale_source,
+    _xid,
+    _thermal,
+    _power_limit,
+    _mig_config,
+)
 
 
 def derive_alerts(

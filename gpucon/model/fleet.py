@@ -61,9 +61,22 @@ class Gpu:
     processes: tuple[ComputeProcess, ...] = ()
     # the GPU-instance profiles NVML offers for this GPU (None: no MIG, or not read)
     mig_profiles: ProfileTable | None = None
-    # the last XID error the GPU reported (DCGM_FI_DEV_XID_ERRORS; NVML's XID events);
-    # 0 is "none since the driver loaded", None is "no source says"
+    # the last XID error seen (NVML events, or DCGM_FI_DEV_XID_ERRORS) and when it was seen;
+    # None (or DCGM's 0): none known. ``xid_watched`` True: XIDs are watched, so no XID
+    # means "none since watching"; None/False: nobody watches, the XID is "n/a"
     xid_last: int | None = None
+    xid_at: float | None = None
+    xid_watched: bool | None = None
+    # clock event reasons: clocks held down by temperature / by the power cap (or brake)
+    thermal_slowdown: bool | None = None
+    power_capped: bool | None = None
+
+    @property
+    def power_pct(self) -> float | None:
+        """Power drawn as a percent of the enforced limit (None when either is unknown)."""
+        if self.power_w is None or not self.power_limit_w:
+            return None
+        return 100.0 * self.power_w / self.power_limit_w
 
 
 @dataclass(frozen=True, slots=True)

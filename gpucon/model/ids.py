@@ -2,7 +2,9 @@
 
 - MIG instance: ``host/gpu0/gi3``
 - whole GPU:    ``host/gpu1``
-- VM:           ``vm:vm-b-1``
+- VM:           ``vm:vm-b-1`` (a guest with one passed-through GPU)
+- VM GPU:       ``vm:vm-b-1/0``, ``vm:vm-b-1/1`` (a guest with several: one slot per GPU, in
+                PCI address order; libvirt domain names cannot hold ``/``)
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ def gpu_slot_id(host: str, gpu_index: int) -> str:
     return f"{host}/gpu{gpu_index}"
 
 
-def vm_slot_id(vm_name: str) -> str:
-    return f"{VM_PREFIX}{vm_name}"
+def vm_slot_id(vm_name: str, gpu: int | None = None) -> str:
+    """``vm:NAME`` for a guest's only GPU; ``vm:NAME/N`` for GPU N of a guest with several."""
+    return f"{VM_PREFIX}{vm_name}" if gpu is None else f"{VM_PREFIX}{vm_name}/{gpu}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,14 +36,19 @@ class ParsedSlotId:
     gpu_index: int | None
     gi_id: int | None
     vm_name: str | None
+    # which of a guest's several GPUs (``vm:NAME/N``); None for a guest's only GPU
+    vm_gpu: int | None = None
 
 
 def parse_slot_id(slot_id: str) -> ParsedSlotId:
     """Split a slot id into its parts; raise ValueError naming the id when malformed."""
     if slot_id.startswith(VM_PREFIX):
         name = slot_id[len(VM_PREFIX) :]
-        if not name:
-            raise ValueError(f"slot id {slot_id!r}: VM name is empty")
+        base, _, gpu = name.rpartition("/")
+        if base and "/" not in base and gpu.isdigit():
+            return ParsedSlotId("vm", None, None, None, base, int(gpu))
+        if not name or "/" in name:
+            raise ValueError(f"slot id {slot_id!r}: expected vm:NAME or vm:NAME/N")
         return ParsedSlotId("vm", None, None, None, name)
     parts = slot_id.split("/")
     try:
@@ -50,4 +58,6 @@ def parse_slot_id(slot_id: str) -> ParsedSlotId:
             return ParsedSlotId("mig", parts[0], int(parts[1][3:]), int(parts[2][2:]), None)
     except ValueError:
         pass
-    raise ValueError(f"slot id {slot_id!r}: expected host/gpuN, host/gpuN/giM or vm:NAME")
+    raise ValueError(
+        f"slot id {slot_id!r}: expected host/gpuN, host/gpuN/giM, vm:NAME or vm:NAME/N"
+    )

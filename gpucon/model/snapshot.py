@@ -38,6 +38,10 @@ class Snapshot:
     origins: Mapping[str, frozenset[str]] = field(default_factory=dict)
     # SLO for p95 latency per backend name (from the config's per-model SLOs)
     slo_p95_ms: Mapping[str, float] = field(default_factory=dict)
+    # the window req/s and the quantiles are taken over ("1m"); None: no rate source
+    rate_window: str | None = None
+    # node name -> since when this console has seen its mig.config.state "pending"
+    mig_pending_since: Mapping[str, float] = field(default_factory=dict)
 
     def backends_on(self, slot_id: str) -> tuple[Backend, ...]:
         return tuple(b for b in self.backends.values() if b.slot_id == slot_id)

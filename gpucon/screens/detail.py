@@ -1,5 +1,7 @@
 """One slot in detail: history plots (activity, memory, p95 and req/s of each backend), its
-backends, processes, and VM / MPS facts. Updated with every snapshot while open."""
+backends, processes, VM / MPS facts, the health of its GPU (temperature, power against the
+limit, utilisation, last XID, clock slowdowns) and its Kubernetes node's MIG state and cordon.
+Updated with every snapshot while open."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from textual.screen import Screen
 
 from gpucon.model.fleet import Backend, Slot
 from gpucon.model.snapshot import Snapshot
-from gpucon.widgets import fmt
+from gpucon.widgets import fmt, health_text
 from gpucon.widgets.keybar import KeyBar
 from gpucon.widgets.panels import StatusBar, TextPanel
 from gpucon.widgets.plot import Plot
@@ -74,10 +76,43 @@ def slot_facts(slot: Slot | None, slot_id: str) -> Text:
     return text
 
 
+def health_facts(slot: Slot | None, snapshot: Snapshot) -> Text:
+    """The slot's GPU health and its node's state; "n/a" for what no source reports."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    if slot is None:
+        return text
+    gpu = snapshot.gpus.get(slot.gpu_uuid) if slot.gpu_uuid else None
+    text.append("    GPU health\n", style="bold")
+    if gpu is None:
+        _field(text, "GPU", "n/a: no source reports this slot's GPU")
+    else:
+        pct = gpu.power_pct
+        of_limit = "" if pct is None else f" ({pct:.0f}% of limit)"
+        _field(text, "temperature", health_text.temperature(gpu))
+        _field(text, "power", f"{health_text.power(gpu)}{of_limit}")
+        _field(text, "GPU util", fmt.pct(gpu.util_pct))
+        _field(text, "last XID", health_text.xid(gpu, snapshot.taken_at, long=True), 90)
+        _field(text, "clocks", health_text.clocks(gpu))
+    # the slot's node: as Kubernetes placed it or its backends, else the node named like
+    # its host (a Kubernetes node's name is usually the host name NVML and DCGM report)
+    backend_nodes = [b.node for b in snapshot.backends_on(slot.id) if b.node]
+    node_name = slot.node or (backend_nodes[0] if backend_nodes else None) or slot.host
+    node = snapshot.nodes.get(node_name) if node_name else None
+    if node is not None:
+        since = snapshot.mig_pending_since.get(node.name)
+        text.append("    node\n", style="bold")
+        _field(text, "node", node.name)
+        _field(text, "MIG config", node.mig_config)
+        _field(text, "MIG state", health_text.node_state(node, since, snapshot.taken_at))
+        _field(text, "scheduling", "CORDONED (unschedulable)" if node.unschedulable else "open")
+    return text
+
+
 def backend_lines(backends: tuple[Backend, ...], snapshot: Snapshot, slo_ms: float) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
+    rps = f"REQ/S {snapshot.rate_window}" if snapshot.rate_window else "REQ/S"
     text.append(
-        "BACKEND              STATE     WT  INFL   REQ/S  P50   P95   P99 ms  ERR  MODEL\n",
+        f"BACKEND              STATE     WT  INFL {rps:>9}  P50   P95   P99 ms  ERR  MODEL\n",
         style="bold",
     )
     if not backends:
@@ -88,11 +123,11 @@ def backend_lines(backends: tuple[Backend, ...], snapshot: Snapshot, slo_ms: flo
         line.pad_right(21 - line.cell_len)
         line.append(f"{b.state.value:<9} {fmt.number(b.weight, 1):>3} {fmt.count(b.inflight):>5} ")
         if lat is None:
-            line.append("   n/a: no latency source", style="italic")
+            line.append("     n/a: no latency source", style="italic")
         else:
             err = None if lat.error_rate is None else lat.error_rate * 100
             line.append(
-                f"{fmt.number(lat.req_per_s, 1):>7} {fmt.ms(lat.p50_ms):>4} "
+                f"{fmt.number(lat.req_per_s, 1):>9} {fmt.ms(lat.p50_ms):>4} "
                 f"{fmt.ms(lat.p95_ms):>5} {fmt.ms(lat.p99_ms):>5}  {fmt.pct(err):>5}  "
             )
         line.append_text(safe(b.model or fmt.NA, 30))
@@ -124,6 +159,7 @@ class DetailScreen(Screen[None]):
         yield StatusBar(self.badges, fleet_name=getattr(self.app, "fleet_name", ""), id="status")
         with VerticalScroll(id="detail-body"):
             yield TextPanel(id="detail-info")
+            yield TextPanel(id="detail-health")
             yield TextPanel(id="detail-backends")
             yield Plot("activity %", unit="%", top=100.0, id="plot-activity")
             yield Plot("memory used GiB", unit=" GiB", id="plot-mem")
@@ -140,6 +176,7 @@ class DetailScreen(Screen[None]):
         backends = snapshot.backends_on(self.slot_id)
         self.query_one(StatusBar).show_snapshot(snapshot)
         self.query_one("#detail-info", TextPanel).show_text(slot_facts(slot, self.slot_id))
+        self.query_one("#detail-health", TextPanel).show_text(health_facts(slot, snapshot))
         metric = slot.activity_metric if slot and slot.activity_metric else "no metric"
         activity = self.query_one("#plot-activity", Plot)
         activity.title = f"activity % ({metric})"

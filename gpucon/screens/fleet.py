@@ -1,4 +1,4 @@
-"""The fleet screen: status bar, slot table, queue and alert panels, the `/` filter.
+"""The fleet screen: status bar, slot table, queue, GPU/node and alert panels, the `/` filter.
 
 ``FleetScreen`` holds no action bindings at all (read-only and NOC use it as is);
 ``ActionFleetScreen`` adds drain, undrain, rebalance, probe and audit, which hand over to
@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from gpucon.model.snapshot import Snapshot
+from gpucon.widgets.health_panel import HealthPanel
 from gpucon.widgets.keybar import KeyBar
 from gpucon.widgets.panels import AlertsPanel, QueuePanel, StatusBar
 from gpucon.widgets.slot_rows import RowBuilder
@@ -76,7 +77,9 @@ class FleetScreen(Screen[None]):
             yield SlotTable(id="slots")
             # the filter box is mounted on the first `/`: not built for the first frame
         with Horizontal(id="bottom"):
-            yield QueuePanel(id="queues")
+            with Vertical(id="bottom-left"):
+                yield QueuePanel(id="queues")
+                yield HealthPanel(id="health")
             yield AlertsPanel(id="alerts")
         yield KeyBar()
 
@@ -94,9 +97,11 @@ class FleetScreen(Screen[None]):
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
+        self.table.set_rate_window(snapshot.rate_window)
         self.table.show_rows(self.rows.build(snapshot), snapshot.history)
         self.query_one(StatusBar).show_snapshot(snapshot)
         self.query_one(QueuePanel).show_snapshot(snapshot)
+        self.query_one(HealthPanel).show_snapshot(snapshot)
         self.query_one(AlertsPanel).show_snapshot(snapshot)
 
     # -- sorting and filtering -------------------------------------------------------------

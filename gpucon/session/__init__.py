@@ -143,6 +143,8 @@ def open_session(
     if not config.fleet.sources_named():
         raise Refused(f"fleet {config.fleet.name!r} names no source; see gpucon config")
 
+    prometheus = config.fleet.prometheus
+
     def live_hub() -> Hub:
         from gpucon.session.sources import build_sources
 
@@ -151,6 +153,7 @@ def open_session(
             refresh_s=refresh,
             thresholds=config.alerts,
             slo_p95_ms_by_model=config.slo_p95_ms,
+            rate_window=prometheus.rate_window if prometheus is not None else None,
         )
 
     return Session(
@@ -161,7 +164,7 @@ def open_session(
 def _demo_session(
     config: GpuconConfig, demo: DemoOptions, *, read_only: bool, refresh_s: float
 ) -> Session:
-    from gpucon.sim import DEMO_SLO_P95_MS
+    from gpucon.sim import DEMO_RATE_WINDOW, DEMO_SLO_P95_MS
     from gpucon.sim.source import SimSource
 
     source = SimSource.for_demo(demo.seed, demo.scenario, demo.size)
@@ -170,6 +173,7 @@ def _demo_session(
         refresh_s=refresh_s,
         thresholds=config.alerts,
         slo_p95_ms_by_model={**DEMO_SLO_P95_MS, **config.slo_p95_ms},
+        rate_window=DEMO_RATE_WINDOW,
     )
     fleet = source.fleet
     return Session(

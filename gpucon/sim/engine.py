@@ -41,6 +41,9 @@ QUEUE_TAU_S = 30.0  # how fast a queue's load follows a change of rate or capaci
 ACTIVE = BackendState.ACTIVE
 
 
+MAX_TEMP_C = 93.0
+
+
 class SimWorld:
     """All mutable state of the simulated fleet and the rules that advance it."""
 
@@ -60,6 +63,8 @@ class SimWorld:
         self.rate_factor: dict[str, float] = {}
         # called at the start of every tick with (world, time, dt): scenarios hook in here
         self.hooks: list[Callable[[SimWorld, float, float], None]] = []
+        # GPUs a scenario raised an XID on (the read-out gives each its wall-clock time)
+        self.gpus_with_xid: list[SimGpu] = []
         pools: dict[str, Pool] = {}
         for i, b in enumerate(parts.backends):
             pool = pools.setdefault(b.model.name, Pool(b.model))
@@ -267,6 +272,7 @@ class SimWorld:
         dirty.clear()
         period_s = dt * self.scrape_every
         a_temp = 1.0 - math.exp(-period_s / 60.0)
+        a_hot = 1.0 - math.exp(-period_s / 20.0)
         for gpu in self.gpus if phase < 0 else self.gpus_by_phase[phase]:
             weighted = 0.0
             used = 0.0
@@ -278,8 +284,11 @@ class SimWorld:
             gpu_type = gpu.gpu_type
             gpu.util_pct = weighted / sms if sms else 0.0
             gpu.mem_used_mib = used
-            target_temp = 31.0 + 0.48 * gpu.util_pct
-            gpu.temperature_c += (target_temp - gpu.temperature_c) * a_temp
+            # a GPU slowed down by heat holds itself below its shutdown temperature
+            target_temp = min(MAX_TEMP_C, 31.0 + 0.48 * gpu.util_pct + gpu.heat_c)
+            # without its cooling a GPU heats up three times faster
+            follow = a_temp if gpu.heat_c <= 0.0 else a_hot
+            gpu.temperature_c += (target_temp - gpu.temperature_c) * follow
             span = gpu_type.power_limit_w - gpu_type.idle_w
             gpu.power_w = gpu_type.idle_w + span * (0.85 * gpu.util_pct / 100.0)
             self.dirty_gpus.add(gpu)

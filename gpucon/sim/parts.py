@@ -25,6 +25,7 @@ class SimGpu:
         "cached",
         "cached_key",
         "gpu_type",
+        "heat_c",
         "host",
         "index",
         "mem_used_mib",
@@ -35,6 +36,8 @@ class SimGpu:
         "temperature_c",
         "util_pct",
         "uuid",
+        "xid",
+        "xid_at",
     )
 
     def __init__(self, uuid: str, host: str, index: int, gpu_type: GpuType, mig: bool) -> None:
@@ -50,7 +53,12 @@ class SimGpu:
         self.power_w = gpu_type.idle_w
         self.phase = 0
         self.cached: Gpu | None = None
-        self.cached_key: tuple[int, int, int, int] | None = None
+        self.cached_key: tuple[object, ...] | None = None
+        # incidents: extra heat from failing cooling (°C over what its load makes), the last
+        # XID raised (code, simulation time) and when it was raised in wall-clock time
+        self.heat_c = 0.0
+        self.xid: tuple[int, float] | None = None
+        self.xid_at: float | None = None
 
 
 class SimSlot:

@@ -27,10 +27,17 @@ SOURCE_NAME = "sim"
 STREAM = "gen:queue"
 GROUP = "g1"
 SCHEDULER_CONSUMERS = 2
+SLOWDOWN_C = 87
 
 
 def _gpu(g: SimGpu) -> Gpu:
-    key = (round(g.util_pct), round(g.mem_used_mib), round(g.temperature_c), round(g.power_w))
+    key = (
+        round(g.util_pct),
+        round(g.mem_used_mib),
+        round(g.temperature_c),
+        round(g.power_w),
+        g.xid_at,
+    )
     if g.cached is not None and key == g.cached_key:
         return g.cached
     t = g.gpu_type
@@ -40,15 +47,22 @@ def _gpu(g: SimGpu) -> Gpu:
         host=g.host,
         index=g.index,
         name=t.name,
-        util_pct=float(key[0]),
-        mem_used_mib=float(key[1]),
+        util_pct=float(round(g.util_pct)),
+        mem_used_mib=float(round(g.mem_used_mib)),
         mem_total_mib=float(t.memory_mib),
-        temperature_c=float(key[2]),
-        power_w=float(key[3]),
+        temperature_c=float(round(g.temperature_c)),
+        power_w=float(round(g.power_w)),
         power_limit_w=t.power_limit_w,
         mig_enabled=g.mig_enabled if t.profiles is not None else None,
         sm_count=t.sm_count,
         mig_profiles=t.profiles,
+        # a simulated GPU raises no XID (watched: "none", not "n/a"); its clocks are held
+        # down the way a real one's are: by the power cap at its limit, by heat near 87 °C
+        xid_watched=True,
+        xid_last=None if g.xid is None else g.xid[0],
+        xid_at=g.xid_at,
+        thermal_slowdown=round(g.temperature_c) >= SLOWDOWN_C,
+        power_capped=t.power_limit_w is not None and round(g.power_w) >= 0.98 * t.power_limit_w,
     )
     return g.cached
 
@@ -167,6 +181,10 @@ class ReadOut:
     def read(self, now: float) -> Reading:
         started = time.perf_counter()
         w = self._world
+        for g in w.gpus_with_xid:
+            if g.xid is not None and g.xid_at is None:  # raised since the last read
+                g.xid_at = now - (w.time - g.xid[1])
+                w.dirty_gpus.add(g)
         for g in w.dirty_gpus:
             self._gpus[self._gpu_pos[g]] = _gpu(g)
         for s in w.dirty_slots:

@@ -20,6 +20,7 @@ SCENARIOS: dict[str, str] = {
     "noisy-neighbour": "a training job inside VM vm-b-1 takes its RTX 4090; both MPS servers slow",
     "slice-memory-leak": "the SD1.5 server on a 1g.10gb slice leaks memory until it runs out",
     "backend-down": "the H200's SDXL backend fails its health check; its traffic moves elsewhere",
+    "gpu-fault": "the H200 loses its cooling and slows down for heat; 30 s in it raises XID 94",
 }
 
 Hook = Callable[[SimWorld, float, float], None]
@@ -111,11 +112,29 @@ def _backend_down(world: SimWorld) -> Hook:
     return hook
 
 
+FAULT_HEAT_C = 80.0  # what lost cooling adds to the GPU's temperature, reached in 10 s
+FAULT_XID = 94  # a contained ECC error: CRIT by default
+FAULT_XID_AFTER_S = 30.0
+
+
+def _gpu_fault(world: SimWorld) -> Hook:
+    gpu = next((g for g in world.gpus if "H200" in g.gpu_type.name), world.gpus[0])
+
+    def hook(world: SimWorld, t: float, dt: float) -> None:
+        gpu.heat_c = FAULT_HEAT_C * ramp(t, INCIDENT_START_S, 1e9, 10.0)
+        if gpu.xid is None and t >= INCIDENT_START_S + FAULT_XID_AFTER_S:
+            gpu.xid = (FAULT_XID, t)
+            world.gpus_with_xid.append(gpu)
+
+    return hook
+
+
 _BUILDERS: dict[str, Callable[[SimWorld], Hook]] = {
     "burst": lambda world: _burst(),
     "noisy-neighbour": _noisy_neighbour,
     "slice-memory-leak": _memory_leak,
     "backend-down": _backend_down,
+    "gpu-fault": _gpu_fault,
 }
 
 

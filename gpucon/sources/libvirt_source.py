@@ -7,6 +7,11 @@ or its domain id changed: it was started, stopped or redefined), plus at most on
 tick of the definition fetched longest ago once it is older than ``xml_refresh_s`` (catches
 hot-plugs and metadata edits), so round trips stay constant as the fleet grows.
 
+One slot per passed-through GPU: the PCI functions of one device (a GPU at ``41:00.0`` and its
+audio function at ``41:00.1``) are one GPU; a guest with one GPU is the slot ``vm:NAME`` (as
+before), a guest with several has ``vm:NAME/0``, ``vm:NAME/1``, ... in PCI address order, each
+with its own addresses, name and UUID, and the guest's facts (state, vCPUs, memory, MPS).
+
 GPU names: a PCI hostdev is named by the gpucon metadata element when the domain carries one,
 otherwise by its user alias (``<alias name='ua-rtx4090'/>`` gives ``rtx4090``), otherwise it is
 only its PCI address. MPS inside the guest cannot be read through libvirt (no guest agent);
@@ -84,6 +89,14 @@ class DomainDefinition:
     memory_mib: float | None
     gpus: tuple[PassedGpu, ...]
     mps: MpsState | None
+
+
+def physical_gpus(gpus: tuple[PassedGpu, ...]) -> list[tuple[PassedGpu, ...]]:
+    """The hostdevs grouped by PCI device (domain:bus:slot): a GPU and its other functions."""
+    groups: dict[str, list[PassedGpu]] = {}
+    for gpu in sorted(gpus, key=lambda g: g.address):
+        groups.setdefault(gpu.address.rpartition(".")[0], []).append(gpu)
+    return [tuple(group) for group in groups.values()]
 
 
 def _int(text: str | None, base: int = 10) -> int | None:
@@ -283,7 +296,7 @@ class LibvirtSource:
                 trips += 1
             if cached.error:
                 errors.append(f"domain {dom.name()}: {cached.error}")
-            slots.append(self._slot(dom.name(), values, cached.definition))
+            slots.extend(self._slots(dom.name(), values, cached.definition))
         for gone in set(self._cache) - seen:
             del self._cache[gone]
         return Reading(
@@ -311,13 +324,33 @@ class LibvirtSource:
         self._cache[dom.UUIDString()] = cached
         return cached
 
-    def _slot(self, name: str, values: dict[str, Any], definition: DomainDefinition | None) -> Slot:
+    def _slots(
+        self, name: str, values: dict[str, Any], definition: DomainDefinition | None
+    ) -> list[Slot]:
+        """One slot for a guest with one GPU (or none), one per GPU for a guest with several."""
+        groups = physical_gpus(definition.gpus) if definition else []
+        if len(groups) <= 1:
+            return [self._slot(vm_slot_id(name), None, name, values, definition, groups)]
+        return [
+            self._slot(vm_slot_id(name, i), i, name, values, definition, [group])
+            for i, group in enumerate(groups)
+        ]
+
+    def _slot(
+        self,
+        slot_id: str,
+        gpu_index: int | None,
+        name: str,
+        values: dict[str, Any],
+        definition: DomainDefinition | None,
+        groups: list[tuple[PassedGpu, ...]],
+    ) -> Slot:
         state_code = values.get("state.state")
         state = None if state_code is None else DOMAIN_STATES.get(state_code, f"state {state_code}")
         vcpus = values.get("vcpu.current")
         balloon_kib = values.get("balloon.current")
-        gpus = definition.gpus if definition else ()
-        gpu_names = [g.name for g in gpus if g.name]
+        gpus = [g for group in groups for g in group]
+        gpu_names = list(dict.fromkeys(g.name for g in gpus if g.name))
         gpu_uuid = next((g.uuid for g in gpus if g.uuid), None)
         vm = VmInfo(
             name=name,
@@ -334,10 +367,11 @@ class LibvirtSource:
             mps=definition.mps if definition else None,
         )
         return Slot(
-            id=vm_slot_id(name),
+            id=slot_id,
             kind=SlotKind.VM,
             host=self._host_name,
             gpu_uuid=gpu_uuid,
+            gpu_index=gpu_index,
             gpu_name=gpu_names[0] if gpu_names else None,
             profile=" + ".join(gpu_names) if gpu_names else None,
             vm=vm,

@@ -3,9 +3,11 @@
 Reads through pynvml (or a stand-in with the same function names). Every call goes through
 ``NvmlCalls`` (one wrapper: "not supported" becomes None, shown as "n/a"). Slow fields — names,
 MIG mode, the MIG devices and their profiles, the GPU-instance profile table, power limit,
-clocks, GPM support — are refreshed every ``slow_cadence_s``; utilization, memory, temperature,
-power, processes and GPM activity on every read. NVML is initialised lazily inside ``read``
-(in the hub's worker thread); a failure there is a ``down`` Reading, never an exception.
+clocks, GPM support, XID event registration — are refreshed every ``slow_cadence_s``;
+utilization, memory, temperature, power, clock event reasons (thermal slowdown, power cap),
+processes, GPM activity and the XID events waiting (never blocking) on every read. NVML is
+initialised lazily inside ``read`` (in the hub's worker thread); a failure there is a ``down``
+Reading, never an exception.
 
 Slots: a whole GPU is one GPU slot when MIG is off; with MIG on, each GPU instance is one MIG
 slot (``host/gpu0/gi3``). A slot's activity comes from GPM on Hopper and later (per MIG slice
@@ -38,6 +40,7 @@ from gpucon.sources.nvml_calls import (
     handle_label,
 )
 from gpucon.sources.nvml_gpm import GpmSampler
+from gpucon.sources.nvml_health import XidWatch, read_clock_reasons
 from gpucon.sources.nvml_static import GpuStatic, MigDevice, read_statics
 
 NVML_UTILIZATION = "NVML utilization.gpu"
@@ -81,6 +84,7 @@ class NvmlSource:
         self._clock = clock
         self._calls = NvmlCalls(nvml, label_of=handle_label)
         self._gpm = GpmSampler(self._calls, clock)
+        self._xid = XidWatch(self._calls, clock, handle_label)
         self._lock = threading.Lock()
         self._initialized = False
         self._statics: tuple[GpuStatic, ...] = ()
@@ -101,6 +105,7 @@ class NvmlSource:
             return f"NVML not available: {describe_nvml_error(exc)}"
         self._initialized = True
         self._calls.reset()
+        self._xid.reset()  # an event set of an earlier NVML session is gone with it
         self._statics_at = None
         return None
 
@@ -113,6 +118,7 @@ class NvmlSource:
             if not self._initialized:
                 return
             self._gpm.close()
+            self._xid.close()
             with contextlib.suppress(Exception):  # shutting down must not raise
                 self._calls.nvml.nvmlShutdown()
             self._initialized = False
@@ -120,6 +126,11 @@ class NvmlSource:
             self._statics_at = None
         finally:
             self._lock.release()
+
+    @property
+    def xid_unwatched_why(self) -> dict[str, str]:
+        """GPU UUID -> why its XID events are not watched (e.g. refused in a VM)."""
+        return dict(self._xid.why_unwatched)
 
     def invalidate(self) -> None:
         """Make the next read refresh the slow fields (e.g. after a re-slice)."""
@@ -155,6 +166,9 @@ class NvmlSource:
                 return failed_reading(self.name, started, time.perf_counter() - perf, str(exc))
             self._statics_at = started
             self._forget_gone_targets()
+            for static in self._statics:
+                self._xid.register(static.uuid, static.handle)
+        self._xid.poll({handle_label(s.handle): s.uuid for s in self._statics}, state.garbage)
         gpus: list[Gpu] = []
         slots: list[Slot] = []
         for static in self._statics:
@@ -198,6 +212,7 @@ class NvmlSource:
         for key in self._gpm.targets():
             if key not in live:
                 self._gpm.forget(key)
+        self._xid.forget({s.uuid for s in self._statics})
 
     def _read_gpu(self, static: GpuStatic, state: _ReadState) -> tuple[Gpu, list[Slot]]:
         calls, garbage = self._calls, state.garbage
@@ -208,6 +223,8 @@ class NvmlSource:
         temperature = calls.get("nvmlDeviceGetTemperature", h, pynvml.NVML_TEMPERATURE_GPU)
         power_mw = calls.get("nvmlDeviceGetPowerUsage", h)
         power_w = garbage.number(power_mw, "power", 0, 10_000_000)
+        reasons = read_clock_reasons(calls, h, garbage)
+        xid = self._xid.last(static.uuid)
         gpu = Gpu(
             uuid=static.uuid,
             host=self.host,
@@ -225,6 +242,11 @@ class NvmlSource:
             sm_count=static.sm_count,
             processes=self._processes(h, garbage),
             mig_profiles=static.profiles,
+            xid_last=None if xid is None else xid.code,
+            xid_at=None if xid is None else xid.at,
+            xid_watched=self._xid.watched(static.uuid),
+            thermal_slowdown=reasons.thermal_slowdown,
+            power_capped=reasons.power_capped,
         )
         if static.mig_enabled:
             return gpu, [self._mig_slot(static, m, state) for m in static.mig_devices]

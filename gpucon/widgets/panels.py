@@ -150,6 +150,7 @@ class QueuePanel(TextPanel):
                 line.stylize("italic")
             text.append_text(line)
             text.append("\n")
+        text.rstrip()  # no blank last line: the panel's height follows its queues
         self.show_text(text)
 
 

@@ -69,7 +69,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("state", "STATE", 8, "registry state of the backend", priority=8),
     Column("inflight", "INFL", 6, "requests in flight", right=True, priority=5),
     Column("p95", "P95/SLO ms", 12, "p95 latency against the SLO", right=True, priority=9),
-    Column("rps", "REQ/S", 7, "requests per second", right=True, priority=6),
+    # the title names the rate's window when the snapshot says it ("REQ/S 1m")
+    Column("rps", "REQ/S", 9, "requests per second over the window named", right=True, priority=6),
 )
 COLUMN_KEYS = tuple(c.key for c in COLUMNS)
 COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
@@ -127,7 +128,8 @@ def natural_widths(rows: Iterable[RowValues]) -> dict[str, int]:
 
 def _slot_label(slot: Slot) -> str:
     if slot.kind is SlotKind.VM:
-        return clean(slot.vm.name if slot.vm else slot.id.removeprefix("vm:"))
+        # the id, not the VM's name: a guest with several GPUs has a row for each (NAME/1)
+        return clean(slot.id.removeprefix("vm:"))
     if slot.kind is SlotKind.MIG:
         return f"gi{slot.gi_id}" if slot.gi_id is not None else clean(slot.id)
     return "whole"

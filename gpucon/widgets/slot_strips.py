@@ -59,12 +59,18 @@ def row_strip(
 
 
 def header_strip(
-    columns: Placed, styles: Mapping[str, Style], sort_key: str, reverse: bool, width: int
+    columns: Placed,
+    styles: Mapping[str, Style],
+    sort_key: str,
+    reverse: bool,
+    width: int,
+    titles: Mapping[str, str] | None = None,
 ) -> Strip:
+    """The header line; ``titles`` replaces a column's title by key (REQ/S with its window)."""
     segments: list[Segment] = []
     for column, _, w in columns:
         sorted_here = column.key == sort_key
-        title = column.title
+        title = (titles or {}).get(column.key, column.title)
         if sorted_here:  # the arrow replaces the title's end when the column is narrow
             arrow = "▼" if reverse else "▲"
             title = f"{title} {arrow}" if len(title) + 2 <= w else f"{title[: w - 1]}{arrow}"

@@ -81,6 +81,8 @@ class SlotTable(ScrollView, can_focus=True):
         self._styles: dict[str, Style] | None = None
         self._natural: dict[str, int] | None = None
         self._measured_keys: KeysView[RowKey] | None = None
+        # column titles that depend on the snapshot (the rate window of REQ/S)
+        self._titles: dict[str, str] = {}
 
     # -- data ------------------------------------------------------------------------------
 
@@ -93,6 +95,14 @@ class SlotTable(ScrollView, can_focus=True):
             self._strips = {k: v for k, v in self._strips.items() if k in rows}
         self._after_reorder()
         self._refresh_changed_lines()
+
+    def set_rate_window(self, window: str | None) -> None:
+        """Name the window REQ/S is a rate over in its title (``REQ/S 1m``)."""
+        title = f"REQ/S {window}" if window else "REQ/S"
+        if self._titles.get("rps") != title:
+            self._titles["rps"] = title
+            self._header = None
+            self.refresh(Region(0, 0, self.size.width, 1))
 
     def set_sort(self, key: str, reverse: bool) -> None:
         self.order.set_sort(key, reverse)
@@ -258,7 +268,12 @@ class SlotTable(ScrollView, can_focus=True):
         if self._header is not None and self._header[0] == header_key:
             return self._header[1]
         strip = header_strip(
-            self._columns(), self._style_map(), self.order.sort_key, self.order.reverse, width
+            self._columns(),
+            self._style_map(),
+            self.order.sort_key,
+            self.order.reverse,
+            width,
+            self._titles,
         )
         self._header = (header_key, strip)
         return strip

@@ -7,6 +7,7 @@
 #   tests    the gpu-marked tests (tests/device)
 #   bench    benchmarks/nvml_bench.py
 #   probe    benchmarks/nvml_gpm_probe.py under a CUDA load (GPM answers by spacing/metric set)
+#   health   tests/device/nvml_health_probe.py: raw XID-event and clock-reason answers
 #   compare  benchmarks/nvml_console_vs_nvitop.py (needs the .whl wheels carried: textual, nvitop)
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 STAGES=" ${*:-mps record tests bench} "
@@ -54,6 +55,13 @@ if want probe; then
   for i in $(seq 100); do grep -q ready /tmp/load.txt 2>/dev/null && break; sleep 0.1; done
   timeout 60 python3 benchmarks/nvml_gpm_probe.py "$OUT/gpm_probe.json" >"$OUT/gpm_probe.txt" 2>&1
   echo "probe rc=$?" >>"$LOG"; wait $LOADPID
+fi
+
+# --- raw GPU-health answers (events, clock event reasons idle and under load) --------------
+if want health; then
+  timeout 60 python3 tests/device/nvml_health_probe.py --load >"$OUT/nvml_health.json" \
+    2>"$OUT/nvml_health_err.txt"
+  echo "health rc=$?" >>"$LOG"
 fi
 
 # --- 2. recording under load --------------------------------------------------------------

@@ -70,6 +70,10 @@ class RecordingNvml:
             self._labels[address] = f"gpu{args[0]}"
         elif fn == "nvmlDeviceGetMigDeviceHandleByIndex":
             self._labels[address] = f"{self._label(args[0])}/mig{args[1]}"
+        elif fn == "nvmlEventSetCreate":
+            self._labels[address] = (
+                f"eventset{sum(v.startswith('eventset') for v in self._labels.values())}"
+            )
         elif fn == "nvmlDeviceGetDeviceHandleFromMigDeviceHandle":
             self._labels.setdefault(address, f"parent({self._label(args[0])})")
 
@@ -155,6 +159,14 @@ class RecordingNvml:
         path.write_text(json.dumps(document, indent=1) + "\n")
 
 
+def _health_summary(gpu: Any) -> str:
+    return (
+        f"gpu{gpu.index}: {gpu.temperature_c}C {gpu.power_w}/{gpu.power_limit_w}W "
+        f"util={gpu.util_pct} xid_watched={gpu.xid_watched} xid={gpu.xid_last} "
+        f"thermal_slowdown={gpu.thermal_slowdown} power_capped={gpu.power_capped}"
+    )
+
+
 def record_source_reads(out: Path, reads: int, interval_s: float) -> dict[str, Any]:
     """Run NvmlSource over recorded real NVML for ``reads`` reads; save and return the meta."""
     import platform
@@ -172,11 +184,13 @@ def record_source_reads(out: Path, reads: int, interval_s: float) -> dict[str, A
         summaries.append(
             f"{reading.health.value} calls={reading.round_trips} "
             f"slots={[(s.id, s.activity_pct, s.activity_metric) for s in reading.slots]} "
+            f"health={[_health_summary(g) for g in reading.gpus]} "
             f"error={reading.error}"
         )
         time.sleep(interval_s)
     driver = recorder.nvmlSystemGetDriverVersion()
     nvml_version = recorder.nvmlSystemGetNVMLVersion()
+    unwatched = dict(source.xid_unwatched_why)
     source.close()
     meta = {
         "recorded_on": socket.gethostname(),
@@ -189,6 +203,7 @@ def record_source_reads(out: Path, reads: int, interval_s: float) -> dict[str, A
         "interval_s": interval_s,
         "synthesized": False,
         "reading_summaries": summaries,
+        "xid_unwatched_why": unwatched,
     }
     recorder.save(out, meta)
     return meta

@@ -13,8 +13,8 @@ from tests.helpers.servers import free_port
 
 pytestmark = pytest.mark.integration
 
-KEYS = ["taken_at", "seq", "fleet", "gpus", "slots", "backends", "queues", "latency", "sources",
-        "alerts"]  # fmt: skip
+KEYS = ["taken_at", "seq", "fleet", "rate_window", "gpus", "slots", "backends", "queues",
+        "latency", "nodes", "sources", "alerts"]  # fmt: skip
 
 
 def config_file(tmp_path: Path, url: str) -> Path:

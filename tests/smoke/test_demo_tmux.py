@@ -72,7 +72,14 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
 
 
 def table_rows(screen: str) -> list[str]:
-    return [line for line in screen.splitlines() if "node-" in line or "vm-" in line]
+    """The slot table's rows: the lines above the bottom panels (the GPU panel names hosts too)."""
+    rows = []
+    for line in screen.splitlines():
+        if line.startswith("─"):
+            break
+        if "node-" in line or "vm-" in line:
+            rows.append(line)
+    return rows
 
 
 def test_demo_start_filter_detail_quit(tmux: Tmux) -> None:

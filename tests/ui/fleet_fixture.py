@@ -18,6 +18,7 @@ from gpucon.model.fleet import (
     Health,
     LatencyStats,
     MpsState,
+    NodeInfo,
     QueueStats,
     Slot,
     SlotKind,
@@ -54,6 +55,9 @@ class HandSource:
     host_names: tuple[str, ...] = ("gpu-a", "gpu-b")
     health: Health = Health.OK
     extra_backends: list[Backend] = field(default_factory=list)
+    # gpu-b's A100 in trouble: XID 79 seen at T0 + 2, thermal slowdown, power capped
+    gpu_trouble: bool = False
+    nodes: tuple[NodeInfo, ...] = ()
 
     def read(self) -> Reading:
         s = self.step
@@ -82,7 +86,7 @@ class HandSource:
             i = 0
             for host, index, gpu_name, parts in layout:
                 uuid = f"GPU-{host}-{index}"
-                gpus.append(Gpu(uuid=uuid, host=host, index=index, name=gpu_name, mig_enabled=True))
+                gpus.append(self._gpu(uuid, host, index, gpu_name, trouble=host == b))
                 for gi, profile, total in parts:
                     sid = mig_slot_id(host, index, gi)
                     act = _wave(s, i, 20, 99.5) if i != 2 else None
@@ -131,7 +135,22 @@ class HandSource:
                     )
                     i += 1
             h200 = f"GPU-{a}-1"
-            gpus.append(Gpu(uuid=h200, host=a, index=1, name="NVIDIA H200", mig_enabled=False))
+            gpus.append(
+                Gpu(
+                    uuid=h200,
+                    host=a,
+                    index=1,
+                    name="NVIDIA H200",
+                    mig_enabled=False,
+                    util_pct=_wave(s, 7, 40, 80),
+                    temperature_c=55.0,
+                    power_w=512.0,
+                    power_limit_w=700.0,
+                    xid_watched=True,
+                    thermal_slowdown=False,
+                    power_capped=False,
+                )
+            )
             sid = gpu_slot_id(a, 1)
             slots.append(
                 Slot(
@@ -216,7 +235,27 @@ class HandSource:
             backends=tuple(backends),
             latency=tuple(latency),
             queues=queues,
+            nodes=self.nodes,
             error=None if self.health is Health.OK else "refused",
+        )
+
+    def _gpu(self, uuid: str, host: str, index: int, name: str, trouble: bool) -> Gpu:
+        """A MIG-enabled A100 with its health; ``trouble`` (and gpu_trouble): a sick one."""
+        sick = trouble and self.gpu_trouble
+        return Gpu(
+            uuid=uuid,
+            host=host,
+            index=index,
+            name=name,
+            mig_enabled=True,
+            temperature_c=88.0 if sick else 61.0,
+            power_w=398.0 if sick else 301.0,
+            power_limit_w=400.0,
+            xid_watched=True,
+            xid_last=79 if sick else None,
+            xid_at=T0 + 2 if sick else None,
+            thermal_slowdown=sick,
+            power_capped=sick,
         )
 
     def close(self) -> None:

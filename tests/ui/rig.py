@@ -13,7 +13,7 @@ from typing import Any
 from gpucon.app import GpuconApp
 from gpucon.hub import Hub
 from gpucon.model.snapshot import Snapshot
-from gpucon.sim import DEMO_SLO_P95_MS
+from gpucon.sim import DEMO_RATE_WINDOW, DEMO_SLO_P95_MS
 from gpucon.sim.source import SimSource
 from gpucon.sources.base import Source
 from gpucon.widgets.slot_table import SlotTable
@@ -25,11 +25,16 @@ class Rig:
     source: Source = field(default_factory=HandSource)
     clock: FrozenClock = field(default_factory=FrozenClock)
     slo_p95_ms: dict[str, float] = field(default_factory=dict)
+    rate_window: str | None = None
     hub: Hub = field(init=False)
 
     def __post_init__(self) -> None:
         self.hub = Hub(
-            [self.source], refresh_s=1.0, clock=self.clock, slo_p95_ms_by_model=self.slo_p95_ms
+            [self.source],
+            refresh_s=1.0,
+            clock=self.clock,
+            slo_p95_ms_by_model=self.slo_p95_ms,
+            rate_window=self.rate_window,
         )
 
     def step(self, steps: int = 1) -> Snapshot:
@@ -54,7 +59,12 @@ class Rig:
 def sim_rig(seed: int = 7, scenario: str | None = None, size: int | None = None) -> Rig:
     clock = FrozenClock()
     source = SimSource.for_demo(seed, scenario, size, clock=clock)
-    return Rig(source=source, clock=clock, slo_p95_ms=dict(DEMO_SLO_P95_MS))
+    return Rig(
+        source=source,
+        clock=clock,
+        slo_p95_ms=dict(DEMO_SLO_P95_MS),
+        rate_window=DEMO_RATE_WINDOW,
+    )
 
 
 def table_of(app: GpuconApp) -> SlotTable:

@@ -112,3 +112,25 @@ def test_stale_source_marks_rows_and_header(snap_compare) -> None:  # type: igno
 
 def test_hostile_names_render_literally(snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(hostile_rig().app(), terminal_size=SIZE)
+
+
+def test_gpu_health_and_node_state(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    from tests.ui.test_gpu_health_view import troubled_rig
+
+    assert snap_compare(troubled_rig().app(warmup=20), terminal_size=SIZE)
+
+
+def test_detail_with_gpu_health_and_node(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    from tests.ui.test_gpu_health_view import troubled_rig
+
+    app = troubled_rig().app(warmup=20)
+
+    async def open_detail(pilot: Pilot[int]) -> None:
+        app.open_detail("gpu-b/gpu0/gi1")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(160, 60), run_before=open_detail)
+
+
+def test_incident_gpu_fault(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(sim_rig(scenario="gpu-fault").app(warmup=90), terminal_size=SIZE)

@@ -90,3 +90,20 @@ def test_demo_session_honours_the_config_s_thresholds_and_slos() -> None:
     assert session.hub.slo_p95_ms_by_model["sdxl"] == 123.0
     assert session.demo and session.fleet_name == "simulated"
     session.close()
+
+
+def test_hub_names_the_prometheus_rate_window_in_its_snapshots() -> None:
+    config = GpuconConfig(
+        fleets={"a": FleetConfig(name="a", prometheus=PrometheusConfig(rate_window="5m"))},
+        default_fleet="a",
+    )
+    session = open_session(config, read_only=True)
+    hub = session.hub
+    assert hub.rate_window == "5m" and hub.tick().rate_window == "5m"
+    session.close()
+    config_b = GpuconConfig(
+        fleets={"b": FleetConfig(name="b", redis=RedisConfig())}, default_fleet="b"
+    )
+    without = open_session(config_b, read_only=True)
+    assert without.hub.tick().rate_window is None  # no rate source: REQ/S names no window
+    without.close()

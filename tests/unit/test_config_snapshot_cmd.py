@@ -9,8 +9,8 @@ import pytest
 
 from gpucon.commands.cli import main
 
-KEYS = ["taken_at", "seq", "fleet", "gpus", "slots", "backends", "queues", "latency", "sources",
-        "alerts"]  # fmt: skip
+KEYS = ["taken_at", "seq", "fleet", "rate_window", "gpus", "slots", "backends", "queues",
+        "latency", "nodes", "sources", "alerts"]  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
@@ -36,6 +36,11 @@ def test_demo_json_shape_and_sorted_entities(capsys: pytest.CaptureFixture[str])
     assert {"id", "kind", "activity_pct", "activity_metric", "mem_used_mib"} <= set(slots[0])
     sources = doc["sources"]
     assert isinstance(sources, list) and sources[0]["health"] == "ok"
+    assert doc["rate_window"] == "10s"  # the simulator's smoothing, named like rate()'s window
+    gpus = doc["gpus"]
+    assert isinstance(gpus, list) and gpus
+    health = {"temperature_c", "power_w", "power_limit_w", "util_pct", "xid_last", "xid_at"}
+    assert health | {"thermal_slowdown", "power_capped", "xid_watched"} <= set(gpus[0])
 
 
 def test_same_seed_same_fleet(capsys: pytest.CaptureFixture[str]) -> None:
@@ -58,6 +63,12 @@ def test_demo_text(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert out.startswith("fleet demo · ")
     assert "SLOT" in out and "source sim" in out
+    assert "REQ/S 10s" in out
+    gpu_header = next(line for line in out.splitlines() if line.startswith("GPU "))
+    assert gpu_header.split()[2:] == ["TEMP", "POWER", "UTIL", "XID", "CLOCKS"]
+    gpu_lines = out.split(gpu_header, 1)[1].splitlines()
+    h200 = next(line for line in gpu_lines if "NVIDIA H200" in line)
+    assert "°C" in h200 and "/700W" in h200 and " none " in h200
 
 
 def test_unknown_scenario_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from gpucon.hub import Hub
 from gpucon.model.alerts import Severity
-from gpucon.model.fleet import BackendState, LatencyStats, Slot
+from gpucon.model.fleet import BackendState, Gpu, LatencyStats, Slot
 from gpucon.model.reading import Reading
 from gpucon.sim import DEMO_SLO_P95_MS, SCENARIOS, build_sim_fleet
 from gpucon.sim.fleet import SimFleet
@@ -127,9 +127,26 @@ def test_the_calm_demo_raises_no_alerts() -> None:
         ("burst", 300, {"queue_wait:gen:queue", "p95_slo:sdxl-a0-gi1", "queue_wait:sdxl-c0"}),
         ("noisy-neighbour", 120, {"hot_slot:vm:vm-b-1", "p95_slo:sdxl-vm-b-1"}),
         ("slice-memory-leak", 300, {f"low_memory:{LEAKING_SLOT}"}),
+        ("gpu-fault", 120, {"xid:node-c/gpu0", "thermal:node-c/gpu0"}),
     ],
 )
 def test_each_scenario_raises_its_alerts(scenario: str, seconds: int, expected: set[str]) -> None:
     seen = alerts_over(scenario, seconds)
     assert expected <= set(seen)
     assert "stale_source:sim" not in seen
+
+
+def test_gpu_fault_heats_the_h200_into_slowdown_then_raises_xid_94() -> None:
+    fleet = build_sim_fleet(seed=7, scenario="gpu-fault")
+    readings = run(fleet, 120)
+
+    def h200(r: Reading) -> Gpu:
+        return next(g for g in r.gpus if g.name == "NVIDIA H200")
+
+    calm = h200(readings[5])
+    assert calm.thermal_slowdown is False and calm.xid_last is None and calm.xid_watched
+    hot = h200(readings[-1])
+    assert known(hot.temperature_c) >= 87 and hot.thermal_slowdown is True
+    # raised 30 s into the incident (t = 40 s); its time is the reading's clock
+    assert hot.xid_last == 94 and hot.xid_at == pytest.approx(40.0, abs=1.0)
+    assert h200(readings[38]).xid_last is None
