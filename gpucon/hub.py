@@ -24,6 +24,7 @@ from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
 from gpucon.model.merge import MergedFleet, merge_readings
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
+from gpucon.model.staleness import FRESH, Staleness, stale_after_s, stale_fields
 from gpucon.sources.base import Source, guarded_read
 
 if TYPE_CHECKING:
@@ -49,8 +50,23 @@ class _SourceState:
     failures: int = 0
 
 
-def history_samples(fleet: MergedFleet) -> dict[str, Sample]:
-    """The values the history rings keep, one per series key (see model.history)."""
+# history series -> the (entity kind, field) it samples: a stale value is appended as a gap
+_SERIES_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "slot": (("activity", "activity_pct"), ("mem_used", "mem_used_mib")),
+    "latency": (("p95", "p95_ms"), ("rps", "req_per_s"), ("queue_ms", "queue_ms")),
+    "queue": (
+        ("length", "length"),
+        ("waiting", "lag"),
+        ("waiting", "pending"),
+        ("oldest", "oldest_age_s"),
+    ),
+}
+_SERIES_PREFIX = {"slot": "slot", "latency": "backend", "queue": "queue"}
+
+
+def history_samples(fleet: MergedFleet, staleness: Staleness = FRESH) -> dict[str, Sample]:
+    """The values the history rings keep, one per series key (see model.history); a stale
+    value is a gap (``None``), so plots and windows stop where fresh data stops."""
     samples: dict[str, Sample] = {}
     for sid, slot in fleet.slots.items():
         samples[f"slot:{sid}:activity"] = slot.activity_pct
@@ -64,14 +80,29 @@ def history_samples(fleet: MergedFleet) -> dict[str, Sample]:
         waiting = q.waiting
         samples[f"queue:{stream}:waiting"] = None if waiting is None else float(waiting)
         samples[f"queue:{stream}:oldest"] = q.oldest_age_s
+    for entity, fields in staleness.fields.items():
+        kind, _, ident = entity.partition(":")
+        for series, field_name in _SERIES_FIELDS.get(kind, ()):
+            if field_name in fields:
+                samples[f"{_SERIES_PREFIX[kind]}:{ident}:{series}"] = None
     return samples
 
 
-def backoff_s(cadence_s: float, failures: int, cap_s: float = 30.0) -> float:
-    """Delay before the next read of a source that failed ``failures`` times in a row."""
+# a failed source is retried once per cadence, never more often than this
+MIN_RETRY_S = 0.25
+
+
+def backoff_s(cadence_s: float, failures: int) -> float:
+    """Delay before the next read of a source that failed ``failures`` times in a row.
+
+    A failed source is retried at its cadence, not on a growing backoff: one cheap attempt
+    per cadence (a refused connection, or one query that times out) does not hammer a dead
+    server, and a server that comes back is read within one cadence of answering again, so
+    its data is fresh within two cadences of its return.
+    """
     if failures <= 0:
         return cadence_s
-    return float(min(cap_s, max(cadence_s, cadence_s * 2.0 ** min(failures, 8))))
+    return max(cadence_s, MIN_RETRY_S)
 
 
 class Hub:
@@ -135,6 +166,7 @@ class Hub:
         name = st.source.name
         last_ok_at = st.last_good.taken_at if st.last_good else None
         read_s = st.last.duration_s if st.last else None
+        after = stale_after_s(st.source.cadence_s)
         if st.in_flight_since is not None and now - st.in_flight_since > st.source.timeout_s:
             waited = now - st.in_flight_since
             return SourceStatus(
@@ -143,12 +175,26 @@ class Hub:
                 f"read timed out ({waited:.1f}s > {st.source.timeout_s:.1f}s)",
                 last_ok_at,
                 read_s,
+                self._started_at,
+                after,
             )
         if st.last is None:
-            return SourceStatus(name, Health.DOWN, "not read yet", None, None, self._started_at)
+            return SourceStatus(
+                name, Health.DOWN, "not read yet", None, None, self._started_at, after
+            )
         return SourceStatus(
-            name, st.last.health, st.last.error, last_ok_at, read_s, self._started_at
+            name, st.last.health, st.last.error, last_ok_at, read_s, self._started_at, after
         )
+
+    @staticmethod
+    def _stale_age(st: _SourceState, now: float) -> float | None:
+        """The age of a source's data when it is stale (too old, or its newest read failed)."""
+        good = st.last_good
+        if good is None:
+            return None
+        age = max(0.0, now - good.taken_at)
+        failed = st.last is not None and st.last is not good and st.last.health is Health.DOWN
+        return age if failed or age > stale_after_s(st.source.cadence_s) else None
 
     # -- snapshots --------------------------------------------------------------------------
 
@@ -158,8 +204,14 @@ class Hub:
         with self._lock:
             readings = [st.last_good for st in self._states if st.last_good is not None]
             statuses = {st.source.name: self._status(st, now) for st in self._states}
+            stale = {
+                st.source.name: age
+                for st in self._states
+                if (age := self._stale_age(st, now)) is not None
+            }
         fleet = merge_readings(readings)
-        self._history = self._history.append(now, history_samples(fleet))
+        staleness = stale_fields(readings, fleet, stale)
+        self._history = self._history.append(now, history_samples(fleet, staleness))
         slo = {
             name: self.slo_p95_ms_by_model[b.model]
             for name, b in fleet.backends.items()
@@ -195,6 +247,7 @@ class Hub:
             history=self._history,
             origins=fleet.origins,
             slo_p95_ms=slo,
+            staleness=staleness,
         )
         self._snapshot = snapshot
         return snapshot

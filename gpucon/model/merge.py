@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -63,7 +63,8 @@ class MergedFleet:
     queues: dict[str, QueueStats]
     latency: dict[str, LatencyStats]
     nodes: dict[str, NodeInfo]
-    # entity key ("slot:ID", "backend:NAME", "queue:STREAM", "gpu:UUID") -> sources that told of it
+    # entity key ("slot:ID", "backend:NAME", "latency:NAME", "queue:STREAM", "gpu:UUID") ->
+    # the sources that told of it
     origins: dict[str, frozenset[str]]
 
 
@@ -102,20 +103,33 @@ def _url_host(url: str | None) -> str | None:
         return None
 
 
+def latency_name_resolver(backends: Mapping[str, Backend]) -> Callable[[str], str]:
+    """Maps a latency key to its backend's name: a name stays, a ``host:port`` becomes the
+    backend with that url (an unknown one stays as it is)."""
+    by_netloc: dict[str, str] | None = None  # built only if some key is not a backend name
+
+    def resolve(key: str) -> str:
+        nonlocal by_netloc
+        if key in backends:
+            return key
+        if by_netloc is None:
+            by_netloc = {
+                loc: b.name for b in backends.values() if (loc := _netloc(b.url)) is not None
+            }
+        return by_netloc.get(key, key)
+
+    return resolve
+
+
 def resolve_latency(
     latency: Iterable[LatencyStats], backends: dict[str, Backend]
 ) -> dict[str, LatencyStats]:
     """Latency by backend name; ``host:port`` keys map to the backend with that url."""
-    by_netloc: dict[str, str] | None = None  # built only if some key is not a backend name
+    resolve = latency_name_resolver(backends)
     resolved: dict[str, LatencyStats] = {}
     for stats in latency:
-        name = stats.key
-        if name not in backends:
-            if by_netloc is None:
-                by_netloc = {
-                    loc: b.name for b in backends.values() if (loc := _netloc(b.url)) is not None
-                }
-            name = by_netloc.get(name, name)
+        name = resolve(stats.key)
+        if name != stats.key:
             stats = dataclasses.replace(stats, key=name)
         existing = resolved.get(name)
         resolved[name] = stats if existing is None else overlay(existing, stats)
@@ -173,6 +187,10 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
                 note(f"slot:{b.slot_id}", src)
     merged_nodes = {str(k): v for k, v in merge_by_key(nodes, lambda n: n.name).items()}
     merged_backends = attach_pods_by_ip(merged_backends, merged_nodes.values())
+    latency_name = latency_name_resolver(merged_backends)
+    for r in readings:
+        for lat in r.latency:
+            note(f"latency:{latency_name(lat.key)}", r.source)
     return MergedFleet(
         gpus={str(k): v for k, v in merge_by_key(gpus, lambda g: g.uuid).items()},
         slots=merged_slots,

@@ -14,9 +14,13 @@ from rich.cells import cell_len
 
 from gpucon.model.fleet import Backend, LatencyStats, Slot, SlotKind
 from gpucon.model.snapshot import Snapshot
+from gpucon.model.staleness import Staleness
+from gpucon.widgets import fmt
 from gpucon.widgets.safe_text import clean
 
 RowKey = tuple[str, str]  # (slot id, backend name or "")
+# (value name, its age as shown) of each stale value of a row; () when all are fresh
+StaleMarks = tuple[tuple[str, str], ...]
 HOT_PCT = 90.0
 LOW_FREE_MIB = 1536.0
 
@@ -40,7 +44,16 @@ class RowValues(NamedTuple):
     slo: float | None
     rps: float | None
     ready: bool | None
-    stale: bool
+    # the row's stale values: ("activity" | "mem" | "weight" | "state" | "inflight" | "ready"
+    # | "p95" | "rps", age text); empty when every value is fresh
+    stale: StaleMarks
+
+    def stale_age(self, value: str) -> str | None:
+        """The age text of a stale value of this row, or None when it is fresh."""
+        for name, age in self.stale:
+            if name == value:
+                return age
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,8 +189,42 @@ def _backend_part(b: Backend, lat: LatencyStats | None, slo: float | None) -> tu
     )
 
 
+# (value name in a row, field of the entity) per entity kind
+_SLOT_VALUES = (("activity", "activity_pct"), ("mem", "mem_used_mib"), ("mem", "mem_total_mib"))
+_BACKEND_VALUES = (
+    ("weight", "weight"),
+    ("state", "state"),
+    ("inflight", "inflight"),
+    ("ready", "ready"),
+)
+_LATENCY_VALUES = (("p95", "p95_ms"), ("rps", "req_per_s"))
+
+
+def stale_marks(staleness: Staleness, slot_id: str, backend: str) -> StaleMarks:
+    """The stale values of the row of ``slot_id`` and ``backend`` ("" for none), with ages."""
+    marks: list[tuple[str, str]] = []
+    entities: list[tuple[str, tuple[tuple[str, str], ...]]] = [(f"slot:{slot_id}", _SLOT_VALUES)]
+    if backend:
+        entities += [
+            (f"backend:{backend}", _BACKEND_VALUES),
+            (f"latency:{backend}", _LATENCY_VALUES),
+        ]
+    for entity, values in entities:
+        by_field = staleness.fields.get(entity)
+        if not by_field:
+            continue
+        for name, field_name in values:
+            source = by_field.get(field_name)
+            if source is not None and not any(n == name for n, _ in marks):
+                marks.append((name, fmt.age(staleness.sources.get(source, 0.0))))
+    return tuple(marks)
+
+
 def _make(
-    slot_id: str, slot_part: tuple[object, ...], backend_part: tuple[object, ...], stale: bool
+    slot_id: str,
+    slot_part: tuple[object, ...],
+    backend_part: tuple[object, ...],
+    stale: StaleMarks,
 ) -> RowValues:
     return RowValues._make((slot_id, *slot_part, *backend_part, stale))
 
@@ -191,7 +238,7 @@ class RowBuilder:
         self.default_slo_ms = default_slo_ms
         self._slots: dict[str, tuple[Slot, tuple[object, ...]]] = {}
         self._backends: dict[str, tuple[tuple[object, ...], tuple[object, ...]]] = {}
-        self._rows: dict[RowKey, tuple[object, object, bool, RowValues]] = {}
+        self._rows: dict[RowKey, tuple[object, object, StaleMarks, RowValues]] = {}
         self._fast: dict[RowKey, tuple[Any, ...]] = {}
 
     def _slot_part(self, slot: Slot) -> tuple[object, ...]:
@@ -219,7 +266,11 @@ class RowBuilder:
         return part
 
     def _row(
-        self, key: RowKey, slot_part: tuple[object, ...], bpart: tuple[object, ...], stale: bool
+        self,
+        key: RowKey,
+        slot_part: tuple[object, ...],
+        bpart: tuple[object, ...],
+        stale: StaleMarks,
     ) -> RowValues:
         cached = self._rows.get(key)
         if (
@@ -236,9 +287,9 @@ class RowBuilder:
     def build(self, snapshot: Snapshot) -> dict[RowKey, RowValues]:
         """One row per (slot, backend); a slot with no backend, or a backend with no known
         slot, gets a row of its own."""
-        # Snapshot.is_stale decides; asked only when some source is stale (the rare case)
-        any_stale = bool(snapshot.stale_sources())
-        is_stale = snapshot.is_stale
+        # stale marks are worked out only when some value is stale (the rare case)
+        staleness = snapshot.staleness
+        any_stale = bool(staleness)
 
         on_slot: dict[str, list[Backend]] = {}
         for b in snapshot.backends.values():
@@ -248,13 +299,13 @@ class RowBuilder:
         fast = self._fast
         for sid, slot in snapshot.slots.items():
             backends = on_slot.pop(sid, None)
-            slot_stale = any_stale and is_stale(f"slot:{sid}")
             if not backends:
+                slot_stale = stale_marks(staleness, sid, "") if any_stale else ()
                 part = self._slot_part(slot)
                 rows[(sid, "")] = self._row((sid, ""), part, _NO_BACKEND, slot_stale)
                 continue
             for b in backends:
-                stale = slot_stale or (any_stale and is_stale(f"backend:{b.name}"))
+                stale = stale_marks(staleness, sid, b.name) if any_stale else ()
                 key = (sid, b.name)
                 lat = latency.get(b.name)
                 p95 = None if lat is None else lat.p95_ms
@@ -276,7 +327,7 @@ class RowBuilder:
         for sid, backends in on_slot.items():
             no_slot = (*_NO_SLOT[:2], clean(sid), *_NO_SLOT[3:])
             for b in backends:
-                stale = any_stale and is_stale(f"backend:{b.name}")
+                stale = stale_marks(staleness, sid, b.name) if any_stale else ()
                 rows[(sid, b.name)] = _make(
                     clean(sid), no_slot, self._backend_part(b, snapshot), stale
                 )

@@ -2,7 +2,8 @@
 
 Pure rendering (no widget state): the table caches what these return and calls them only
 for rows whose shown values changed. Styles come in by name ("hot", "breach", ...) from the
-theme; a stale row and the cursor row are styled over each cell's own style.
+theme (a stale value's cell says so itself: style "stale"); the cursor row is styled over
+each cell's own style.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ def row_strip(
     width: int,
 ) -> Strip:
     cursor = styles["cursor"] if is_cursor else None
-    stale = styles["stale"] if row.stale else None
     blank = styles[""] + cursor if cursor is not None else styles[""]
     # neighbours of one style are joined into one segment (the gaps mostly): fewer segments
     # to filter and compose, and fewer style changes written to the terminal
@@ -38,8 +38,6 @@ def row_strip(
     for column, _, w in columns:
         text, style_name = cell(column.key, row, w, spark)
         style = styles[style_name]
-        if stale is not None:
-            style = style + stale
         if cursor is not None:
             style = style + cursor
         text = pad(text, w, column.right)
