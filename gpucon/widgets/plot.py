@@ -77,10 +77,10 @@ class Plot(TextPanel):
         latest = values[-1] if values else None
         text = Text(no_wrap=True)
         text.append_text(safe(self.title, 60, "bold"))
-        text.append(f"  now {_num(latest)}{self.unit}", style="bold")
+        text.append(f"  now {_num(latest)}{'' if latest is None else self.unit}", style="bold")
         if latest is None and known:
             gap = next(i for i, v in enumerate(reversed(values)) if v is not None)
-            text.append(f" (no fresh sample for {gap} samples)", style="italic")
+            text.append(f" (last {gap} {'sample' if gap == 1 else 'samples'} stale or missing)")
         if known:
             text.append(f"  min {_num(min(known))}  max {_num(max(known))}")
         else:

@@ -31,6 +31,7 @@ def row_strip(
 ) -> Strip:
     cursor = styles["cursor"] if is_cursor else None
     blank = styles[""] + cursor if cursor is not None else styles[""]
+    stale_fg = Style(color=styles["stale"].color)
     # neighbours of one style are joined into one segment (the gaps mostly): fewer segments
     # to filter and compose, and fewer style changes written to the terminal
     texts: list[str] = []
@@ -39,7 +40,8 @@ def row_strip(
         text, style_name = cell(column.key, row, w, spark)
         style = styles[style_name]
         if cursor is not None:
-            style = style + cursor
+            # the cursor's colours win, but a stale value stays in the stale colour
+            style = style + cursor + stale_fg if style_name == "stale" else style + cursor
         text = pad(text, w, column.right)
         if texts:
             if seg_styles[-1] == blank:
