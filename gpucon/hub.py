@@ -3,9 +3,11 @@
 Each source is read in a worker thread; the next read is scheduled only when the last one has
 finished, so slow sources never pile up. A read that outlasts the source's timeout marks the
 source degraded ("read timed out") while its last good data stays on screen, marked stale.
-Every ``refresh_s`` the hub merges the newest readings into one immutable Snapshot, appends
-the history rings, derives alerts, and hands the Snapshot to ``on_snapshot`` (from the hub's
-thread: the UI posts it to itself as a replaceable message).
+Every ``refresh_s`` the hub merges the newest readings into one immutable Snapshot, works out
+which values are stale (model.staleness: older than two of their source's cadences, or from a
+source whose newest read failed), appends the history rings (a stale value is a gap), derives
+alerts, and hands the Snapshot to ``on_snapshot`` (from the hub's thread: the UI posts it to
+itself as a replaceable message). A failed source is retried once per cadence (``backoff_s``).
 """
 
 from __future__ import annotations
