@@ -148,8 +148,7 @@ class QueuePanel(TextPanel):
             if age is None:
                 line.append(spark, style=self.theme_style("primary"))
             else:  # every number here came from a stale read: none of them is current
-                line.append(spark)
-                line.append(f" stale {fmt.age(age)}", style="bold")
+                line.append(f"stale {fmt.age(age)}".ljust(12), style="bold")
                 line.stylize(stale)
             text.append_text(line)
             text.append("\n")
