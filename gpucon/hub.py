@@ -26,7 +26,7 @@ from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
 from gpucon.model.merge import MergedFleet, merge_readings
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
-from gpucon.model.staleness import FRESH, Staleness, stale_after_s, stale_fields
+from gpucon.model.staleness import FRESH, StaleFieldCache, Staleness, stale_after_s
 from gpucon.sources.base import Source, guarded_read
 
 if TYPE_CHECKING:
@@ -66,9 +66,23 @@ _SERIES_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
 _SERIES_PREFIX = {"slot": "slot", "latency": "backend", "queue": "queue"}
 
 
-def history_samples(fleet: MergedFleet, staleness: Staleness = FRESH) -> dict[str, Sample]:
+def stale_series(staleness: Staleness) -> list[str]:
+    """The history series whose value is stale now (their sample is a gap)."""
+    keys: list[str] = []
+    for entity, fields in staleness.fields.items():
+        kind, _, ident = entity.partition(":")
+        for series, field_name in _SERIES_FIELDS.get(kind, ()):
+            if field_name in fields:
+                keys.append(f"{_SERIES_PREFIX[kind]}:{ident}:{series}")
+    return keys
+
+
+def history_samples(
+    fleet: MergedFleet, staleness: Staleness = FRESH, gaps: list[str] | None = None
+) -> dict[str, Sample]:
     """The values the history rings keep, one per series key (see model.history); a stale
-    value is a gap (``None``), so plots and windows stop where fresh data stops."""
+    value is a gap (``None``), so plots and windows stop where fresh data stops (``gaps``:
+    ``stale_series(staleness)``, when the caller has it already)."""
     samples: dict[str, Sample] = {}
     for sid, slot in fleet.slots.items():
         samples[f"slot:{sid}:activity"] = slot.activity_pct
@@ -82,11 +96,9 @@ def history_samples(fleet: MergedFleet, staleness: Staleness = FRESH) -> dict[st
         waiting = q.waiting
         samples[f"queue:{stream}:waiting"] = None if waiting is None else float(waiting)
         samples[f"queue:{stream}:oldest"] = q.oldest_age_s
-    for entity, fields in staleness.fields.items():
-        kind, _, ident = entity.partition(":")
-        for series, field_name in _SERIES_FIELDS.get(kind, ()):
-            if field_name in fields:
-                samples[f"{_SERIES_PREFIX[kind]}:{ident}:{series}"] = None
+    if staleness:
+        for key in stale_series(staleness) if gaps is None else gaps:
+            samples[key] = None
     return samples
 
 
@@ -127,6 +139,8 @@ class Hub:
         self._states = [_SourceState(s) for s in sources]
         self._lock = threading.Lock()
         self._history = History(capacity=history_capacity)
+        self._stale_fields = StaleFieldCache()
+        self._gaps: tuple[object, list[str]] = (None, [])
         self._snapshot: Snapshot | None = None
         self._seq = 0
         self._stop = threading.Event()
@@ -212,8 +226,10 @@ class Hub:
                 if (age := self._stale_age(st, now)) is not None
             }
         fleet = merge_readings(readings)
-        staleness = stale_fields(readings, fleet, stale)
-        self._history = self._history.append(now, history_samples(fleet, staleness))
+        staleness = self._stale_fields(readings, fleet, stale)
+        if self._gaps[0] is not staleness.fields:  # the same stale values: the same gaps
+            self._gaps = (staleness.fields, stale_series(staleness))
+        self._history = self._history.append(now, history_samples(fleet, staleness, self._gaps[1]))
         slo = {
             name: self.slo_p95_ms_by_model[b.model]
             for name, b in fleet.backends.items()

@@ -8,6 +8,8 @@ O(series) amortized, not O(series × capacity) as copying tuples would (at 512 G
 
 Series keys: ``slot:ID:activity``, ``slot:ID:mem_used``, ``backend:NAME:p95``,
 ``backend:NAME:rps``, ``backend:NAME:queue_ms``, ``queue:STREAM:length``, ``queue:STREAM:oldest``.
+A sample is ``None`` where the value was unknown or stale (the hub appends a gap, not the last
+value again), so plots stop where fresh data stops and windows never count a stale value.
 """
 
 from __future__ import annotations

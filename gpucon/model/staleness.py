@@ -15,6 +15,7 @@ backend the latency was resolved to), ``queue:STREAM``, ``node:NAME``.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,23 +69,25 @@ FRESH = Staleness()
 
 # the fields an entity is joined by: they name it, they do not go stale
 _IDENTITY = frozenset(("uuid", "id", "kind", "key", "stream"))
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_GETTERS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
 
 
-def _field_names(cls: type) -> tuple[str, ...]:
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
+def _known_fields(item: object) -> list[str]:
+    """The names of the fields ``item`` knows (not None, not empty), identity fields aside."""
+    cls = type(item)
+    entry = _GETTERS.get(cls)
+    if entry is None:
         identity = _IDENTITY | ({"name"} if cls in (Backend, NodeInfo) else set())
-        names = tuple(f.name for f in dataclasses.fields(cls) if f.name not in identity)
-        _FIELD_NAMES[cls] = names
-    return names
+        names = tuple(f.name for f in dataclasses.fields(cls) if f.name not in identity)  # type: ignore[arg-type]
+        getter = operator.attrgetter(*names) if len(names) > 1 else _one(names[0])
+        entry = _GETTERS[cls] = (names, getter)
+    names, getter = entry
+    return [n for n, v in zip(names, getter(item), strict=True) if v is not None and v != ()]
 
 
-def _known_fields(item: object) -> Iterable[str]:
-    for name in _field_names(type(item)):
-        value = getattr(item, name)
-        if value is not None and value != ():
-            yield name
+def _one(name: str) -> Callable[[Any], tuple[Any, ...]]:
+    get = operator.attrgetter(name)
+    return lambda item: (get(item),)
 
 
 def _fragments(
@@ -103,6 +106,70 @@ def _fragments(
         yield f"queue:{q.stream}", q
     for n in reading.nodes:
         yield f"node:{n.name}", n
+
+
+Signature = tuple[tuple[object, ...], ...]
+
+
+def _signature(reading: Reading) -> Signature:
+    """What a reading claims: each fragment's identity and the names of the fields it knows.
+
+    The attribution of stale fields depends on the readings only through this (not on their
+    values), and it stays the same from one read of a source to the next while the fleet's
+    shape does."""
+    sig: list[tuple[object, ...]] = []
+    for g in reading.gpus:
+        sig.append(("g", g.uuid, *_known_fields(g)))
+    for s in reading.slots:
+        sig.append(("s", slot_join_key(s), s.id, *_known_fields(s)))
+    for b in reading.backends:
+        sig.append(("b", b.name, *_known_fields(b)))
+    for lat in reading.latency:
+        sig.append(("l", lat.key, *_known_fields(lat)))
+    for q in reading.queues:
+        sig.append(("q", q.stream, *_known_fields(q)))
+    for n in reading.nodes:
+        sig.append(("n", n.name, *_known_fields(n)))
+    return tuple(sig)
+
+
+class StaleFieldCache:
+    """``stale_fields`` that reuses its last answer while nothing it depends on changed: which
+    sources are stale, what each reading up to the last stale one claims (its signature, worked
+    out once per reading), and the backends' urls. A dead source's reading does not change, and
+    a fresh source's next reading usually claims the same fields of the same entities, so an
+    outage costs the attribution once, not every tick."""
+
+    def __init__(self) -> None:
+        self._signatures: dict[str, tuple[Reading, Signature]] = {}
+        self._key: tuple[object, ...] | None = None
+        self._fields: Mapping[str, Mapping[str, str]] = {}
+
+    def _signature(self, reading: Reading) -> Signature:
+        cached = self._signatures.get(reading.source)
+        if cached is not None and cached[0] is reading:
+            return cached[1]
+        sig = _signature(reading)
+        self._signatures[reading.source] = (reading, sig)
+        return sig
+
+    def __call__(
+        self, readings: Sequence[Reading], fleet: MergedFleet, stale_sources: Mapping[str, float]
+    ) -> Staleness:
+        if not stale_sources:
+            self._key = None
+            self._signatures.clear()
+            return FRESH
+        last = max((i for i, r in enumerate(readings) if r.source in stale_sources), default=-1)
+        # latency keyed by host:port joins the backend with that url, which a later (fresh)
+        # source may change: the urls are part of what the answer depends on
+        urls = {name: b.url for name, b in fleet.backends.items()}
+        sigs = tuple((r.source, self._signature(r)) for r in readings[: last + 1])
+        key = (frozenset(stale_sources), urls, sigs)
+        if key != self._key:  # tuples compare item by item, identical signatures at once
+            self._fields = stale_fields(readings, fleet, stale_sources).fields
+            self._key = key
+        return Staleness(dict(stale_sources), self._fields)
 
 
 def stale_fields(

@@ -200,23 +200,31 @@ _BACKEND_VALUES = (
 _LATENCY_VALUES = (("p95", "p95_ms"), ("rps", "req_per_s"))
 
 
-def stale_marks(staleness: Staleness, slot_id: str, backend: str) -> StaleMarks:
-    """The stale values of the row of ``slot_id`` and ``backend`` ("" for none), with ages."""
+def stale_marks(
+    staleness: Staleness, slot_id: str, backend: str, ages: Mapping[str, str] | None = None
+) -> StaleMarks:
+    """The stale values of the row of ``slot_id`` and ``backend`` ("" for none), with ages
+    (``ages``: each stale source's age as shown, when the caller has worked it out already)."""
+    fields = staleness.fields
+    by_slot = fields.get(f"slot:{slot_id}")
+    by_backend = fields.get(f"backend:{backend}") if backend else None
+    by_latency = fields.get(f"latency:{backend}") if backend else None
+    if not (by_slot or by_backend or by_latency):
+        return ()
+    if ages is None:
+        ages = {name: fmt.age(age) for name, age in staleness.sources.items()}
     marks: list[tuple[str, str]] = []
-    entities: list[tuple[str, tuple[tuple[str, str], ...]]] = [(f"slot:{slot_id}", _SLOT_VALUES)]
-    if backend:
-        entities += [
-            (f"backend:{backend}", _BACKEND_VALUES),
-            (f"latency:{backend}", _LATENCY_VALUES),
-        ]
-    for entity, values in entities:
-        by_field = staleness.fields.get(entity)
+    for by_field, values in (
+        (by_slot, _SLOT_VALUES),
+        (by_backend, _BACKEND_VALUES),
+        (by_latency, _LATENCY_VALUES),
+    ):
         if not by_field:
             continue
         for name, field_name in values:
             source = by_field.get(field_name)
             if source is not None and not any(n == name for n, _ in marks):
-                marks.append((name, fmt.age(staleness.sources.get(source, 0.0))))
+                marks.append((name, ages.get(source, "?")))
     return tuple(marks)
 
 
@@ -240,6 +248,8 @@ class RowBuilder:
         self._backends: dict[str, tuple[tuple[object, ...], tuple[object, ...]]] = {}
         self._rows: dict[RowKey, tuple[object, object, StaleMarks, RowValues]] = {}
         self._fast: dict[RowKey, tuple[Any, ...]] = {}
+        self._marks_key: tuple[object, tuple[tuple[str, str], ...]] = (None, ())
+        self._marks: dict[RowKey, StaleMarks] = {}
 
     def _slot_part(self, slot: Slot) -> tuple[object, ...]:
         cached = self._slots.get(slot.id)
@@ -290,6 +300,18 @@ class RowBuilder:
         # stale marks are worked out only when some value is stale (the rare case)
         staleness = snapshot.staleness
         any_stale = bool(staleness)
+        ages = {n: fmt.age(a) for n, a in staleness.sources.items()} if any_stale else {}
+        # while the same values stay stale at the same shown ages, each row's marks are reused
+        marks_key = (staleness.fields, tuple(sorted(ages.items())))
+        if self._marks_key[0] is not marks_key[0] or self._marks_key[1] != marks_key[1]:
+            self._marks_key, self._marks = marks_key, {}
+        marks = self._marks
+
+        def stale_of(sid: str, backend: str) -> StaleMarks:
+            found = marks.get((sid, backend))
+            if found is None:
+                found = marks[(sid, backend)] = stale_marks(staleness, sid, backend, ages)
+            return found
 
         on_slot: dict[str, list[Backend]] = {}
         for b in snapshot.backends.values():
@@ -300,12 +322,12 @@ class RowBuilder:
         for sid, slot in snapshot.slots.items():
             backends = on_slot.pop(sid, None)
             if not backends:
-                slot_stale = stale_marks(staleness, sid, "") if any_stale else ()
+                slot_stale = stale_of(sid, "") if any_stale else ()
                 part = self._slot_part(slot)
                 rows[(sid, "")] = self._row((sid, ""), part, _NO_BACKEND, slot_stale)
                 continue
             for b in backends:
-                stale = stale_marks(staleness, sid, b.name) if any_stale else ()
+                stale = stale_of(sid, b.name) if any_stale else ()
                 key = (sid, b.name)
                 lat = latency.get(b.name)
                 p95 = None if lat is None else lat.p95_ms
@@ -327,7 +349,7 @@ class RowBuilder:
         for sid, backends in on_slot.items():
             no_slot = (*_NO_SLOT[:2], clean(sid), *_NO_SLOT[3:])
             for b in backends:
-                stale = stale_marks(staleness, sid, b.name) if any_stale else ()
+                stale = stale_of(sid, b.name) if any_stale else ()
                 rows[(sid, b.name)] = _make(
                     clean(sid), no_slot, self._backend_part(b, snapshot), stale
                 )

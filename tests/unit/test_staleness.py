@@ -155,3 +155,28 @@ def test_staleness_lookups() -> None:
     assert s.ages("backend:b0") == {"weight": 12.0, "state": 12.0}
     assert s.oldest("backend:b0") == 12.0 and s.oldest("slot:x") is None
     assert not Staleness()
+
+
+def test_the_attribution_is_reused_while_nothing_it_depends_on_changed() -> None:
+    clock = Clock()
+    hub, nvml, prom = fleet(clock)
+    poll(hub, nvml, prom)
+    hub.tick()
+    clock.t += 20.0
+    poll(hub, nvml)
+    first = hub.tick().staleness
+    clock.t += 1.0
+    poll(hub, nvml)  # a new NVML reading claiming the same fields: the same answer, reused
+    second = hub.tick().staleness
+    assert second.fields is first.fields and second.sources == {"prometheus": 21.0}
+    # NVML now knows the activity too: it wins the field, which is fresh again
+    nvml.fragments = {
+        "slots": (
+            Slot("h/gpu0", SlotKind.GPU, gpu_uuid="G0", mem_used_mib=1000.0, activity_pct=7.0),
+        )
+    }
+    poll(hub, nvml)
+    third = hub.tick()
+    assert third.value_age("slot:h/gpu0", "activity_pct") is None
+    assert third.slots["h/gpu0"].activity_pct == 7.0
+    assert third.value_age("latency:b0", "p95_ms") == 21.0
