@@ -22,17 +22,19 @@ from typing import TYPE_CHECKING
 
 from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts
 from gpucon.model.fleet import Health, SourceStatus
-from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
-from gpucon.model.merge import MergedFleet, merge_readings
+from gpucon.model.history import DEFAULT_CAPACITY, History
+from gpucon.model.history_samples import history_samples, stale_series
+from gpucon.model.merge import merge_readings
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
-from gpucon.model.staleness import FRESH, StaleFieldCache, Staleness, stale_after_s
+from gpucon.model.staleness import StaleFieldCache, stale_after_s
 from gpucon.sources.base import Source, guarded_read
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
 SnapshotCallback = Callable[[Snapshot], None]
+__all__ = ["Hub", "backoff_s", "history_samples"]
 
 # the longest the first snapshot waits for every source's first reading
 FIRST_SNAPSHOT_WAIT_S = 2.0
@@ -50,56 +52,6 @@ class _SourceState:
     in_flight_since: float | None = None
     next_due: float = 0.0
     failures: int = 0
-
-
-# history series -> the (entity kind, field) it samples: a stale value is appended as a gap
-_SERIES_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
-    "slot": (("activity", "activity_pct"), ("mem_used", "mem_used_mib")),
-    "latency": (("p95", "p95_ms"), ("rps", "req_per_s"), ("queue_ms", "queue_ms")),
-    "queue": (
-        ("length", "length"),
-        ("waiting", "lag"),
-        ("waiting", "pending"),
-        ("oldest", "oldest_age_s"),
-    ),
-}
-_SERIES_PREFIX = {"slot": "slot", "latency": "backend", "queue": "queue"}
-
-
-def stale_series(staleness: Staleness) -> list[str]:
-    """The history series whose value is stale now (their sample is a gap)."""
-    keys: list[str] = []
-    for entity, fields in staleness.fields.items():
-        kind, _, ident = entity.partition(":")
-        for series, field_name in _SERIES_FIELDS.get(kind, ()):
-            if field_name in fields:
-                keys.append(f"{_SERIES_PREFIX[kind]}:{ident}:{series}")
-    return keys
-
-
-def history_samples(
-    fleet: MergedFleet, staleness: Staleness = FRESH, gaps: list[str] | None = None
-) -> dict[str, Sample]:
-    """The values the history rings keep, one per series key (see model.history); a stale
-    value is a gap (``None``), so plots and windows stop where fresh data stops (``gaps``:
-    ``stale_series(staleness)``, when the caller has it already)."""
-    samples: dict[str, Sample] = {}
-    for sid, slot in fleet.slots.items():
-        samples[f"slot:{sid}:activity"] = slot.activity_pct
-        samples[f"slot:{sid}:mem_used"] = slot.mem_used_mib
-    for name, lat in fleet.latency.items():
-        samples[f"backend:{name}:p95"] = lat.p95_ms
-        samples[f"backend:{name}:rps"] = lat.req_per_s
-        samples[f"backend:{name}:queue_ms"] = lat.queue_ms
-    for stream, q in fleet.queues.items():
-        samples[f"queue:{stream}:length"] = None if q.length is None else float(q.length)
-        waiting = q.waiting
-        samples[f"queue:{stream}:waiting"] = None if waiting is None else float(waiting)
-        samples[f"queue:{stream}:oldest"] = q.oldest_age_s
-    if staleness:
-        for key in stale_series(staleness) if gaps is None else gaps:
-            samples[key] = None
-    return samples
 
 
 # a failed source is retried once per cadence, never more often than this
