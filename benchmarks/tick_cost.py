@@ -9,7 +9,9 @@ thread, so each phase is timed alone, in CPU time of this process:
   number of slot-table rows drawn (cache misses).
 
 Prints median and p90 per phase, and the 512/8 ratio (the table draws only visible rows, so
-render cost must not grow with the fleet; merge grows with it).
+render cost must not grow with the fleet; merge grows with it). ``--stale`` measures the rare
+case: the source stops answering after the warm-up, so every value is stale and each tick works
+out which fields are stale and how old (merge) and draws stale cells with their ages (render).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class Clock:
         return self.now
 
 
-async def measure(size: int, ticks: int) -> dict[str, float]:
+async def measure(size: int, ticks: int, stale: bool = False) -> dict[str, float]:
     clock = Clock()
     source = SimSource.for_demo(7, None, size, clock=clock)
     hub = Hub([source], refresh_s=1.0, clock=clock, slo_p95_ms_by_model=DEMO_SLO_P95_MS)
@@ -51,9 +53,12 @@ async def measure(size: int, ticks: int) -> dict[str, float]:
     async with app.run_test(size=(180, 50)) as pilot:
         await pilot.pause()
         table = app.screen.query_one(SlotTable)
+        if stale:
+            clock.now += 30.0  # the source's last good reading is 30 s old from here on
         for i in range(ticks + 5):
             clock.now += 1.0
-            hub.poll_once()
+            if not stale:
+                hub.poll_once()
             t0 = time.process_time()
             snapshot = hub.tick()
             t1 = time.process_time()
@@ -79,8 +84,9 @@ async def measure(size: int, ticks: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ticks", type=int, default=40)
+    parser.add_argument("--stale", action="store_true", help="every value stale (source down)")
     args = parser.parse_args()
-    results = {n: asyncio.run(measure(n, args.ticks)) for n in (8, 64, 512)}
+    results = {n: asyncio.run(measure(n, args.ticks, args.stale)) for n in (8, 64, 512)}
     print("GPUs  rows  merge ms (med/p90)  diff+render ms (med/p90)  rows drawn  total ms")
     for n, r in results.items():
         total = r["merge_ms"] + r["render_ms"]

@@ -3,9 +3,11 @@
 Each source is read in a worker thread; the next read is scheduled only when the last one has
 finished, so slow sources never pile up. A read that outlasts the source's timeout marks the
 source degraded ("read timed out") while its last good data stays on screen, marked stale.
-Every ``refresh_s`` the hub merges the newest readings into one immutable Snapshot, appends
-the history rings, derives alerts, and hands the Snapshot to ``on_snapshot`` (from the hub's
-thread: the UI posts it to itself as a replaceable message).
+Every ``refresh_s`` the hub merges the newest readings into one immutable Snapshot, works out
+which values are stale (model.staleness: older than two of their source's cadences, or from a
+source whose newest read failed), appends the history rings (a stale value is a gap), derives
+alerts, and hands the Snapshot to ``on_snapshot`` (from the hub's thread: the UI posts it to
+itself as a replaceable message). A failed source is retried once per cadence (``backoff_s``).
 """
 
 from __future__ import annotations
@@ -20,16 +22,19 @@ from typing import TYPE_CHECKING
 
 from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts, track_mig_pending
 from gpucon.model.fleet import Health, SourceStatus
-from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
-from gpucon.model.merge import MergedFleet, merge_readings
+from gpucon.model.history import DEFAULT_CAPACITY, History
+from gpucon.model.history_samples import history_samples, stale_series
+from gpucon.model.merge import merge_readings
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
+from gpucon.model.staleness import StaleFieldCache, stale_after_s
 from gpucon.sources.base import Source, guarded_read
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
 SnapshotCallback = Callable[[Snapshot], None]
+__all__ = ["Hub", "backoff_s", "history_samples"]
 
 # the longest the first snapshot waits for every source's first reading
 FIRST_SNAPSHOT_WAIT_S = 2.0
@@ -49,38 +54,21 @@ class _SourceState:
     failures: int = 0
 
 
-def history_samples(fleet: MergedFleet) -> dict[str, Sample]:
-    """The values the history rings keep, one per series key (see model.history)."""
-    samples: dict[str, Sample] = {}
-    for sid, slot in fleet.slots.items():
-        samples[f"slot:{sid}:activity"] = slot.activity_pct
-        samples[f"slot:{sid}:mem_used"] = slot.mem_used_mib
-    for name, lat in fleet.latency.items():
-        samples[f"backend:{name}:p95"] = lat.p95_ms
-        samples[f"backend:{name}:rps"] = lat.req_per_s
-        samples[f"backend:{name}:queue_ms"] = lat.queue_ms
-        # time a request computes: rebalance splits a shared slot's activity by it
-        samples[f"backend:{name}:service_ms"] = (
-            lat.compute_ms if lat.compute_ms is not None else lat.avg_ms
-        )
-    for uuid, gpu in fleet.gpus.items():
-        samples[f"gpu:{uuid}:temp"] = gpu.temperature_c
-        samples[f"gpu:{uuid}:power_pct"] = gpu.power_pct
-        capped = gpu.power_capped
-        samples[f"gpu:{uuid}:power_capped"] = None if capped is None else float(capped)
-    for stream, q in fleet.queues.items():
-        samples[f"queue:{stream}:length"] = None if q.length is None else float(q.length)
-        waiting = q.waiting
-        samples[f"queue:{stream}:waiting"] = None if waiting is None else float(waiting)
-        samples[f"queue:{stream}:oldest"] = q.oldest_age_s
-    return samples
+# a failed source is retried once per cadence, never more often than this
+MIN_RETRY_S = 0.25
 
 
-def backoff_s(cadence_s: float, failures: int, cap_s: float = 30.0) -> float:
-    """Delay before the next read of a source that failed ``failures`` times in a row."""
+def backoff_s(cadence_s: float, failures: int) -> float:
+    """Delay before the next read of a source that failed ``failures`` times in a row.
+
+    A failed source is retried at its cadence, not on a growing backoff: one cheap attempt
+    per cadence (a refused connection, or one query that times out) does not hammer a dead
+    server, and a server that comes back is read within one cadence of answering again, so
+    its data is fresh within two cadences of its return.
+    """
     if failures <= 0:
         return cadence_s
-    return float(min(cap_s, max(cadence_s, cadence_s * 2.0 ** min(failures, 8))))
+    return max(cadence_s, MIN_RETRY_S)
 
 
 class Hub:
@@ -108,6 +96,8 @@ class Hub:
         self._states = [_SourceState(s) for s in sources]
         self._lock = threading.Lock()
         self._history = History(capacity=history_capacity)
+        self._stale_fields = StaleFieldCache()
+        self._gaps: tuple[object, list[str]] = (None, [])
         self._snapshot: Snapshot | None = None
         self._seq = 0
         self._stop = threading.Event()
@@ -149,6 +139,7 @@ class Hub:
         name = st.source.name
         last_ok_at = st.last_good.taken_at if st.last_good else None
         read_s = st.last.duration_s if st.last else None
+        after = stale_after_s(st.source.cadence_s)
         if st.in_flight_since is not None and now - st.in_flight_since > st.source.timeout_s:
             waited = now - st.in_flight_since
             return SourceStatus(
@@ -157,12 +148,26 @@ class Hub:
                 f"read timed out ({waited:.1f}s > {st.source.timeout_s:.1f}s)",
                 last_ok_at,
                 read_s,
+                self._started_at,
+                after,
             )
         if st.last is None:
-            return SourceStatus(name, Health.DOWN, "not read yet", None, None, self._started_at)
+            return SourceStatus(
+                name, Health.DOWN, "not read yet", None, None, self._started_at, after
+            )
         return SourceStatus(
-            name, st.last.health, st.last.error, last_ok_at, read_s, self._started_at
+            name, st.last.health, st.last.error, last_ok_at, read_s, self._started_at, after
         )
+
+    @staticmethod
+    def _stale_age(st: _SourceState, now: float) -> float | None:
+        """The age of a source's data when it is stale (too old, or its newest read failed)."""
+        good = st.last_good
+        if good is None:
+            return None
+        age = max(0.0, now - good.taken_at)
+        failed = st.last is not None and st.last is not good and st.last.health is Health.DOWN
+        return age if failed or age > stale_after_s(st.source.cadence_s) else None
 
     # -- snapshots --------------------------------------------------------------------------
 
@@ -172,8 +177,16 @@ class Hub:
         with self._lock:
             readings = [st.last_good for st in self._states if st.last_good is not None]
             statuses = {st.source.name: self._status(st, now) for st in self._states}
+            stale = {
+                st.source.name: age
+                for st in self._states
+                if (age := self._stale_age(st, now)) is not None
+            }
         fleet = merge_readings(readings)
-        self._history = self._history.append(now, history_samples(fleet))
+        staleness = self._stale_fields(readings, fleet, stale)
+        if self._gaps[0] is not staleness.fields:  # the same stale values: the same gaps
+            self._gaps = (staleness.fields, stale_series(staleness))
+        self._history = self._history.append(now, history_samples(fleet, staleness, self._gaps[1]))
         slo = {
             name: self.slo_p95_ms_by_model[b.model]
             for name, b in fleet.backends.items()
@@ -215,6 +228,7 @@ class Hub:
             slo_p95_ms=slo,
             rate_window=self.rate_window,
             mig_pending_since=dict(self._mig_pending_since),
+            staleness=staleness,
         )
         self._snapshot = snapshot
         return snapshot

@@ -3,7 +3,8 @@
 The live fleet comes from the config (``--config``, ``--fleet``); ``--demo`` reads the
 simulator instead (``--seed``, ``--scenario``, ``--size``). ``--json`` prints a stable shape:
 ``{"taken_at", "seq", "fleet", "rate_window", "gpus", "slots", "backends", "queues", "latency",
-"nodes", "sources", "alerts"}``, each a list sorted by its key (a node carries
+"nodes", "sources", "alerts"}``, each a list sorted by its key, every entity with ``age_s``,
+``stale`` and ``stale_fields`` (see ``snapshot_document``; a node also carries
 ``mig_pending_since``: when this console first saw its MIG config pending); otherwise a short
 text table (GPU health and nodes included). Exit status 1 when
 every source is down, 2 on a config error. Untrusted text
@@ -49,14 +50,52 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def snapshot_document(snapshot: Snapshot, fleet: str) -> dict[str, Any]:
-    """The JSON shape of ``gpucon snapshot --json``."""
+def _entity(snapshot: Snapshot, key: str, value: Any) -> dict[str, Any]:
+    """One entity as JSON, with how old its data is and which of its values are stale."""
+    doc: dict[str, Any] = jsonable(value)
+    ages = [
+        a
+        for src in snapshot.origins.get(key, ())
+        if (s := snapshot.sources.get(src)) is not None
+        and (a := s.age_s(snapshot.taken_at)) is not None
+    ]
+    stale = snapshot.staleness
+    by_field = stale.fields.get(key, {})
+    doc["age_s"] = round(max(ages), 3) if ages else None
+    doc["stale"] = bool(by_field)
+    doc["stale_fields"] = {
+        f: {"age_s": round(stale.sources.get(src, 0.0), 3), "source": src}
+        for f, src in sorted(by_field.items())
+    }
+    return doc
 
-    def items(mapping: Any) -> list[Any]:
-        return [jsonable(mapping[k]) for k in sorted(mapping)]
+
+def _source(snapshot: Snapshot, name: str) -> dict[str, Any]:
+    status = snapshot.sources[name]
+    doc: dict[str, Any] = jsonable(status)
+    age = status.age_s(snapshot.taken_at)
+    doc["age_s"] = None if age is None else round(age, 3)
+    doc["stale"] = name in snapshot.staleness.sources
+    return doc
+
+
+def snapshot_document(snapshot: Snapshot, fleet: str) -> dict[str, Any]:
+    """The JSON shape of ``gpucon snapshot --json``.
+
+    Every gpu, slot, backend, queue and latency entry carries ``age_s`` (seconds since the
+    oldest reading it draws on was taken), ``stale`` (true when any of its values is stale)
+    and ``stale_fields`` (field -> ``{"age_s", "source"}`` for each stale value); every
+    source carries ``age_s`` (of its last good reading), ``stale`` and ``stale_after_s``.
+    """
+
+    def items(mapping: Any, kind: str) -> list[Any]:
+        return [_entity(snapshot, f"{kind}:{k}", mapping[k]) for k in sorted(mapping)]
 
     nodes = [
-        {**jsonable(snapshot.nodes[k]), "mig_pending_since": snapshot.mig_pending_since.get(k)}
+        {
+            **_entity(snapshot, f"node:{k}", snapshot.nodes[k]),
+            "mig_pending_since": snapshot.mig_pending_since.get(k),
+        }
         for k in sorted(snapshot.nodes)
     ]
     return {
@@ -64,13 +103,13 @@ def snapshot_document(snapshot: Snapshot, fleet: str) -> dict[str, Any]:
         "seq": snapshot.seq,
         "fleet": fleet,
         "rate_window": snapshot.rate_window,
-        "gpus": items(snapshot.gpus),
-        "slots": items(snapshot.slots),
-        "backends": items(snapshot.backends),
-        "queues": items(snapshot.queues),
-        "latency": items(snapshot.latency),
+        "gpus": items(snapshot.gpus, "gpu"),
+        "slots": items(snapshot.slots, "slot"),
+        "backends": items(snapshot.backends, "backend"),
+        "queues": items(snapshot.queues, "queue"),
+        "latency": items(snapshot.latency, "latency"),
         "nodes": nodes,
-        "sources": items(snapshot.sources),
+        "sources": [_source(snapshot, name) for name in sorted(snapshot.sources)],
         "alerts": [jsonable(a) for a in snapshot.alerts],
     }
 

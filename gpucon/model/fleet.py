@@ -223,6 +223,8 @@ class SourceStatus:
     last_read_s: float | None = None
     # when the hub first asked this source (a source not read yet is not stale before its time)
     started_at: float | None = None
+    # its values are stale once its last good reading is older than this (two cadences)
+    stale_after_s: float | None = None
 
     def age_s(self, now: float) -> float | None:
         return None if self.last_ok_at is None else max(0.0, now - self.last_ok_at)

@@ -7,9 +7,11 @@ O(series) amortized, not O(series × capacity) as copying tuples would (at 512 G
 ~35 ms a tick). Only the hub's thread appends; any thread may read a view.
 
 Series keys: ``slot:ID:activity``, ``slot:ID:mem_used``, ``backend:NAME:p95``,
-``backend:NAME:rps``, ``backend:NAME:queue_ms``, ``queue:STREAM:length``, ``queue:STREAM:oldest``,
-``backend:NAME:service_ms``, ``gpu:UUID:temp``, ``gpu:UUID:power_pct``,
+``backend:NAME:rps``, ``backend:NAME:queue_ms``, ``backend:NAME:service_ms``,
+``queue:STREAM:length``, ``queue:STREAM:oldest``, ``gpu:UUID:temp``, ``gpu:UUID:power_pct``,
 ``gpu:UUID:power_capped`` (1.0 / 0.0).
+A sample is ``None`` where the value was unknown or stale (the hub appends a gap, not the last
+value again), so plots stop where fresh data stops and windows never count a stale value.
 """
 
 from __future__ import annotations

@@ -63,7 +63,8 @@ class MergedFleet:
     queues: dict[str, QueueStats]
     latency: dict[str, LatencyStats]
     nodes: dict[str, NodeInfo]
-    # entity key ("slot:ID", "backend:NAME", "queue:STREAM", "gpu:UUID") -> sources that told of it
+    # entity key ("slot:ID", "backend:NAME", "latency:NAME", "queue:STREAM", "gpu:UUID") ->
+    # the sources that told of it
     origins: dict[str, frozenset[str]]
 
 
@@ -239,6 +240,10 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
                 note(f"slot:{b.slot_id}", src)
     merged_nodes = {str(k): v for k, v in merge_by_key(nodes, lambda n: n.name).items()}
     merged_backends = attach_pods_by_ip(merged_backends, merged_nodes.values())
+    latency_name = latency_name_resolver(merged_backends, latency)
+    for r in readings:
+        for lat in r.latency:
+            note(f"latency:{latency_name(lat)}", r.source)
     return MergedFleet(
         gpus={str(k): v for k, v in merge_by_key(gpus, lambda g: g.uuid).items()},
         slots=merged_slots,

@@ -17,6 +17,7 @@ from gpucon.model.fleet import (
     SourceStatus,
 )
 from gpucon.model.history import History
+from gpucon.model.staleness import FRESH, Staleness
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +43,23 @@ class Snapshot:
     rate_window: str | None = None
     # node name -> since when this console has seen its mig.config.state "pending"
     mig_pending_since: Mapping[str, float] = field(default_factory=dict)
+    # the values that are stale now: by entity and field, with their source and its age
+    staleness: Staleness = FRESH
 
     def backends_on(self, slot_id: str) -> tuple[Backend, ...]:
         return tuple(b for b in self.backends.values() if b.slot_id == slot_id)
 
     def stale_sources(self) -> frozenset[str]:
+        """Sources whose data is stale now (too old, or their newest read failed)."""
+        return frozenset(self.staleness.sources)
+
+    def unhealthy_sources(self) -> frozenset[str]:
         return frozenset(n for n, s in self.sources.items() if s.health is not Health.OK)
 
     def is_stale(self, entity_key: str) -> bool:
-        """True when any source that told of this entity is not healthy now."""
-        stale = self.stale_sources()
-        return bool(stale) and bool(self.origins.get(entity_key, frozenset()) & stale)
+        """True when some value of this entity came from a stale source."""
+        return entity_key in self.staleness.fields
+
+    def value_age(self, entity_key: str, field_name: str) -> float | None:
+        """The age of a stale value (seconds since its reading was taken); None when fresh."""
+        return self.staleness.age(entity_key, field_name)

@@ -5,6 +5,7 @@ Updated with every snapshot while open."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 from rich.text import Text
@@ -28,7 +29,12 @@ def _field(text: Text, label: str, value: object, width: int = 48) -> None:
     text.append("\n")
 
 
-def slot_facts(slot: Slot | None, slot_id: str) -> Text:
+def _stale_note(ages: Mapping[str, float], *fields: str) -> str:
+    age = max((ages[f] for f in fields if f in ages), default=None)
+    return "" if age is None else f"  [stale {fmt.age(age)}]"
+
+
+def slot_facts(slot: Slot | None, slot_id: str, ages: Mapping[str, float] | None = None) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
     if slot is None:
         text.append_text(safe(slot_id, 80, "bold"))
@@ -36,9 +42,12 @@ def slot_facts(slot: Slot | None, slot_id: str) -> Text:
         return text
     text.append_text(safe(slot.id, 80, "bold"))
     text.append(f"  {slot.kind.value.upper()}\n", style="bold")
+    ages = ages or {}
     metric = slot.activity_metric or "n/a: no source reports activity for this slot"
-    _field(text, "activity", f"{fmt.pct(slot.activity_pct)} ({metric})", 90)
-    _field(text, "memory GiB", fmt.mem(slot.mem_used_mib, slot.mem_total_mib))
+    stale = _stale_note(ages, "activity_pct")
+    _field(text, "activity", f"{fmt.pct(slot.activity_pct)} ({metric}){stale}", 100)
+    stale = _stale_note(ages, "mem_used_mib", "mem_total_mib")
+    _field(text, "memory GiB", fmt.mem(slot.mem_used_mib, slot.mem_total_mib) + stale)
     _field(text, "host", slot.host)
     _field(
         text,
@@ -121,9 +130,20 @@ def backend_lines(backends: tuple[Backend, ...], snapshot: Snapshot, slo_ms: flo
         lat = snapshot.latency.get(b.name)
         line = safe(b.name, 20)
         line.pad_right(21 - line.cell_len)
-        line.append(f"{b.state.value:<9} {fmt.number(b.weight, 1):>3} {fmt.count(b.inflight):>5} ")
+        reg_age = snapshot.staleness.oldest(f"backend:{b.name}")
+        line.append(
+            f"{b.state.value:<9} {fmt.number(b.weight, 1):>3} {fmt.count(b.inflight):>5} ",
+            style="" if reg_age is None else "dim italic",
+        )
+        lat_age = snapshot.staleness.oldest(f"latency:{b.name}")
         if lat is None:
             line.append("     n/a: no latency source", style="italic")
+        elif lat_age is not None:  # the last values seen, dimmed; no rate now
+            line.append(
+                f"      n/a {fmt.ms(lat.p50_ms):>4} {fmt.ms(lat.p95_ms):>5} {fmt.ms(lat.p99_ms):>5}"
+                f"  stale {fmt.age(lat_age)}  ",
+                style="dim italic",
+            )
         else:
             err = None if lat.error_rate is None else lat.error_rate * 100
             line.append(
@@ -131,6 +151,8 @@ def backend_lines(backends: tuple[Backend, ...], snapshot: Snapshot, slo_ms: flo
                 f"{fmt.ms(lat.p95_ms):>5} {fmt.ms(lat.p99_ms):>5}  {fmt.pct(err):>5}  "
             )
         line.append_text(safe(b.model or fmt.NA, 30))
+        if reg_age is not None:
+            line.append(f"  registry stale {fmt.age(reg_age)}", style="dim italic")
         if b.owner or b.reason:
             line.append("  by ", style="dim")
             line.append_text(safe(b.owner or "?", 24, "dim"))
@@ -175,7 +197,9 @@ class DetailScreen(Screen[None]):
         slot = snapshot.slots.get(self.slot_id)
         backends = snapshot.backends_on(self.slot_id)
         self.query_one(StatusBar).show_snapshot(snapshot)
-        self.query_one("#detail-info", TextPanel).show_text(slot_facts(slot, self.slot_id))
+        self.query_one("#detail-info", TextPanel).show_text(
+            slot_facts(slot, self.slot_id, snapshot.staleness.ages(f"slot:{self.slot_id}"))
+        )
         self.query_one("#detail-health", TextPanel).show_text(health_facts(slot, snapshot))
         metric = slot.activity_metric if slot and slot.activity_metric else "no metric"
         activity = self.query_one("#plot-activity", Plot)

@@ -71,6 +71,23 @@ def since(value: float | None) -> str:
     return f"{int(value // 3600)}h"
 
 
+def age(value: float) -> str:
+    """A stale value's age, short enough to sit beside it in a cell: ``7s``, ``45s``, ``12m``.
+
+    Whole seconds up to 10 s, then 5 s steps, minutes, hours, days (floored): a stale row's
+    text changes at most once a second at first and every 5 s after, not on every tick.
+    """
+    if value < 10:
+        return f"{max(0, int(value))}s"
+    if value < 60:
+        return f"{int(value // 5) * 5}s"
+    if value < 3600:
+        return f"{int(value // 60)}m"
+    if value < 172_800:
+        return f"{int(value // 3600)}h"
+    return f"{int(value // 86_400)}d"
+
+
 def number(value: float | None, digits: int = 0) -> str:
     if value is None:
         return NA

@@ -133,10 +133,11 @@ class QueuePanel(TextPanel):
         text.append("QUEUE           WAIT   LAG  PEND  OLDEST    LEN  TREND\n", style="bold")
         if not snapshot.queues:
             text.append("no queues reported", style="dim")
-        stale = self.theme_style("stale")
+        colour = self.app.theme_variables.get("stale")
+        stale = f"{colour} italic" if colour else "dim italic"
         for stream, q in sorted(snapshot.queues.items()):
             spark = fmt.sparkline(snapshot.history.get(f"queue:{stream}:waiting"), 12)
-            is_stale = snapshot.is_stale(f"queue:{stream}")
+            age = snapshot.staleness.oldest(f"queue:{stream}")
             line = Text(no_wrap=True)
             line.append(safe(stream, 14))
             line.pad_right(14 - line.cell_len)
@@ -144,10 +145,11 @@ class QueuePanel(TextPanel):
                 f" {fmt.count(q.waiting):>5} {fmt.count(q.lag):>5} {fmt.count(q.pending):>5}"
             )
             line.append(f" {fmt.seconds(q.oldest_age_s):>7} {fmt.count(q.length):>6}  ")
-            line.append(spark, style=self.theme_style("primary"))
-            if is_stale:
-                line.append(" STALE", style=stale)
-                line.stylize("italic")
+            if age is None:
+                line.append(spark, style=self.theme_style("primary"))
+            else:  # every number here came from a stale read: none of them is current
+                line.append(f"stale {fmt.age(age)}".ljust(12), style="bold")
+                line.stylize(stale)
             text.append_text(line)
             text.append("\n")
         text.rstrip()  # no blank last line: the panel's height follows its queues

@@ -1,6 +1,8 @@
 """History plots for the detail screen: a small area chart of one series, with its scale.
 
-``area_rows`` is pure (block characters in eighths of a cell); ``Plot`` is the widget.
+``area_rows`` is pure (block characters in eighths of a cell); ``Plot`` is the widget. A gap
+in a series (no sample, or a stale one: the hub appends ``None``) is drawn as a gap, so a plot
+stops where fresh data stops instead of repeating the last value.
 """
 
 from __future__ import annotations
@@ -71,10 +73,14 @@ class Plot(TextPanel):
         width = max(10, (self.content_region.width or 80) - 10)
         known = [v for v in values if v is not None]
         top = self.top or max([*known, limit or 0.0, 1.0])
-        latest = known[-1] if known else None
+        # the newest sample, not the newest known one: a gap (stale or unread) is "n/a" now
+        latest = values[-1] if values else None
         text = Text(no_wrap=True)
         text.append_text(safe(self.title, 60, "bold"))
-        text.append(f"  now {_num(latest)}{self.unit}", style="bold")
+        text.append(f"  now {_num(latest)}{'' if latest is None else self.unit}", style="bold")
+        if latest is None and known:
+            gap = next(i for i, v in enumerate(reversed(values)) if v is not None)
+            text.append(f" (last {gap} {'sample' if gap == 1 else 'samples'} stale or missing)")
         if known:
             text.append(f"  min {_num(min(known))}  max {_num(max(known))}")
         else:

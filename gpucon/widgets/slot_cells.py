@@ -1,7 +1,14 @@
 """What each slot-table cell shows, and which style class marks it (hot, breach, stale, ...).
 
 Pure: given a row's values and its sparkline, the text of every column and the name of its
-style ("hot", "breach", "warn", "ok", "dim", "na" or ""), which the widget maps to theme colours.
+style ("hot", "breach", "warn", "ok", "dim", "na", "stale" or ""), which the widget maps to
+theme colours.
+
+A stale value (its source's last good reading is older than two cadences, or its newest read
+failed) is drawn in the "stale" style with its age beside it (``1840·45s``), never in the style
+of a current value: no bar, no SLO colour. A rate from a stale source is not a rate now, so
+REQ/S shows ``n/a·45s``. Cells too narrow for the age (WT, STATE) are only dimmed; the row's
+INFL cell carries the registry's age.
 """
 
 from __future__ import annotations
@@ -10,37 +17,52 @@ from gpucon.widgets import fmt
 from gpucon.widgets.slot_rows import HOT_PCT, LOW_FREE_MIB, RowValues
 
 Cell = tuple[str, str]  # (text, style name)
+STALE = "stale"
 _STATE_STYLE = {"active": "ok", "draining": "warn", "drained": "dim", "down": "breach"}
+
+
+def _aged(text: str, age: str, width: int) -> Cell:
+    """A stale value's text with its age when both fit the cell, else the text alone."""
+    suffix = f"·{age}"
+    return (text + suffix if len(text) + len(suffix) <= width else text, STALE)
 
 
 def _activity(row: RowValues, width: int) -> Cell:
     if row.activity is None:
         return (fmt.NA, "na")
+    if row.stale and (age := row.stale_age("activity")) is not None:
+        return _aged(f"{fmt.pct(row.activity):>4} ", age, width)  # no bar: not a reading now
     bar_width = max(0, width - 5)
     text = f"{fmt.pct(row.activity):>4} {fmt.bar(row.activity, bar_width)}"
     return (text, "hot" if row.activity >= HOT_PCT else "bar")
 
 
-def _mem(row: RowValues) -> Cell:
+def _mem(row: RowValues, width: int) -> Cell:
     text = fmt.mem(row.mem_used, row.mem_total)
     if row.mem_used is None or row.mem_total is None:
         return (text, "na" if row.mem_used is None and row.mem_total is None else "")
+    if row.stale and (age := row.stale_age("mem")) is not None:
+        return _aged(f"{fmt.gib(row.mem_used)}G", age, width)
     return (text, "breach" if row.mem_total - row.mem_used < LOW_FREE_MIB else "")
 
 
 def _state(row: RowValues) -> Cell:
     if not row.state:
         return ("", "")
+    if row.stale and row.stale_age("state") is not None:
+        return (row.state, STALE)
     if row.state == "active" and row.ready is False:
         return ("unready", "breach")
     return (row.state, _STATE_STYLE.get(row.state, ""))
 
 
-def _p95(row: RowValues) -> Cell:
+def _p95(row: RowValues, width: int) -> Cell:
     if not row.backend:
         return ("", "")
     if row.p95 is None:
         return (f"{fmt.NA}/{fmt.ms(row.slo)}", "na")
+    if row.stale and (age := row.stale_age("p95")) is not None:
+        return _aged(fmt.ms(row.p95), age, width)  # the last p95 seen, not one against the SLO
     text = f"{fmt.ms(row.p95)}/{fmt.ms(row.slo)}"
     if row.slo is not None and row.p95 > row.slo:
         return (text, "breach")
@@ -49,18 +71,37 @@ def _p95(row: RowValues) -> Cell:
     return (text, "")
 
 
+def _rps(row: RowValues, width: int) -> Cell:
+    if row.backend and row.stale and (age := row.stale_age("rps")) is not None:
+        return _aged(fmt.NA, age, width)  # a rate from a stale source is no rate now
+    return _number(row.rps, row.backend, 1)
+
+
+def _inflight(row: RowValues, width: int) -> Cell:
+    value = None if row.inflight is None else float(row.inflight)
+    if row.backend and value is not None and row.stale:
+        age = row.stale_age("inflight")
+        if age is not None:
+            return _aged(fmt.number(value, 0), age, width)
+    return _number(value, row.backend, 0)
+
+
 def _number(value: float | None, backend: str, digits: int) -> Cell:
     if not backend:
         return ("", "")
     return (fmt.number(value, digits), "na" if value is None else "")
 
 
-def _weight(value: float | None, backend: str) -> Cell:
-    if not backend:
+def _weight(row: RowValues) -> Cell:
+    value = row.weight
+    if not row.backend:
         return ("", "")
     if value is None:
         return (fmt.NA, "na")
-    return (f"{value:.2g}" if value < 10 else f"{value:.0f}", "dim" if value == 0 else "")
+    text = f"{value:.2g}" if value < 10 else f"{value:.0f}"
+    if row.stale and row.stale_age("weight") is not None:
+        return (text, STALE)
+    return (text, "dim" if value == 0 else "")
 
 
 def cell(key: str, row: RowValues, width: int, spark: str) -> Cell:
@@ -76,19 +117,21 @@ def cell(key: str, row: RowValues, width: int, spark: str) -> Cell:
     if key == "activity":
         return _activity(row, width)
     if key == "trend":
+        if row.stale and row.stale_age("activity") is not None:
+            return (spark, STALE)
         return (spark, "hot" if (row.activity or 0.0) >= HOT_PCT else "bar")
     if key == "mem":
-        return _mem(row)
+        return _mem(row, width)
     if key == "backend":
         return (row.backend or "—", "" if row.backend else "dim")
     if key == "weight":
-        return _weight(row.weight, row.backend)
+        return _weight(row)
     if key == "state":
         return _state(row)
     if key == "inflight":
-        return _number(None if row.inflight is None else float(row.inflight), row.backend, 0)
+        return _inflight(row, width)
     if key == "p95":
-        return _p95(row)
+        return _p95(row, width)
     if key == "rps":
-        return _number(row.rps, row.backend, 1)
+        return _rps(row, width)
     raise KeyError(key)

@@ -14,7 +14,9 @@ from rich.cells import cell_len
 
 from gpucon.model.fleet import Backend, LatencyStats, Slot, SlotKind
 from gpucon.model.snapshot import Snapshot
+from gpucon.widgets import fmt
 from gpucon.widgets.safe_text import clean
+from gpucon.widgets.stale_marks import StaleMarks, stale_marks
 
 RowKey = tuple[str, str]  # (slot id, backend name or "")
 HOT_PCT = 90.0
@@ -40,7 +42,16 @@ class RowValues(NamedTuple):
     slo: float | None
     rps: float | None
     ready: bool | None
-    stale: bool
+    # the row's stale values: ("activity" | "mem" | "weight" | "state" | "inflight" | "ready"
+    # | "p95" | "rps", age text); empty when every value is fresh
+    stale: StaleMarks
+
+    def stale_age(self, value: str) -> str | None:
+        """The age text of a stale value of this row, or None when it is fresh."""
+        for name, age in self.stale:
+            if name == value:
+                return age
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +190,10 @@ def _backend_part(b: Backend, lat: LatencyStats | None, slo: float | None) -> tu
 
 
 def _make(
-    slot_id: str, slot_part: tuple[object, ...], backend_part: tuple[object, ...], stale: bool
+    slot_id: str,
+    slot_part: tuple[object, ...],
+    backend_part: tuple[object, ...],
+    stale: StaleMarks,
 ) -> RowValues:
     return RowValues._make((slot_id, *slot_part, *backend_part, stale))
 
@@ -193,8 +207,10 @@ class RowBuilder:
         self.default_slo_ms = default_slo_ms
         self._slots: dict[str, tuple[Slot, tuple[object, ...]]] = {}
         self._backends: dict[str, tuple[tuple[object, ...], tuple[object, ...]]] = {}
-        self._rows: dict[RowKey, tuple[object, object, bool, RowValues]] = {}
+        self._rows: dict[RowKey, tuple[object, object, StaleMarks, RowValues]] = {}
         self._fast: dict[RowKey, tuple[Any, ...]] = {}
+        self._marks_key: tuple[object, tuple[tuple[str, str], ...]] = (None, ())
+        self._marks: dict[RowKey, StaleMarks] = {}
 
     def _slot_part(self, slot: Slot) -> tuple[object, ...]:
         cached = self._slots.get(slot.id)
@@ -221,7 +237,11 @@ class RowBuilder:
         return part
 
     def _row(
-        self, key: RowKey, slot_part: tuple[object, ...], bpart: tuple[object, ...], stale: bool
+        self,
+        key: RowKey,
+        slot_part: tuple[object, ...],
+        bpart: tuple[object, ...],
+        stale: StaleMarks,
     ) -> RowValues:
         cached = self._rows.get(key)
         if (
@@ -238,9 +258,21 @@ class RowBuilder:
     def build(self, snapshot: Snapshot) -> dict[RowKey, RowValues]:
         """One row per (slot, backend); a slot with no backend, or a backend with no known
         slot, gets a row of its own."""
-        # Snapshot.is_stale decides; asked only when some source is stale (the rare case)
-        any_stale = bool(snapshot.stale_sources())
-        is_stale = snapshot.is_stale
+        # stale marks are worked out only when some value is stale (the rare case)
+        staleness = snapshot.staleness
+        any_stale = bool(staleness)
+        ages = {n: fmt.age(a) for n, a in staleness.sources.items()} if any_stale else {}
+        # while the same values stay stale at the same shown ages, each row's marks are reused
+        marks_key = (staleness.fields, tuple(sorted(ages.items())))
+        if self._marks_key[0] is not marks_key[0] or self._marks_key[1] != marks_key[1]:
+            self._marks_key, self._marks = marks_key, {}
+        marks = self._marks
+
+        def stale_of(sid: str, backend: str) -> StaleMarks:
+            found = marks.get((sid, backend))
+            if found is None:
+                found = marks[(sid, backend)] = stale_marks(staleness, sid, backend, ages)
+            return found
 
         on_slot: dict[str, list[Backend]] = {}
         for b in snapshot.backends.values():
@@ -250,13 +282,13 @@ class RowBuilder:
         fast = self._fast
         for sid, slot in snapshot.slots.items():
             backends = on_slot.pop(sid, None)
-            slot_stale = any_stale and is_stale(f"slot:{sid}")
             if not backends:
+                slot_stale = stale_of(sid, "") if any_stale else ()
                 part = self._slot_part(slot)
                 rows[(sid, "")] = self._row((sid, ""), part, _NO_BACKEND, slot_stale)
                 continue
             for b in backends:
-                stale = slot_stale or (any_stale and is_stale(f"backend:{b.name}"))
+                stale = stale_of(sid, b.name) if any_stale else ()
                 key = (sid, b.name)
                 lat = latency.get(b.name)
                 p95 = None if lat is None else lat.p95_ms
@@ -278,7 +310,7 @@ class RowBuilder:
         for sid, backends in on_slot.items():
             no_slot = (*_NO_SLOT[:2], clean(sid), *_NO_SLOT[3:])
             for b in backends:
-                stale = any_stale and is_stale(f"backend:{b.name}")
+                stale = stale_of(sid, b.name) if any_stale else ()
                 rows[(sid, b.name)] = _make(
                     clean(sid), no_slot, self._backend_part(b, snapshot), stale
                 )

@@ -2,7 +2,8 @@
 
 Pure rendering (no widget state): the table caches what these return and calls them only
 for rows whose shown values changed. Styles come in by name ("hot", "breach", ...) from the
-theme; a stale row and the cursor row are styled over each cell's own style.
+theme (a stale value's cell says so itself: style "stale"); the cursor row is styled over
+each cell's own style.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ def row_strip(
     width: int,
 ) -> Strip:
     cursor = styles["cursor"] if is_cursor else None
-    stale = styles["stale"] if row.stale else None
     blank = styles[""] + cursor if cursor is not None else styles[""]
+    stale_fg = Style(color=styles["stale"].color)
     # neighbours of one style are joined into one segment (the gaps mostly): fewer segments
     # to filter and compose, and fewer style changes written to the terminal
     texts: list[str] = []
@@ -38,10 +39,9 @@ def row_strip(
     for column, _, w in columns:
         text, style_name = cell(column.key, row, w, spark)
         style = styles[style_name]
-        if stale is not None:
-            style = style + stale
         if cursor is not None:
-            style = style + cursor
+            # the cursor's colours win, but a stale value stays in the stale colour
+            style = style + cursor + stale_fg if style_name == "stale" else style + cursor
         text = pad(text, w, column.right)
         if texts:
             if seg_styles[-1] == blank:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -83,6 +85,18 @@ def prometheus_server(
     ``settle_s``: how long to keep scraping before yielding, so that ``rate()`` windows up to
     about that length are full.
     """
+    with prometheus_process(tmp_dir, targets, scrape_interval_s, settle_s) as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def prometheus_process(
+    tmp_dir: Path,
+    targets: Sequence[str],
+    scrape_interval_s: float = 1.0,
+    settle_s: float = 2.5,
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``prometheus_server``, yielding its URL and its process (to stop and continue it)."""
     binary = shutil.which("prometheus")
     if binary is None:
         raise RuntimeError("prometheus is not installed (apt-get install -y prometheus)")
@@ -123,8 +137,10 @@ def prometheus_server(
             what="prometheus scraping its targets",
         )
         time.sleep(settle_s)
-        yield url
+        yield url, proc
     finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGCONT)  # a stopped server cannot act on SIGTERM
         proc.terminate()
         try:
             proc.wait(timeout=5)

@@ -30,6 +30,68 @@ def wait_until(check: Callable[[], bool], timeout_s: float = 10.0, what: str = "
     raise TimeoutError(f"{what} did not come up in {timeout_s:.0f}s (last error: {last})")
 
 
+class RedisProcess:
+    """A real ``redis-server`` that a test can kill and start again on the same port; its
+    data survives (append-only file, fsync on every write)."""
+
+    def __init__(self, tmp_dir: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed (apt-get install -y redis-server)")
+        self.binary = binary
+        self.dir = tmp_dir
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> float:
+        """Start the server; returns when it answers PING (the time.monotonic() of that)."""
+        self.proc = subprocess.Popen(
+            [
+                self.binary,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--dir",
+                str(self.dir),
+                "--protected-mode",
+                "yes",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        import redis
+
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=0.5)
+        try:
+            wait_until(lambda: bool(client.ping()), what="redis-server")
+        finally:
+            client.close()
+        return time.monotonic()
+
+    def kill(self) -> float:
+        """SIGKILL the server and wait for it to be gone (the time.monotonic() of that)."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+            self.proc = None
+        return time.monotonic()
+
+    def __enter__(self) -> RedisProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
 @contextlib.contextmanager
 def redis_server(tmp_dir: Path) -> Iterator[str]:
     """A real ``redis-server`` on a free loopback port; yields its URL."""

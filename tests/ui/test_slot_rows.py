@@ -41,6 +41,24 @@ def test_stale_source_marks_rows() -> None:
     assert all(r.stale for r in rows.values())
 
 
+def test_a_stale_value_is_dimmed_with_its_age_and_a_stale_rate_is_not_a_rate() -> None:
+    source, clock = HandSource(), FrozenClock()
+    hub = hub_with(source, clock)
+    fresh = build_rows(advance(hub, source, clock, 3), 2500.0)
+    key = ("gpu-a/gpu0/gi1", "sdxl-gpu-a-gi1")
+    assert not fresh[key].stale
+    assert cell("p95", fresh[key], 12, "")[1] != "stale"
+    clock.now += 45.0  # not read for 45 s: older than two cadences
+    row = build_rows(hub.tick(), 2500.0)[key]
+    assert row.stale_age("p95") == "45s" and row.stale_age("activity") == "45s"
+    assert row.p95 is not None
+    assert cell("p95", row, 12, "") == (f"{fmt.ms(row.p95)}·45s", "stale")
+    assert cell("rps", row, 7, "") == ("n/a·45s", "stale")
+    text, style = cell("activity", row, 10, "")
+    assert style == "stale" and text.endswith("·45s") and "█" not in text
+    assert cell("weight", row, 4, "")[1] == "stale"  # too narrow for the age: dimmed
+
+
 def test_layout_fits_and_drops_low_priority_columns_first() -> None:
     for width in (60, 80, 120, 160, 240):
         placed = layout(width)

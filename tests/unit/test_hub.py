@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from gpucon.hub import Hub, backoff_s
+from gpucon.hub import MIN_RETRY_S, Hub, backoff_s
 from gpucon.model.fleet import Health, Slot, SlotKind
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
@@ -73,11 +73,11 @@ def test_history_and_sequence_advance_per_tick() -> None:
     assert snap.history.get("slot:h/gpu0:activity") == (10.0, 20.0, 30.0)
 
 
-def test_backoff_grows_and_is_capped() -> None:
+def test_a_failed_source_is_retried_once_per_cadence_never_faster() -> None:
     assert backoff_s(1.0, 0) == 1.0
-    assert backoff_s(1.0, 1) == 2.0
-    assert backoff_s(1.0, 3) == 8.0
-    assert backoff_s(1.0, 20) == 30.0
+    assert backoff_s(5.0, 1) == 5.0
+    assert backoff_s(5.0, 20) == 5.0  # a long outage: still one attempt per cadence
+    assert backoff_s(0.01, 3) == MIN_RETRY_S  # a tiny cadence does not hammer a dead server
 
 
 class BlockingSource:

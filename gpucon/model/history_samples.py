@@ -1,0 +1,82 @@
+"""The samples the history rings keep each tick, taken from the merged fleet.
+
+One sample per series (see model.history for the keys). A value that is stale now is sampled
+as ``None``, a gap, so plots, sparklines and alert windows stop where fresh data stops instead
+of repeating the last value.
+"""
+
+from __future__ import annotations
+
+from gpucon.model.history import Sample
+from gpucon.model.merge import MergedFleet
+from gpucon.model.staleness import FRESH, Staleness
+
+# history series -> the (entity kind, field) it samples: a stale value is appended as a gap
+_SERIES_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "slot": (("activity", "activity_pct"), ("mem_used", "mem_used_mib")),
+    "latency": (
+        ("p95", "p95_ms"),
+        ("rps", "req_per_s"),
+        ("queue_ms", "queue_ms"),
+        ("service_ms", "compute_ms"),
+        ("service_ms", "avg_ms"),
+    ),
+    "gpu": (
+        ("temp", "temperature_c"),
+        ("power_pct", "power_w"),
+        ("power_pct", "power_limit_w"),
+        ("power_capped", "power_capped"),
+    ),
+    "queue": (
+        ("length", "length"),
+        ("waiting", "lag"),
+        ("waiting", "pending"),
+        ("oldest", "oldest_age_s"),
+    ),
+}
+_SERIES_PREFIX = {"slot": "slot", "latency": "backend", "queue": "queue", "gpu": "gpu"}
+
+
+def stale_series(staleness: Staleness) -> list[str]:
+    """The history series whose value is stale now (their sample is a gap)."""
+    keys: list[str] = []
+    for entity, fields in staleness.fields.items():
+        kind, _, ident = entity.partition(":")
+        for series, field_name in _SERIES_FIELDS.get(kind, ()):
+            if field_name in fields:
+                keys.append(f"{_SERIES_PREFIX[kind]}:{ident}:{series}")
+    return keys
+
+
+def history_samples(
+    fleet: MergedFleet, staleness: Staleness = FRESH, gaps: list[str] | None = None
+) -> dict[str, Sample]:
+    """The values the history rings keep, one per series key (see model.history); a stale
+    value is a gap (``None``), so plots and windows stop where fresh data stops (``gaps``:
+    ``stale_series(staleness)``, when the caller has it already)."""
+    samples: dict[str, Sample] = {}
+    for sid, slot in fleet.slots.items():
+        samples[f"slot:{sid}:activity"] = slot.activity_pct
+        samples[f"slot:{sid}:mem_used"] = slot.mem_used_mib
+    for name, lat in fleet.latency.items():
+        samples[f"backend:{name}:p95"] = lat.p95_ms
+        samples[f"backend:{name}:rps"] = lat.req_per_s
+        samples[f"backend:{name}:queue_ms"] = lat.queue_ms
+        # time a request computes: rebalance splits a shared slot's activity by it
+        samples[f"backend:{name}:service_ms"] = (
+            lat.compute_ms if lat.compute_ms is not None else lat.avg_ms
+        )
+    for uuid, gpu in fleet.gpus.items():
+        samples[f"gpu:{uuid}:temp"] = gpu.temperature_c
+        samples[f"gpu:{uuid}:power_pct"] = gpu.power_pct
+        capped = gpu.power_capped
+        samples[f"gpu:{uuid}:power_capped"] = None if capped is None else float(capped)
+    for stream, q in fleet.queues.items():
+        samples[f"queue:{stream}:length"] = None if q.length is None else float(q.length)
+        waiting = q.waiting
+        samples[f"queue:{stream}:waiting"] = None if waiting is None else float(waiting)
+        samples[f"queue:{stream}:oldest"] = q.oldest_age_s
+    if staleness:
+        for key in stale_series(staleness) if gaps is None else gaps:
+            samples[key] = None
+    return samples
