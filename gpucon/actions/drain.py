@@ -88,13 +88,14 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     else:
         backends = (find_backend(snapshot, text_param(params, "backend")),)
         target = backends[0].name
-    names = tuple(b.name for b in backends)
-
     pre: list[Precondition] = []
     for b in backends:
         ok = b.state is not BackendState.DRAINED
         text = f"{b.name} is {b.state}" + ("" if ok else ": already drained, nothing to do")
         pre.append(Precondition(f"state:{b.name}", ok or node is not None, text))
+    if node is not None:  # a node drain leaves its drained backends as they are
+        backends = tuple(b for b in backends if b.state is not BackendState.DRAINED)
+    names = tuple(b.name for b in backends)
     pre.extend(_others_serving(snapshot, backends, force))
     pods = {b.pod for b in backends if b.pod}
     node_info = snapshot.nodes.get(node) if node is not None else None

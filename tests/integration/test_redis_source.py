@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from gpucon.model.fleet import BackendState, Health
+from gpucon.registry import keys
 from gpucon.sources.redisq import RedisQueueSource
 from tests.helpers.servers import free_port
 
@@ -94,9 +95,9 @@ def test_missing_stream_or_group_degrades_and_says_which(r: redis.Redis, redis_u
 
 
 def register(r: redis.Redis, name: str, **fields: object) -> None:
-    r.sadd("gpucon:backends", name)
+    r.sadd(keys.BACKENDS, name)
     if fields:
-        r.hset(f"gpucon:backend:{name}", mapping={k: str(v) for k, v in fields.items()})
+        r.hset(keys.backend_key(name), mapping={k: str(v) for k, v in fields.items()})
 
 
 def test_registry_backends(r: redis.Redis, redis_url: str) -> None:
@@ -121,15 +122,15 @@ def test_registry_garbage_is_named_never_raised(r: redis.Redis, redis_url: str) 
     register(r, "good", slot="h/gpu0", url="http://h:1", weight=1, state="active", inflight=0)
     register(r, "bad", slot="not a slot", weight="abc", state="exploded", inflight="x", ready="?")
     register(r, "ghost")  # in the set, no hash
-    r.hset("gpucon:backend:nan", mapping={"weight": "nan", "state": "active"})
-    r.sadd("gpucon:backends", "nan")
+    r.hset(keys.backend_key("nan"), mapping={"weight": "nan", "state": "active"})
+    r.sadd(keys.BACKENDS, "nan")
     src = source(redis_url, streams=())
     reading = src.read()
     again = src.read()  # unchanged entries come from the parse cache: same problems, same data
     assert (again.health, again.error, again.backends) == (
         reading.health, reading.error, reading.backends,
     )  # fmt: skip
-    r.hset("gpucon:backend:bad", "weight", "2")
+    r.hset(keys.backend_key("bad"), "weight", "2")
     assert {b.name: b.weight for b in src.read().backends}["bad"] == 2.0
     assert reading.health is Health.DEGRADED
     assert reading.error is not None
