@@ -88,14 +88,13 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     else:
         backends = (find_backend(snapshot, text_param(params, "backend")),)
         target = backends[0].name
+    names = tuple(b.name for b in backends)
+
     pre: list[Precondition] = []
     for b in backends:
         ok = b.state is not BackendState.DRAINED
         text = f"{b.name} is {b.state}" + ("" if ok else ": already drained, nothing to do")
         pre.append(Precondition(f"state:{b.name}", ok or node is not None, text))
-    if node is not None:  # a node drain leaves its drained backends as they are
-        backends = tuple(b for b in backends if b.state is not BackendState.DRAINED)
-    names = tuple(b.name for b in backends)
     pre.extend(_others_serving(snapshot, backends, force))
     pods = {b.pod for b in backends if b.pod}
     node_info = snapshot.nodes.get(node) if node is not None else None
@@ -225,12 +224,15 @@ def apply_drain(
 
     try:
         registry = controls.registry
-        for name in names:
+        acting = names
+        if plan.params.get("node"):  # a node's drained backends stay as they are (under lock)
+            acting = [n for n in names if not _already_drained(controls, n, progress)]
+        for name in acting:
             begin = partial(registry.begin_drain, name, owner, reason)
             run(f"draining:{name}", f"{name}: state=draining, weight 0", begin)
-        for name in names:
+        for name in acting:
             wait(name)
-        for name in names:
+        for name in acting:
             mark = partial(registry.mark_state, name, "drained", owner, reason)
             run(f"drained:{name}", f"{name}: state=drained", mark)
         node = plan.params.get("node")
@@ -254,6 +256,17 @@ def apply_drain(
         plan.digest,
         state_left=describe_state(controls, names),
     )
+
+
+def _already_drained(controls: Controls, name: str, progress: Progress) -> bool:
+    """True (its steps reported done) when a node drain finds ``name`` drained already:
+    drained -> draining is not a move the registry makes."""
+    record = controls.registry.backend(name)
+    if record is None or record.state is not BackendState.DRAINED:
+        return False
+    for key in (f"draining:{name}", f"wait:{name}", f"drained:{name}"):
+        progress(ProgressEvent(key, StepStatus.DONE, f"{name}: already drained, left as it is"))
+    return True
 
 
 def _drain_node(

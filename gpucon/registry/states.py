@@ -82,8 +82,8 @@ class Change:
             "reason": self.reason,
             "changed_at": repr(self.changed_at),
         }
-        if self.weight is not None:
-            fields["weight"] = repr(self.weight)
+        if self.weight is not None:  # a drained weight reads "0", as schedulers have always seen it
+            fields["weight"] = "0" if self.weight == 0 else repr(self.weight)
         if self.weight_before_drain is not None:
             fields["weight_before_drain"] = repr(self.weight_before_drain)
         return fields

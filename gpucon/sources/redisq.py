@@ -29,7 +29,7 @@ from typing import Any
 
 from gpucon.model.fleet import Backend, Health, QueueStats
 from gpucon.model.reading import Reading, failed_reading
-from gpucon.registry.read import RegistryReader
+from gpucon.registry.read import DEFAULT_FULL_REFRESH_S, RegistryReader
 from gpucon.sources.base import describe_error
 from gpucon.sources.problems import Problems
 
@@ -83,6 +83,7 @@ class RedisQueueSource:
         cadence_s: float = 1.0,
         timeout_s: float = 2.0,
         client_name: str = "gpucon",
+        registry_refresh_s: float = DEFAULT_FULL_REFRESH_S,
     ) -> None:
         self.url = url
         self.streams = tuple(streams)
@@ -93,7 +94,7 @@ class RedisQueueSource:
         self._client: Any = None
         self._lock = threading.Lock()
         # keeps the backend hashes between ticks: re-read only when the registry changed
-        self._registry = RegistryReader()
+        self._registry = RegistryReader(full_refresh_s=registry_refresh_s)
 
     def _connect(self) -> Any:
         if self._client is None:

@@ -174,9 +174,7 @@ def test_registry_writes_bump_the_version_and_name_the_client(
 def test_audit_stream_is_capped(
     client: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import gpucon.controls.registry as registry_module
-
-    monkeypatch.setattr(registry_module, "AUDIT_MAXLEN", 10)
+    monkeypatch.setattr(keys, "AUDIT_MAXLEN", 10)
     registry = RedisRegistry.from_url(redis_url)
     for i in range(600):
         registry.append_audit({"event": "intent", "n": i, "text": json.dumps({"i": i})})

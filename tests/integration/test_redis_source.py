@@ -131,6 +131,7 @@ def test_registry_garbage_is_named_never_raised(r: redis.Redis, redis_url: str) 
         reading.health, reading.error, reading.backends,
     )  # fmt: skip
     r.hset(keys.backend_key("bad"), "weight", "2")
+    r.incr(keys.VERSION)  # every registry writer bumps the version: the hashes are read again
     assert {b.name: b.weight for b in src.read().backends}["bad"] == 2.0
     assert reading.health is Health.DEGRADED
     assert reading.error is not None
@@ -169,6 +170,8 @@ def test_one_round_trip_and_only_read_commands(
     assert len(sends) == 1
     assert reading.round_trips == 1
     assert len(reading.backends) == 200
+    # unchanged registry: the two shared live hashes, not one HGETALL per backend
+    assert r.info("commandstats")["cmdstat_hgetall"]["calls"] == 2
     # every command the server ran since the reset (scripts' inner calls included)
     used = {k.removeprefix("cmdstat_").split("|")[0] for k in r.info("commandstats")}
     assert {"eval_ro", "hgetall", "xpending"} <= used
@@ -176,6 +179,38 @@ def test_one_round_trip_and_only_read_commands(
     assert not writes
     names = [c["name"] for c in r.client_list()]
     assert "gpucon-test" in names
+
+
+def test_live_values_every_tick_hashes_only_when_the_version_moves(
+    r: redis.Redis, redis_url: str
+) -> None:
+    register(r, "b1", slot="h/gpu0", weight=2, state="active")
+    register(r, "b2", slot="h/gpu1", weight=1, state="active")
+    r.incr(keys.VERSION)
+    src = RedisQueueSource(redis_url, streams=(), client_name="gpucon-test", registry_refresh_s=0.5)
+    first = src.read()
+    assert first.round_trips == 3  # the tick, then SMEMBERS, then the hashes of new names
+    assert {b.name: b.inflight for b in first.backends} == {"b1": None, "b2": None}
+    # the scheduler's counts and health verdicts: seen on the next tick, no version bump
+    r.hset(keys.INFLIGHT, mapping={"b1": 4, "b2": 0})
+    r.hset(keys.READY, mapping={"b1": "1 1764600000.250", "b2": "0 1764600001"})
+    tick = src.read()
+    assert tick.round_trips == 1
+    got = {b.name: (b.inflight, b.ready, b.ready_at) for b in tick.backends}
+    assert got == {"b1": (4, True, 1764600000.25), "b2": (0, False, 1764600001.0)}
+    # a registry write bumps the version: the hashes are read again, in one more round trip
+    r.hset(keys.backend_key("b1"), "state", "draining")
+    r.incr(keys.VERSION)
+    moved = src.read()
+    assert moved.round_trips == 2
+    assert {b.name: b.state for b in moved.backends}["b1"] is BackendState.DRAINING
+    # a writer that forgets the bump is caught by the periodic full read
+    r.hset(keys.backend_key("b2"), "weight", "5")
+    assert {b.name: b.weight for b in src.read().backends}["b2"] == 1.0
+    deadline = time.monotonic() + 5
+    while {b.name: b.weight for b in src.read().backends}["b2"] != 5.0:
+        assert time.monotonic() < deadline, "the periodic full read never came"
+        time.sleep(0.05)
 
 
 def test_server_down_is_a_fast_down_reading() -> None:
