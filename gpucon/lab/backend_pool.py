@@ -21,7 +21,7 @@ import httpx
 
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.registry import keys
-from gpucon.registry.parse import parse_backend, ready_value
+from gpucon.registry.parse import parse_backend, ready_text
 from gpucon.registry.read import decode_hash, live_fields
 
 
@@ -118,8 +118,8 @@ class BackendPool:
         self.healthy = {b.name: ok for b, ok in zip(views, results, strict=True)}
         if views:  # the verdicts, for consoles: no version bump (it is not a registry change)
             now = time.time()
-            verdicts = {b.name: ready_value(ok, now) for b, ok in zip(views, results, strict=True)}
-            await self.redis.hset(keys.READY, mapping=verdicts)
+            verdicts = {b.name: (ok, now) for b, ok in zip(views, results, strict=True)}
+            await self.redis.set(keys.READY, ready_text(verdicts))
 
     def eligible(self, model: str | None, excluded: set[str]) -> list[BackendView]:
         return [

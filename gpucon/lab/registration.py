@@ -52,7 +52,6 @@ def unregister_backends(client: redis.Redis, names: list[str]) -> None:
         for name in names:
             pipe.delete(keys.backend_key(name), keys.assigned_key(name))
             pipe.hdel(keys.INFLIGHT, name)
-            pipe.hdel(keys.READY, name)
             pipe.srem(keys.BACKENDS, name)
         pipe.incr(keys.VERSION)
         pipe.execute()

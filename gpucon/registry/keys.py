@@ -3,8 +3,8 @@
 The console, the CLI, the controls and the reference scheduler agree on these names by
 importing them from here. Backend hashes hold what changes when someone acts (state, weight,
 owner, reason, slot, url, model); what changes on every request or health check lives in
-two shared hashes (``INFLIGHT``, ``READY``) so that a reader can fetch it with two commands
-per tick instead of one per backend.
+one shared hash (``INFLIGHT``) and one document (``READY``), so that a reader fetches it with
+two commands per tick instead of one per backend.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ AUDIT = "gpucon:audit"
 AUDIT_MAXLEN = 10_000
 # hash: backend name -> requests assigned and not yet released (kept by the scheduler)
 INFLIGHT = "gpucon:inflight"
-# hash: backend name -> "<1|0> <epoch seconds>": the scheduler's last health check of it
+# string: JSON {name: [1|0, epoch seconds]}: the scheduler's last health round, written whole
 READY = "gpucon:ready"
 # the reference scheduler's answers: a stream of outcomes and one list per request
 RESULTS_STREAM = "gen:results"

@@ -16,6 +16,7 @@ raises. Chosen meanings:
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -164,16 +165,29 @@ def parse_record(name: str, fields: Mapping[str, str]) -> tuple[BackendRecord, t
     return BackendRecord(backend, before), problems + tuple(f.problems)
 
 
-def split_ready(value: str) -> dict[str, str]:
-    """The ``ready`` and ``ready_at`` fields one ``gpucon:ready`` value (``"1 1764600000.5"``)
-    stands for; a value without a time gives ``ready`` alone."""
-    flag, _, at = value.strip().partition(" ")
-    out = {"ready": flag}
-    if at.strip():
-        out["ready_at"] = at.strip()
-    return out
+def ready_text(verdicts: Mapping[str, tuple[bool, float]]) -> str:
+    """What a health checker writes to ``gpucon:ready``: JSON ``{name: [1|0, epoch seconds]}``
+    (its verdict on each backend and when it checked)."""
+    body = {name: [1 if ok else 0, round(at, 3)] for name, (ok, at) in verdicts.items()}
+    return json.dumps(body, separators=(",", ":"))
 
 
-def ready_value(ready: bool, at: float) -> str:
-    """What a health checker writes to ``gpucon:ready`` for one backend."""
-    return f"{1 if ready else 0} {at:.3f}"
+def parse_ready(raw: str | None) -> tuple[dict[str, tuple[str, str]], tuple[str, ...]]:
+    """``gpucon:ready`` as name -> (``ready``, ``ready_at``) field texts for ``parse_backend``
+    to check, and what was wrong with the document itself."""
+    if raw is None:
+        return {}, ()
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return {}, (f"{keys.READY}: expected a JSON object, got {raw!r:.40}",)
+    out: dict[str, tuple[str, str]] = {}
+    problems: list[str] = []
+    for name, entry in body.items():
+        if isinstance(entry, list) and len(entry) == 2:
+            out[str(name)] = (str(entry[0]), str(entry[1]))
+        else:
+            problems.append(f"{keys.READY} {name!r:.40}: expected [1|0, epoch seconds]")
+    return out, tuple(problems)

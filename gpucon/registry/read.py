@@ -1,14 +1,16 @@
-"""The registry read that does not block Redis: version-gated hashes, two cheap reads a tick.
+"""The registry read that does not block Redis: version-gated hashes, cheap reads each tick.
 
-A backend hash changes only when someone acts (and every such write bumps
-``gpucon:registry:version``); in-flight counts and readiness change all the time and live in
-two shared hashes (``gpucon:inflight``, ``gpucon:ready``). So a tick sends three plain
-commands — ``GET`` the version, ``HGETALL`` each shared hash — that the caller may put in its
-own pipeline, and only when the version moved (or every ``full_refresh_s``, for writers that
-forget to bump it) does the reader fetch ``SMEMBERS`` and the backend hashes, pipelined without
-MULTI so the server serves other clients between them. Round trips: 1 per tick, 2 when the
-registry changed (3 when backends were added). No script runs: every command is a read a
-Redis ACL user limited to ``+@read`` may send.
+A backend hash changes only when someone acts, and every such write bumps
+``gpucon:registry:version``. What changes all the time lives elsewhere: in-flight counts in
+the ``gpucon:inflight`` hash (the scheduler's scripts count there), health verdicts in the
+``gpucon:ready`` document (one JSON string the scheduler writes after each health round). So
+a tick sends three plain commands — ``GET`` the version, ``HGETALL gpucon:inflight``, ``GET
+gpucon:ready`` — that the caller may put in its own pipeline; only when the version moved (or
+every ``full_refresh_s``, for writers that forget to bump it) does the reader fetch
+``SMEMBERS`` and the backend hashes, pipelined without MULTI so the server serves other
+clients between them. Round trips: 1 per tick, 2 when the registry changed, 3 when backends
+were added. No script runs: every command is one a Redis ACL user limited to ``+@read`` may
+send.
 
 The version is read before the hashes it gates, so the hashes are never older than the version
 kept with them; a write landing in between shows as a new version on the next tick.
@@ -23,10 +25,13 @@ from typing import Any
 
 from gpucon.model.fleet import Backend
 from gpucon.registry import keys
-from gpucon.registry.parse import BackendRecord, parse_backend, parse_record, split_ready
+from gpucon.registry.parse import BackendRecord, parse_backend, parse_ready, parse_record
 
 TICK_COMMANDS = 3
 DEFAULT_FULL_REFRESH_S = 60.0
+
+# what one backend's live values were: (inflight text, (ready, ready_at) texts)
+Live = tuple[str | None, tuple[str, str] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +54,9 @@ def decode_hash(raw: Mapping[Any, Any] | None) -> dict[str, str]:
     return {text(k): text(v) for k, v in (raw or {}).items()}
 
 
-def live_fields(inflight: str | None, ready: str | None) -> dict[str, str]:
-    """The per-request and per-health-check fields of one backend, as hash fields."""
-    fields = split_ready(ready) if ready is not None else {}
+def live_fields(inflight: str | None, ready: tuple[str, str] | None) -> dict[str, str]:
+    """The per-request and per-health-check values of one backend, as hash fields."""
+    fields = {} if ready is None else {"ready": ready[0], "ready_at": ready[1]}
     if inflight is not None:
         fields["inflight"] = inflight
     return fields
@@ -80,18 +85,20 @@ class RegistryReader:
         self._version: int | None = None
         self._full_at = 0.0
         self._hashes: dict[str, dict[str, str]] = {}
-        # name -> (live values it was parsed with, Backend, problems)
-        self._parsed: dict[str, tuple[tuple[str | None, str | None], Backend, tuple[str, ...]]] = {}
+        self._parsed: dict[str, tuple[Live, Backend, tuple[str, ...]]] = {}
+        # the last health document and its parse: it changes once per health round
+        self._ready_raw: object = None
+        self._ready: tuple[dict[str, tuple[str, str]], tuple[str, ...]] = ({}, ())
 
     def queue_tick(self, pipe: Any) -> int:
         """Add this tick's commands to ``pipe``; returns how many replies they take."""
         pipe.get(keys.VERSION)
         pipe.hgetall(keys.INFLIGHT)
-        pipe.hgetall(keys.READY)
+        pipe.get(keys.READY)
         return TICK_COMMANDS
 
     def read(self, client: Any) -> RegistryRead:
-        """One read on its own connection: the tick's pipeline, then the hashes if needed."""
+        """One read on its own: the tick's pipeline, then the hashes if they changed."""
         pipe = client.pipeline(transaction=False)
         self.queue_tick(pipe)
         replies: list[Any] = pipe.execute(raise_on_error=True)
@@ -111,11 +118,15 @@ class RegistryReader:
             self._version = version
             self._full_at = self.clock()
         inflight = decode_hash(replies[1])
-        ready = decode_hash(replies[2])
+        if replies[2] != self._ready_raw:
+            self._ready_raw = replies[2]
+            self._ready = parse_ready(None if replies[2] is None else text(replies[2]))
+        ready, ready_problems = self._ready
+        problems.extend(ready_problems)
         backends = []
         parsed = {}
         for name, fields in self._hashes.items():
-            live = (inflight.get(name), ready.get(name))
+            live: Live = (inflight.get(name), ready.get(name))
             known = self._parsed.get(name)
             if known is None or known[0] != live:
                 merged = {**fields, **live_fields(*live)} if fields else fields
@@ -161,12 +172,11 @@ def read_record(client: Any, name: str) -> tuple[BackendRecord, tuple[str, ...]]
     pipe = client.pipeline(transaction=False)
     pipe.hgetall(keys.backend_key(name))
     pipe.hget(keys.INFLIGHT, name)
-    pipe.hget(keys.READY, name)
+    pipe.get(keys.READY)
     raw, inflight, ready = pipe.execute(raise_on_error=True)
     fields = decode_hash(raw)
     if not fields:
         return None
-    live = live_fields(
-        None if inflight is None else text(inflight), None if ready is None else text(ready)
-    )
+    verdicts, _ = parse_ready(None if ready is None else text(ready))
+    live = live_fields(None if inflight is None else text(inflight), verdicts.get(name))
     return parse_record(name, {**fields, **live})

@@ -11,6 +11,7 @@ import redis
 
 from gpucon.model.fleet import BackendState, Health
 from gpucon.registry import keys
+from gpucon.registry.parse import ready_text
 from gpucon.sources.redisq import RedisQueueSource
 from tests.helpers.servers import free_port
 
@@ -170,8 +171,8 @@ def test_one_round_trip_and_only_read_commands(
     assert len(sends) == 1
     assert reading.round_trips == 1
     assert len(reading.backends) == 200
-    # unchanged registry: the two shared live hashes, not one HGETALL per backend
-    assert r.info("commandstats")["cmdstat_hgetall"]["calls"] == 2
+    # unchanged registry: the shared in-flight hash, not one HGETALL per backend
+    assert r.info("commandstats")["cmdstat_hgetall"]["calls"] == 1
     # every command the server ran since the reset (scripts' inner calls included)
     used = {k.removeprefix("cmdstat_").split("|")[0] for k in r.info("commandstats")}
     assert {"eval_ro", "hgetall", "xpending"} <= used
@@ -193,7 +194,7 @@ def test_live_values_every_tick_hashes_only_when_the_version_moves(
     assert {b.name: b.inflight for b in first.backends} == {"b1": None, "b2": None}
     # the scheduler's counts and health verdicts: seen on the next tick, no version bump
     r.hset(keys.INFLIGHT, mapping={"b1": 4, "b2": 0})
-    r.hset(keys.READY, mapping={"b1": "1 1764600000.250", "b2": "0 1764600001"})
+    r.set(keys.READY, ready_text({"b1": (True, 1764600000.25), "b2": (False, 1764600001)}))
     tick = src.read()
     assert tick.round_trips == 1
     got = {b.name: (b.inflight, b.ready, b.ready_at) for b in tick.backends}
