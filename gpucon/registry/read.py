@@ -30,6 +30,15 @@ from gpucon.registry.parse import BackendRecord, parse_backend, parse_ready, par
 TICK_COMMANDS = 3
 DEFAULT_FULL_REFRESH_S = 60.0
 
+# The Redis ACL rules of a user that can run a read-only console and nothing else (README:
+# "Read-only consoles"): reads of the registry and the request streams, the connection's own
+# commands (not CLIENT KILL or PAUSE: those are @dangerous), TIME, and the streams' read-only
+# script (EVAL_RO, whose inner commands the same rules check). Every write is NOPERM.
+READ_ONLY_ACL_RULES = (
+    "resetkeys ~gpucon:* ~gen:* resetchannels nocommands "
+    "+@read +@connection -@dangerous +time +eval_ro -@write"
+)
+
 # what one backend's live values were: (inflight text, (ready, ready_at) texts)
 Live = tuple[str | None, tuple[str, str] | None]
 
