@@ -24,6 +24,7 @@ from gpucon.lab.scheduler import BackendView, Scheduler, SchedulerConfig, choose
 from gpucon.lab.service_time import ServiceTimeModel
 from gpucon.lab.traffic import TrafficSpec, generate
 from gpucon.registry import keys
+from gpucon.registry.parse import parse_ready
 
 pytestmark = pytest.mark.integration
 
@@ -137,6 +138,10 @@ async def test_every_entry_answered_once_and_registry_counters_return_to_zero(
         assert reply["status"] == "ok" and reply["entry_id"] == ids[0]
         pending = await r.xpending(TrafficSpec().stream, "g1")
         assert pending["pending"] == 0
+        # its health rounds' verdicts, for consoles, read as every reader reads them
+        verdicts, problems = parse_ready(await r.get(keys.READY))
+        assert problems == () and set(verdicts) == {s.name for s in servers}
+        assert all(flag == "1" and float(at) > 1.7e9 for flag, at in verdicts.values())
 
 
 async def test_only_active_backends_with_weight_get_work(redis_url: str, r: Any) -> None:
