@@ -26,6 +26,8 @@ import json
 import sys
 from typing import Any
 
+from gpucon.registry import keys
+
 EXIT_CODES_HELP = __doc__.split("Exit codes:")[1].split("Only the standard")[0]
 ACTION_VERBS = ("drain", "undrain", "rebalance")
 
@@ -55,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
         parser.add_argument(
             "--stream",
             action="store_true",
-            help="read the fleet's Redis stream gpucon:audit instead of this console's file",
+            help=f"read the fleet's Redis stream {keys.AUDIT} instead of this console's file",
         )
         parser.add_argument(
             "--all",
