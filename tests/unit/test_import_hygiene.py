@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gpucon"
-CORE = ["model", "sources", "controls", "actions", "sim", "hub.py", "config.py"]
+CORE = ["model", "registry", "sources", "controls", "actions", "sim", "hub.py", "config.py"]
 FORBIDDEN = (
     "textual",
     "gpucon.screens",
