@@ -71,7 +71,8 @@ def _id_ms(entry_id: object) -> int | None:
 
 
 class RedisQueueSource:
-    """Reads stream queues and the backend registry in one pipelined round trip."""
+    """Reads stream queues and the backend registry: one pipelined round trip per tick, one more
+    when the registry changed (``gpucon.registry.read``)."""
 
     name = "redis"
 
