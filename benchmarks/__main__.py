@@ -22,6 +22,7 @@ BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
         ["--seconds", "15", "--repeat", "3"],
     ),
     ("benchmarks.round_trips", ["--reads", "20"], ["--reads", "5"]),
+    ("benchmarks.registry_server_time", ["--ticks", "50"], ["--ticks", "10"]),
     ("benchmarks.drain_bench", ["--repeat", "20"], ["--repeat", "5"]),
     ("benchmarks.probe_bench", ["--count", "500"], ["--count", "200"]),
 ]

@@ -26,6 +26,7 @@ from pathlib import Path
 import redis
 
 from gpucon.model.reading import Reading
+from gpucon.registry import keys
 from gpucon.sources.prometheus import PrometheusSource
 from gpucon.sources.redisq import RedisQueueSource
 from tests.helpers.prometheus import (
@@ -96,9 +97,9 @@ def fill_redis(url: str, gpus: int) -> int:
     pipe = r.pipeline(transaction=False)
     for i in range(backends):
         name = f"b{i:05d}"
-        pipe.sadd("gpucon:backends", name)
+        pipe.sadd(keys.BACKENDS, name)
         pipe.hset(
-            f"gpucon:backend:{name}",
+            keys.backend_key(name),
             mapping={
                 "slot": f"node-{i // 56:03d}/gpu{i % 8}/gi{i % 7 + 1}",
                 "weight": "1",

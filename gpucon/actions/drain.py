@@ -228,12 +228,15 @@ def apply_drain(
 
     try:
         registry = controls.registry
-        for name in names:
+        acting = names
+        if plan.params.get("node"):  # a node's drained backends stay as they are (under lock)
+            acting = [n for n in names if not _already_drained(controls, n, progress)]
+        for name in acting:
             begin = partial(registry.begin_drain, name, owner, reason)
             run(f"draining:{name}", f"{name}: state=draining, weight 0", begin)
-        for name in names:
+        for name in acting:
             wait(name)
-        for name in names:
+        for name in acting:
             mark = partial(registry.mark_state, name, "drained", owner, reason)
             run(f"drained:{name}", f"{name}: state=drained", mark)
         node = plan.params.get("node")
@@ -257,6 +260,17 @@ def apply_drain(
         plan.digest,
         state_left=describe_state(controls, names),
     )
+
+
+def _already_drained(controls: Controls, name: str, progress: Progress) -> bool:
+    """True (its steps reported done) when a node drain finds ``name`` drained already:
+    drained -> draining is not a move the registry makes."""
+    record = controls.registry.backend(name)
+    if record is None or record.state is not BackendState.DRAINED:
+        return False
+    for key in (f"draining:{name}", f"wait:{name}", f"drained:{name}"):
+        progress(ProgressEvent(key, StepStatus.DONE, f"{name}: already drained, left as it is"))
+    return True
 
 
 def _drain_node(

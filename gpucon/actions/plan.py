@@ -16,10 +16,8 @@ from enum import IntEnum, StrEnum
 
 from gpucon.errors import (
     ActionError,
-    BadParams,
     ExitCode,
     JsonValue,
-    StateMoved,
 )
 
 
@@ -29,24 +27,6 @@ class Tier(IntEnum):
     REVERSIBLE = 1  # confirm, Cancel focused (rebalance, probe)
     DISRUPTIVE = 2  # confirm with the exact target named (drain)
     DESTRUCTIVE = 3  # type the target's name, dry-run shown first (re-slice)
-
-
-# Backend state transitions a registry write may make: new state -> states it may start from.
-# Every registry (Redis, the simulator's) checks them inside its transaction: compare-and-set.
-BACKEND_TRANSITIONS: Mapping[str, frozenset[str]] = {
-    "draining": frozenset({"active", "draining", "drained", "down"}),
-    "drained": frozenset({"draining"}),
-    "active": frozenset({"draining", "drained"}),
-}
-
-
-def check_transition(name: str, current: str, new: str) -> None:
-    """StateMoved unless ``current -> new`` is a transition the registry may write."""
-    if new not in BACKEND_TRANSITIONS:
-        raise BadParams("state", f"{new!r} is not a state gpucon sets")
-    allowed = BACKEND_TRANSITIONS[new]
-    if current not in allowed:
-        raise StateMoved(name, current, new, allowed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from gpucon.config import GpuconConfig
     from gpucon.session import Session
 
+from gpucon.registry import keys
+
 EXIT_CODES_HELP = __doc__.split("Exit codes:")[1].split("Only the standard")[0]
 ACTION_VERBS = ("drain", "undrain", "rebalance")
 
@@ -47,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
         parser.add_argument(
             "--stream",
             action="store_true",
-            help="read the fleet's Redis stream gpucon:audit instead of this console's file",
+            help=f"read the fleet's Redis stream {keys.AUDIT} instead of this console's file",
         )
         parser.add_argument(
             "--all",

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from gpucon.errors import JsonValue, Refused
+from gpucon.registry.parse import BackendRecord
 
 if TYPE_CHECKING:
     from gpucon.config import GpuconConfig, ProbeTarget
@@ -29,19 +30,6 @@ class ReadOnlyError(Refused):
 
     def __init__(self) -> None:
         super().__init__("read-only mode: no controls exist, nothing can be changed")
-
-
-@dataclass(frozen=True, slots=True)
-class BackendRecord:
-    """A backend as the registry holds it now (read just before or during a write)."""
-
-    name: str
-    state: str
-    weight: float | None
-    inflight: int | None
-    owner: str | None = None
-    reason: str | None = None
-    weight_before_drain: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +48,9 @@ class RegistryControl(Protocol):
 
     def version(self) -> int: ...
 
-    def backend(self, name: str) -> BackendRecord | None: ...
+    def backend(self, name: str) -> BackendRecord | None:
+        """The backend as the registry holds it now (``gpucon.registry.parse``), or None."""
+        ...
 
     def backend_names(self) -> tuple[str, ...]: ...
 

@@ -1,6 +1,6 @@
 """Kubernetes write side: cordon/uncordon, evictions through the Eviction API, node labels.
 
-Built only when the console is not read-only (``gpucon.controls.base.build_controls``). Pods
+Built only when the console is not read-only (``gpucon.session.live_controls``). Pods
 are never deleted directly: ``evict`` posts a policy/v1 ``Eviction``, so PodDisruptionBudgets
 are respected; a 429 (the budget would be violated, or the API server is throttling) is
 retried with exponential backoff (honouring ``Retry-After``) until the timeout. Every error
@@ -206,5 +206,5 @@ class KubeControl:
 
 
 def build_kube_control(config: KubeConfig) -> KubeControl:
-    """The factory ``gpucon.controls.base.build_controls`` calls (never in read-only mode)."""
+    """The factory ``gpucon.session.live_controls`` calls (never in read-only mode)."""
     return KubeControl(config.kubeconfig, config.context, timeout_s=config.timeout_s)

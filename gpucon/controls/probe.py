@@ -24,6 +24,7 @@ import httpx
 
 from gpucon.config import ProbeTarget
 from gpucon.errors import BadParams, finite_number
+from gpucon.registry import keys
 
 STABILITY_PCT = 10.0
 STABILITY_WINDOWS = 3
@@ -190,7 +191,7 @@ class QueueSender:
                 self.stream,
                 {"model": self.model, "prompt": "probe", "id": f"probe-{self.run_id}-{seq}"},
             )
-            got = await self.client.blpop([f"gen:reply:{entry_id}"], timeout=self.timeout_s)
+            got = await self.client.blpop([keys.reply_key(entry_id)], timeout=self.timeout_s)
         except (OSError, TimeoutError) as exc:
             return f"redis: {type(exc).__name__}"
         except Exception as exc:  # redis-py's errors: ConnectionError, ResponseError ...

@@ -1,16 +1,13 @@
-"""The scheduler registry in Redis, written per DESIGN.md's contract (redis-py).
+"""The scheduler registry in Redis: the write side of the contract in ``gpucon.registry``.
 
-Keys: ``gpucon:backend:{name}`` (hash), ``gpucon:backends`` (set), ``gpucon:registry:version``
-(counter bumped by every write, inside the same MULTI), ``gpucon:audit`` (stream, capped),
-``gpucon:lock:{target}`` (``SET NX PX``; the value names the holder, the time it was taken and
-the action, plus the owner's token; renewed and released only by that token, in Lua).
-``gpucon:assigned:{name}`` (hash of stream entry id -> stream, kept by the scheduler) tells
-which queue entries a backend holds and has not acknowledged yet.
-Writes that depend on what they read (drain remembering the weight, rebalance checking the
-version) WATCH the keys they read, so a concurrent write makes them retry or refuse. Every
-state change is a compare-and-set: the state read under WATCH must be one the transition may
-start from (``check_transition``: drained only from draining, active only from draining or
-drained), else StateMoved and nothing is written.
+Key names come from ``gpucon.registry.keys``, hashes are read by ``gpucon.registry.parse``
+and every state change is computed by ``gpucon.registry.states`` (the transition table and
+the fields each move writes), so this module only runs those moves against Redis: each one
+WATCHes the backend's hash, reads it, checks the move against the state it read
+(compare-and-set: StateMoved, nothing written, when someone changed it since) and writes the
+fields plus a bump of ``gpucon:registry:version`` in one MULTI. Rebalance WATCHes the version
+too and refuses a stale plan. Locks are ``SET NX PX`` values naming holder, time and action
+plus the owner's token, renewed and released only by that token (in Lua).
 """
 
 from __future__ import annotations
@@ -23,27 +20,13 @@ from typing import Any
 
 import redis
 
-from gpucon.actions.plan import check_transition
-from gpucon.controls.base import BackendRecord, LockLease, check_weights_unchanged
+from gpucon.controls.base import LockLease, check_weights_unchanged
 from gpucon.errors import BadParams, JsonValue, LockHeld, StalePlan
+from gpucon.registry import keys, states
+from gpucon.registry.parse import BackendRecord, parse_record
+from gpucon.registry.read import decode_hash, read_record
 
-BACKENDS_KEY = "gpucon:backends"
-VERSION_KEY = "gpucon:registry:version"
-AUDIT_STREAM = "gpucon:audit"
-AUDIT_MAXLEN = 10_000
 CLIENT_NAME = "gpucon-actions"
-
-
-def backend_key(name: str) -> str:
-    return f"gpucon:backend:{name}"
-
-
-def lock_key(target: str) -> str:
-    return f"gpucon:lock:{target}"
-
-
-def assigned_key(name: str) -> str:
-    return f"gpucon:assigned:{name}"
 
 
 # compare-and-delete / compare-and-expire: only the value the owner wrote may release or renew
@@ -68,17 +51,10 @@ def _lock_value(lease: LockLease) -> str:
 
 
 def _float(value: str | None) -> float | None:
-    if value is None or value == "":
-        return None
     try:
-        return float(value)
+        return None if value is None else float(value)
     except ValueError:
         return None
-
-
-def _int(value: str | None) -> int | None:
-    number = _float(value)
-    return None if number is None else int(number)
 
 
 class RedisRegistry:
@@ -107,95 +83,53 @@ class RedisRegistry:
     # -- reads -----------------------------------------------------------------------------
 
     def version(self) -> int:
-        return int(self.client.get(VERSION_KEY) or 0)
+        return int(self.client.get(keys.VERSION) or 0)
 
     def backend(self, name: str) -> BackendRecord | None:
-        return self._record(name, self.client.hgetall(backend_key(name)))
-
-    @staticmethod
-    def _record(name: str, raw: Mapping[str, str]) -> BackendRecord | None:
-        if not raw:
-            return None
-        return BackendRecord(
-            name=name,
-            state=raw.get("state", "active"),
-            weight=_float(raw.get("weight")),
-            inflight=_int(raw.get("inflight")),
-            owner=raw.get("owner") or None,
-            reason=raw.get("reason") or None,
-            weight_before_drain=_float(raw.get("weight_before_drain")),
-        )
+        found = read_record(self.client, name)
+        return None if found is None else found[0]
 
     def backend_names(self) -> tuple[str, ...]:
-        return tuple(sorted(self.client.smembers(BACKENDS_KEY)))
+        return tuple(sorted(self.client.smembers(keys.BACKENDS)))
 
     def pending_for(self, name: str) -> int:
-        return int(self.client.hlen(assigned_key(name)))
+        return int(self.client.hlen(keys.assigned_key(name)))
 
     # -- writes ----------------------------------------------------------------------------
 
-    def _require(self, pipe: Any, name: str) -> dict[str, str]:
-        raw: dict[str, str] = pipe.hgetall(backend_key(name))
-        if not raw:
-            raise BadParams("backend", f"no backend named {name!r} in the registry")
-        return raw
+    def _move(self, name: str, move: Callable[[BackendRecord], states.Change]) -> states.Change:
+        """Read the backend under WATCH, compute the move, write it with a version bump."""
+        key = keys.backend_key(name)
+        done: list[states.Change] = []
 
-    def _require_transition(self, pipe: Any, name: str, new: str) -> dict[str, str]:
-        """The backend's hash, read under WATCH, if its state may move to ``new``."""
-        raw = self._require(pipe, name)
-        check_transition(name, raw.get("state") or "active", new)
-        return raw
+        def txn(pipe: Any) -> None:
+            done.clear()
+            raw = decode_hash(pipe.hgetall(key))
+            if not raw:
+                raise BadParams("backend", f"no backend named {name!r} in the registry")
+            change = move(parse_record(name, raw)[0])
+            pipe.multi()
+            pipe.hset(key, mapping=change.hash_fields())
+            if change.deleted_fields():
+                pipe.hdel(key, *change.deleted_fields())
+            pipe.incr(keys.VERSION)
+            done.append(change)
+
+        self.client.transaction(txn, key)
+        return done[0]
 
     def begin_drain(self, name: str, owner: str, reason: str) -> float | None:
-        remembered: list[float | None] = []
-
-        def txn(pipe: Any) -> None:
-            remembered.clear()
-            raw = self._require_transition(pipe, name, "draining")
-            before = _float(raw.get("weight_before_drain"))
-            if raw.get("state") not in ("draining", "drained") or before is None:
-                before = _float(raw.get("weight"))
-            remembered.append(before)
-            fields = {"state": "draining", "weight": "0", "owner": owner, "reason": reason}
-            fields["changed_at"] = repr(self.clock())
-            if before is not None:
-                fields["weight_before_drain"] = repr(before)
-            pipe.multi()
-            pipe.hset(backend_key(name), mapping=fields)
-            pipe.incr(VERSION_KEY)
-
-        self.client.transaction(txn, backend_key(name), VERSION_KEY)
-        return remembered[0] if remembered else None
+        now = self.clock()
+        return self._move(name, lambda r: states.begin_drain(r, owner, reason, now)).result
 
     def mark_state(self, name: str, state: str, owner: str, reason: str) -> None:
-        def txn(pipe: Any) -> None:
-            self._require_transition(pipe, name, state)
-            pipe.multi()
-            fields = {"state": state, "owner": owner, "reason": reason}
-            fields["changed_at"] = repr(self.clock())
-            pipe.hset(backend_key(name), mapping=fields)
-            pipe.incr(VERSION_KEY)
-
-        self.client.transaction(txn, backend_key(name))
+        now = self.clock()
+        self._move(name, lambda r: states.mark_state(r, state, owner, reason, now))
 
     def undrain(self, name: str, owner: str, reason: str, default_weight: float) -> float:
-        restored: list[float] = []
-
-        def txn(pipe: Any) -> None:
-            restored.clear()
-            raw = self._require_transition(pipe, name, "active")
-            weight = _float(raw.get("weight_before_drain"))
-            restored.append(default_weight if weight is None else weight)
-            fields = {"state": "active", "weight": repr(restored[0]), "owner": owner}
-            fields["reason"] = reason
-            fields["changed_at"] = repr(self.clock())
-            pipe.multi()
-            pipe.hset(backend_key(name), mapping=fields)
-            pipe.hdel(backend_key(name), "weight_before_drain")
-            pipe.incr(VERSION_KEY)
-
-        self.client.transaction(txn, backend_key(name))
-        return restored[0]
+        now = self.clock()
+        change = self._move(name, lambda r: states.undrain(r, owner, reason, now, default_weight))
+        return float(default_weight if change.result is None else change.result)
 
     def set_weights(
         self,
@@ -209,24 +143,24 @@ class RedisRegistry:
         new_version: list[int] = []
 
         def txn(pipe: Any) -> None:
-            current = int(pipe.get(VERSION_KEY) or 0)
+            current = int(pipe.get(keys.VERSION) or 0)
             if expected_version is not None and current != expected_version:
                 raise StalePlan(expected_version, current)
             seen: dict[str, float | None] = {}
             for name in weights:
-                raw = pipe.hget(backend_key(name), "weight")
-                if raw is None and not pipe.exists(backend_key(name)):
+                raw = decode_hash(pipe.hgetall(keys.backend_key(name)))
+                if not raw:
                     raise BadParams(f"weights.{name}", f"no backend named {name!r} in the registry")
-                seen[name] = _float(raw)
+                seen[name] = parse_record(name, raw)[0].weight
             check_weights_unchanged(seen, expected_weights)
             pipe.multi()
             for name, weight in weights.items():
                 fields = {"weight": repr(float(weight)), "owner": owner, "reason": reason}
-                pipe.hset(backend_key(name), mapping=fields)
-            pipe.incr(VERSION_KEY)
+                pipe.hset(keys.backend_key(name), mapping=fields)
+            pipe.incr(keys.VERSION)
             new_version.append(current + 1)
 
-        watched = [VERSION_KEY, *(backend_key(n) for n in weights)]
+        watched = [keys.VERSION, *(keys.backend_key(n) for n in weights)]
         self.client.transaction(txn, *watched)
         return new_version[-1]
 
@@ -236,9 +170,9 @@ class RedisRegistry:
         lease = LockLease(target, uuid.uuid4().hex, holder, self.clock(), action)
         ttl_ms = max(1, int(ttl_s * 1000))
         for _ in range(3):  # a lock that expires between SET and GET: try again
-            if self.client.set(lock_key(target), _lock_value(lease), nx=True, px=ttl_ms):
+            if self.client.set(keys.lock_key(target), _lock_value(lease), nx=True, px=ttl_ms):
                 return lease
-            raw = self.client.get(lock_key(target))
+            raw = self.client.get(keys.lock_key(target))
             if raw is None:
                 continue
             try:
@@ -251,16 +185,18 @@ class RedisRegistry:
 
     def renew_lock(self, lease: LockLease, ttl_s: float) -> bool:
         ttl_ms = max(1, int(ttl_s * 1000))
-        return bool(self._renew(keys=[lock_key(lease.target)], args=[_lock_value(lease), ttl_ms]))
+        return bool(
+            self._renew(keys=[keys.lock_key(lease.target)], args=[_lock_value(lease), ttl_ms])
+        )
 
     def release_lock(self, lease: LockLease) -> bool:
-        return bool(self._release(keys=[lock_key(lease.target)], args=[_lock_value(lease)]))
+        return bool(self._release(keys=[keys.lock_key(lease.target)], args=[_lock_value(lease)]))
 
     # -- audit -----------------------------------------------------------------------------
 
     def append_audit(self, record: Mapping[str, JsonValue]) -> None:
         fields = {k: "" if v is None else str(v) for k, v in record.items()}
-        self.client.xadd(AUDIT_STREAM, fields, maxlen=AUDIT_MAXLEN, approximate=True)
+        self.client.xadd(keys.AUDIT, fields, maxlen=keys.AUDIT_MAXLEN, approximate=True)
 
     def read_audit(self, limit: int) -> list[dict[str, str]]:
         """The newest ``limit`` records of the fleet's audit stream, oldest first (a read)."""
@@ -272,7 +208,7 @@ class RedisRegistry:
 
 def read_audit_stream(client: Any, limit: int = 100) -> list[dict[str, str]]:
     """The newest ``limit`` audit stream entries, oldest first (XREVRANGE: a read only)."""
-    entries = client.xrevrange(AUDIT_STREAM, count=limit) or []
+    entries = client.xrevrange(keys.AUDIT, count=limit) or []
     rows: list[dict[str, str]] = []
     for _entry_id, fields in reversed(entries):
         rows.append({_text(k): _text(v) for k, v in fields.items()})

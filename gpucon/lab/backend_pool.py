@@ -1,9 +1,11 @@
 """The scheduler's view of the registry: cached backends, their health, and who is eligible.
 
 The registry is re-read whenever ``gpucon:registry:version`` changes (and every
-``refresh_s`` anyway, in one pipeline); readiness comes from ``/v2/health/ready`` with a
-timeout. The cache only narrows the choice: the assignment script re-checks the state
-atomically, so a stale cache can never send work to a backend that is no longer active.
+``refresh_s`` anyway, in one pipeline) and parsed by ``gpucon.registry.parse``, as every
+reader does; readiness comes from ``/v2/health/ready`` with a timeout, and each verdict is
+written to ``gpucon:ready`` for consoles. The cache only narrows the choice: the assignment
+script re-checks the state atomically, so a stale cache can never send work to a backend that
+is no longer active.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from typing import Any
 
 import httpx
 
-from gpucon.lab import registry_scripts as rs
+from gpucon.model.fleet import Backend, BackendState
+from gpucon.registry import keys
+from gpucon.registry.parse import parse_backend, ready_text
+from gpucon.registry.read import decode_hash, live_fields
 
 
 @dataclass(slots=True)
@@ -32,24 +37,15 @@ class BackendView:
     inflight: int
 
     @classmethod
-    def from_hash(cls, name: str, h: dict[str, str]) -> BackendView:
-        try:
-            weight = float(h.get("weight", "0"))
-        except ValueError:
-            weight = 0.0
-        try:
-            inflight = int(h.get("inflight", "0"))
-        except ValueError:
-            inflight = 0
-        if weight != weight or weight < 0:  # NaN or negative: never eligible
-            weight = 0.0
+    def from_backend(cls, b: Backend) -> BackendView:
+        """A cached view of a parsed backend; what the parser refused is never eligible."""
         return cls(
-            name=name,
-            url=h.get("url", "").rstrip("/"),
-            model=h.get("model", ""),
-            weight=weight,
-            state=h.get("state", ""),
-            inflight=inflight,
+            name=b.name,
+            url=(b.url or "").rstrip("/"),
+            model=b.model or "",
+            weight=b.weight or 0.0,
+            state=b.state.value,
+            inflight=b.inflight or 0,
         )
 
 
@@ -85,17 +81,23 @@ class BackendPool:
         self._last_full_read = 0.0
 
     async def refresh(self, force: bool = False) -> None:
-        version = await self.redis.get(rs.REGISTRY_VERSION)
+        version = await self.redis.get(keys.VERSION)
         now = time.monotonic()
         fresh_enough = now - self._last_full_read < self.refresh_s
         if not force and version == self._version and fresh_enough:
             return
-        names = sorted(str(n) for n in await self.redis.smembers(rs.BACKENDS_SET))
+        names = sorted(str(n) for n in await self.redis.smembers(keys.BACKENDS))
         async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(keys.INFLIGHT)
             for name in names:
-                pipe.hgetall(rs.backend_key(name))
-            hashes = await pipe.execute()
-        fresh = {n: BackendView.from_hash(n, h) for n, h in zip(names, hashes, strict=True) if h}
+                pipe.hgetall(keys.backend_key(name))
+            inflight, *hashes = await pipe.execute()
+        counts = decode_hash(inflight)
+        fresh = {}
+        for name, raw in zip(names, hashes, strict=True):
+            if raw:
+                fields = {**decode_hash(raw), **live_fields(counts.get(name), None)}
+                fresh[name] = BackendView.from_backend(parse_backend(name, fields)[0])
         new_names = set(fresh) - set(self.backends)
         self.backends = fresh
         self._version = None if version is None else str(version)
@@ -114,12 +116,16 @@ class BackendPool:
         views = list(self.backends.values())
         results = await asyncio.gather(*(self._ready(b) for b in views))
         self.healthy = {b.name: ok for b, ok in zip(views, results, strict=True)}
+        if views:  # the verdicts, for consoles: no version bump (it is not a registry change)
+            now = time.time()
+            verdicts = {b.name: (ok, now) for b, ok in zip(views, results, strict=True)}
+            await self.redis.set(keys.READY, ready_text(verdicts))
 
     def eligible(self, model: str | None, excluded: set[str]) -> list[BackendView]:
         return [
             b
             for b in self.backends.values()
-            if b.state == "active"
+            if b.state == BackendState.ACTIVE
             and b.weight > 0
             and self.healthy.get(b.name, False)
             and b.name not in excluded

@@ -1,4 +1,4 @@
-"""Registering the lab's backends in the scheduler registry (the Redis contract of gpucon.registry).
+"""Registering the lab's backends in the scheduler registry (keys: ``gpucon.registry.keys``).
 
 Only the lab and the test harness register backends; operator actions (drain, rebalance) write
 through ``gpucon.controls.registry``. Each write bumps ``gpucon:registry:version`` in the same
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import redis
 
-from gpucon.lab import registry_scripts as rs
+from gpucon.registry import keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,20 +29,20 @@ def register_backends(client: redis.Redis, records: list[BackendRecord]) -> int:
     with client.pipeline(transaction=True) as pipe:
         for r in records:
             pipe.hset(
-                rs.backend_key(r.name),
+                keys.backend_key(r.name),
                 mapping={
                     "slot": r.slot,
                     "url": r.url,
                     "model": r.model,
                     "weight": repr(float(r.weight)),
                     "state": r.state,
-                    "inflight": 0,
                     "owner": "gpucon-lab",
                     "reason": "registered by gpucon lab",
                 },
             )
-            pipe.sadd(rs.BACKENDS_SET, r.name)
-        pipe.incr(rs.REGISTRY_VERSION)
+            pipe.hsetnx(keys.INFLIGHT, r.name, 0)  # a count the scheduler keeps is kept
+            pipe.sadd(keys.BACKENDS, r.name)
+        pipe.incr(keys.VERSION)
         result = pipe.execute()
     return int(result[-1])
 
@@ -50,7 +50,8 @@ def register_backends(client: redis.Redis, records: list[BackendRecord]) -> int:
 def unregister_backends(client: redis.Redis, names: list[str]) -> None:
     with client.pipeline(transaction=True) as pipe:
         for name in names:
-            pipe.delete(rs.backend_key(name), rs.assigned_key(name))
-            pipe.srem(rs.BACKENDS_SET, name)
-        pipe.incr(rs.REGISTRY_VERSION)
+            pipe.delete(keys.backend_key(name), keys.assigned_key(name))
+            pipe.hdel(keys.INFLIGHT, name)
+            pipe.srem(keys.BACKENDS, name)
+        pipe.incr(keys.VERSION)
         pipe.execute()

@@ -1,63 +1,48 @@
-"""The scheduler's side of the Redis registry contract: key names and its atomic Lua scripts.
+"""The reference scheduler's atomic Lua scripts over the registry (keys: gpucon.registry.keys).
 
-DESIGN.md's contract: ``gpucon:backend:{name}`` hashes, the ``gpucon:backends`` set and the
-``gpucon:registry:version`` counter. The scheduler adds ``gpucon:assigned:{name}`` (entry id ->
-unix time it was assigned), so a drain can wait for a backend's pending entries to reach 0.
-Invariant kept by the scripts: ``inflight == HLEN gpucon:assigned:{name}``.
+The scheduler keeps ``gpucon:assigned:{name}`` (entry id -> unix time it was assigned), so a
+drain can wait for a backend's pending entries to reach 0, and the shared ``gpucon:inflight``
+hash (name -> count), which consoles read with one command per tick.
+Invariant kept by the scripts: ``HGET gpucon:inflight name == HLEN gpucon:assigned:{name}``.
+Every key a script touches is passed in KEYS.
 """
 
 from __future__ import annotations
 
-# one definition of the key names, shared with the registry control (the write side)
-from gpucon.controls.registry import BACKENDS_KEY as BACKENDS_SET
-from gpucon.controls.registry import VERSION_KEY as REGISTRY_VERSION
-from gpucon.controls.registry import assigned_key, backend_key
+from gpucon.registry import keys
 
-__all__ = [
-    "ACK_AND_REPLY_LUA",
-    "ASSIGN_LUA",
-    "BACKENDS_SET",
-    "REGISTRY_VERSION",
-    "RELEASE_LUA",
-    "REPLY_TTL_S",
-    "RESULTS_MAXLEN",
-    "RESULTS_STREAM",
-    "assigned_key",
-    "backend_key",
-    "reply_key",
-]
-
-RESULTS_STREAM = "gen:results"
 RESULTS_MAXLEN = 100_000
 REPLY_TTL_S = 600
 
 
-def reply_key(entry_id: str) -> str:
-    return f"gen:reply:{entry_id}"
+def script_keys(name: str) -> list[str]:
+    """KEYS of ASSIGN_LUA and RELEASE_LUA for one backend (their ARGV: entry id, name)."""
+    return [keys.backend_key(name), keys.assigned_key(name), keys.INFLIGHT]
 
 
-# KEYS[1] backend hash, KEYS[2] assigned hash; ARGV[1] entry id.
-# Assign only if the backend is active with weight > 0, atomically with the inflight count.
+# KEYS[1] backend hash, KEYS[2] assigned hash, KEYS[3] inflight hash; ARGV[1] entry id,
+# ARGV[2] backend name. Assign only if the backend is active with a finite weight > 0 (what
+# gpucon.registry.parse calls eligible: nan and inf are not), atomically with the inflight count.
 # Returns {1, inflight, assigned_at} or {0, state}.
 ASSIGN_LUA = """
 local st = redis.call('HGET', KEYS[1], 'state')
 local w = tonumber(redis.call('HGET', KEYS[1], 'weight') or '0') or 0
-if st ~= 'active' or w <= 0 then
+if st ~= 'active' or not (w > 0) or w == math.huge then
   return {0, st or 'missing'}
 end
 local t = redis.call('TIME')
 local ts = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
-local n = redis.call('HINCRBY', KEYS[1], 'inflight', 1)
+local n = redis.call('HINCRBY', KEYS[3], ARGV[2], 1)
 redis.call('HSET', KEYS[2], ARGV[1], ts)
 return {1, n, ts}
 """
 
-# KEYS[1] backend hash, KEYS[2] assigned hash; ARGV[1] entry id.
-# Idempotent: the inflight count drops only if this entry was still assigned there.
+# KEYS[1] backend hash, KEYS[2] assigned hash, KEYS[3] inflight hash; ARGV[1] entry id,
+# ARGV[2] backend name. Idempotent: the count drops only if this entry was still assigned there.
 RELEASE_LUA = """
 if redis.call('HDEL', KEYS[2], ARGV[1]) == 1 then
   if redis.call('EXISTS', KEYS[1]) == 1 then
-    return redis.call('HINCRBY', KEYS[1], 'inflight', -1)
+    return redis.call('HINCRBY', KEYS[3], ARGV[2], -1)
   end
   return 0
 end

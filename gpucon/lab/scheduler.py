@@ -5,8 +5,10 @@ Common practice, as DESIGN.md's registry contract asks: ``XREADGROUP`` (bounded 
 concurrency), dispatch to the ``active`` backend with the lowest ``(inflight+1)/weight`` among
 two random healthy candidates, ``XACK`` only after the backend answered (with the answer
 written in the same atomic step), and ``XAUTOCLAIM`` of entries a crashed consumer left pending.
-Assignment is atomic against the registry (a Lua script checks ``state`` and bumps
-``inflight``), so once a drain has written ``draining`` no new entry goes to that backend.
+Assignment is atomic against the registry (a Lua script checks ``state`` and bumps the
+backend's count in ``gpucon:inflight``), so once a drain has written ``draining`` no new entry
+goes to that backend. Each health check's verdict goes to ``gpucon:ready`` (``1``/``0`` and
+when), where consoles read it.
 SIGTERM (``stop`` event): stop reading, finish what is in flight, exit.
 """
 
@@ -28,6 +30,7 @@ import redis.asyncio as aioredis
 
 from gpucon.lab import registry_scripts as rs
 from gpucon.lab.backend_pool import BackendPool, BackendView, choose_backend
+from gpucon.registry import keys
 
 __all__ = ["BackendView", "Scheduler", "SchedulerConfig", "choose_backend"]
 
@@ -245,7 +248,7 @@ class Scheduler:
     async def _release_everywhere(self, entry_id: str) -> None:
         """A claimed entry may hold a crashed consumer's assignment: release it wherever."""
         for name in list(self.backends):
-            await self._release(keys=[rs.backend_key(name), rs.assigned_key(name)], args=[entry_id])
+            await self._release(keys=rs.script_keys(name), args=[entry_id, name])
 
     async def _handle(self, entry_id: str, fields: dict[str, str], claimed: bool) -> None:
         try:
@@ -275,7 +278,7 @@ class Scheduler:
                 await asyncio.sleep(0.05)  # wait for a backend to become eligible
                 continue
             res = await self._assign(
-                keys=[rs.backend_key(backend.name), rs.assigned_key(backend.name)], args=[entry_id]
+                keys=rs.script_keys(backend.name), args=[entry_id, backend.name]
             )
             if int(res[0]) != 1:  # the registry changed under our cache: re-read, pick again
                 backend.state = str(res[1])
@@ -286,8 +289,7 @@ class Scheduler:
                 status, reason = await self._send(backend, entry_id, fields, str(res[2]))
             finally:
                 left = await self._release(
-                    keys=[rs.backend_key(backend.name), rs.assigned_key(backend.name)],
-                    args=[entry_id],
+                    keys=rs.script_keys(backend.name), args=[entry_id, backend.name]
                 )
                 if int(left) >= 0:
                     backend.inflight = int(left)
@@ -337,7 +339,7 @@ class Scheduler:
             {"entry_id": entry_id, "backend": backend, "status": status, "detail": detail[:2000]}
         )
         done = await self._ack_reply(
-            keys=[cfg.stream, rs.reply_key(entry_id), rs.RESULTS_STREAM],
+            keys=[cfg.stream, keys.reply_key(entry_id), keys.RESULTS_STREAM],
             args=[cfg.group, entry_id, reply, backend, status, rs.REPLY_TTL_S, rs.RESULTS_MAXLEN],
         )
         if int(done) == 1:

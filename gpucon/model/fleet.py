@@ -156,6 +156,8 @@ class Backend:
     reason: str | None = None
     pod: str | None = None
     node: str | None = None
+    # epoch seconds of the scheduler health check that gave ``ready`` (registry ``ready_at``)
+    ready_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

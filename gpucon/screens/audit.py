@@ -30,6 +30,7 @@ from gpucon.actions.audit import (
 )
 from gpucon.controls.audit_log import AuditRecord
 from gpucon.errors import format_ts
+from gpucon.registry import keys
 from gpucon.widgets.safe_text import clean
 
 EVENT_STYLES = {"intent": "bold", "step": "", "outcome": "bold", "refused": "bold red"}
@@ -134,7 +135,7 @@ class AuditScreen(ModalScreen[None]):
             try:
                 shared = self.stream.read(self.limit)
             except Exception as exc:  # Redis down or slow: the file's records still show
-                problems.append(f"cannot read gpucon:audit: {type(exc).__name__}: {exc}")
+                problems.append(f"cannot read {keys.AUDIT}: {type(exc).__name__}: {exc}")
         entries = merge_audit(local, shared, self.limit)
         self.app.call_from_thread(self._show, entries, tuple(problems))
 
@@ -142,7 +143,7 @@ class AuditScreen(ModalScreen[None]):
         self.entries = entries
         self.records = [e.record for e in entries]
         self.loaded = True
-        stream = "redis gpucon:audit" if self.stream is not None else None
+        stream = f"redis {keys.AUDIT}" if self.stream is not None else None
         body = audit_text(entries, self.path, stream=stream, problems=problems)
         self.query_one("#audit-body", Static).update(body)
         self.query_one("#audit-box", VerticalScroll).scroll_end(animate=False)

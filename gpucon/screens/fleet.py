@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Input
 
@@ -97,12 +98,20 @@ class FleetScreen(Screen[None]):
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
-        self.table.set_rate_window(snapshot.rate_window)
-        self.table.show_rows(self.rows.build(snapshot), snapshot.history)
-        self.query_one(StatusBar).show_snapshot(snapshot)
-        self.query_one(QueuePanel).show_snapshot(snapshot)
-        self.query_one(HealthPanel).show_snapshot(snapshot)
-        self.query_one(AlertsPanel).show_snapshot(snapshot)
+        try:
+            table = self.table
+            status = self.query_one(StatusBar)
+            queues = self.query_one(QueuePanel)
+            health = self.query_one(HealthPanel)
+            alerts = self.query_one(AlertsPanel)
+        except NoMatches:  # widgets not in the DOM (mounting or taken down): the next one paints
+            return
+        table.set_rate_window(snapshot.rate_window)
+        table.show_rows(self.rows.build(snapshot), snapshot.history)
+        status.show_snapshot(snapshot)
+        queues.show_snapshot(snapshot)
+        health.show_snapshot(snapshot)
+        alerts.show_snapshot(snapshot)
 
     # -- sorting and filtering -------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 ``registry_version`` and ``pending_for``). What Redis keeps beside the backends — the weight
 before a drain, the per-target locks — lives here, in one store per fleet object shared by every
 SimRegistry of that fleet, so two consoles on one simulated fleet contend as they would on Redis.
+State changes are ``gpucon.registry.states``' moves, the same ones the Redis registry makes.
 ``gpucon.session`` builds the demo's Controls from it and the demo's prober
 (``gpucon.sim.probe.SimProber``), never in a read-only session.
 """
@@ -19,13 +20,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpucon.actions.plan import check_transition
 from gpucon.controls.base import (
-    BackendRecord,
     LockLease,
     check_weights_unchanged,
 )
 from gpucon.errors import BadParams, JsonValue, LockHeld, StalePlan
+from gpucon.registry import states
+from gpucon.registry.parse import BackendRecord
 
 
 @dataclass
@@ -75,15 +76,7 @@ class SimRegistry:
         b = self._lookup(name)
         if b is None:
             return None
-        return BackendRecord(
-            name=name,
-            state=str(b.state),
-            weight=b.weight,
-            inflight=b.inflight,
-            owner=b.owner,
-            reason=b.reason,
-            weight_before_drain=self._store.weight_before_drain.get(name),
-        )
+        return BackendRecord(b, self._store.weight_before_drain.get(name))
 
     def backend_names(self) -> tuple[str, ...]:
         return tuple(sorted(self.fleet.backend_names()))
@@ -91,33 +84,34 @@ class SimRegistry:
     def pending_for(self, name: str) -> int:
         return int(self.fleet.pending_for(name))
 
-    def begin_drain(self, name: str, owner: str, reason: str) -> float | None:
+    def _move(self, name: str, move: Callable[[BackendRecord], states.Change]) -> states.Change:
+        """Compute the move on the backend as it is now and apply it, under the store's lock."""
         with self._store.lock:
-            b = self._backend_or_fail(name)
-            check_transition(name, str(b.state), "draining")
-            before = self._store.weight_before_drain.get(name)
-            if str(b.state) not in ("draining", "drained") or before is None:
-                before = b.weight
-            if before is not None:
-                self._store.weight_before_drain[name] = float(before)
-            self.fleet.set_weights({name: 0.0})
-            self.fleet.set_backend_state(name, "draining", owner, reason)
-            return None if before is None else float(before)
+            record = BackendRecord(
+                self._backend_or_fail(name), self._store.weight_before_drain.get(name)
+            )
+            change = move(record)
+            if change.weight is not None:
+                self.fleet.set_weights({name: change.weight})
+            if change.weight_before_drain is not None:
+                self._store.weight_before_drain[name] = change.weight_before_drain
+            if change.forget_weight_before_drain:
+                self._store.weight_before_drain.pop(name, None)
+            self.fleet.set_backend_state(name, change.state, change.owner, change.reason)
+            return change
+
+    def begin_drain(self, name: str, owner: str, reason: str) -> float | None:
+        now = self.clock()
+        return self._move(name, lambda r: states.begin_drain(r, owner, reason, now)).result
 
     def mark_state(self, name: str, state: str, owner: str, reason: str) -> None:
-        with self._store.lock:
-            b = self._backend_or_fail(name)
-            check_transition(name, str(b.state), state)
-            self.fleet.set_backend_state(name, state, owner, reason)
+        now = self.clock()
+        self._move(name, lambda r: states.mark_state(r, state, owner, reason, now))
 
     def undrain(self, name: str, owner: str, reason: str, default_weight: float) -> float:
-        with self._store.lock:
-            b = self._backend_or_fail(name)
-            check_transition(name, str(b.state), "active")
-            weight = self._store.weight_before_drain.pop(name, default_weight)
-            self.fleet.set_weights({name: weight})
-            self.fleet.set_backend_state(name, "active", owner, reason)
-            return weight
+        now = self.clock()
+        change = self._move(name, lambda r: states.undrain(r, owner, reason, now, default_weight))
+        return float(default_weight if change.result is None else change.result)
 
     def set_weights(
         self,

@@ -1,50 +1,37 @@
 """RedisQueueSource: the request queues (Redis Streams) and the scheduler registry, read-only.
 
-ONE pipelined round trip per tick, whatever the number of streams and backends:
-``TIME``; per stream ``XLEN``, ``XINFO GROUPS``, ``XPENDING`` (summary) and a read-only
-script that finds the oldest entry not yet delivered to the group; and one read-only script
-that returns every ``gpucon:backend:*`` hash named in ``gpucon:backends`` (DESIGN.md's
-contract). Scripts run with ``EVAL_RO`` (Redis ≥ 7), which the server refuses to run if they
-write: this source cannot write, by construction. The connection names itself with
-``CLIENT SETNAME`` (a connection command) so tests can tell its traffic apart.
+One pipelined round trip per tick, whatever the number of streams and backends: ``TIME``;
+per stream ``XLEN``, ``XINFO GROUPS``, ``XPENDING`` (summary) and a read-only script that
+finds the oldest entry not yet delivered to the group; and the registry's tick commands
+(``gpucon.registry.read``: the version and the two shared live hashes). Backend hashes are
+fetched, pipelined without MULTI, only when the registry version moved: one more round trip
+then (two when backends were added). The script runs with ``EVAL_RO`` (Redis >= 7), which the
+server refuses to run if it writes; a console run as a Redis ACL user without ``@write`` is
+refused every write by the server itself (README: read-only consoles). The connection names
+itself with ``CLIENT SETNAME`` so tests can tell its traffic apart.
 
 The oldest waiting entry's age is taken on the server's clock (``TIME``) from the smaller of
 the oldest pending entry (XPENDING) and the oldest undelivered one — not the oldest entry kept
 in the stream, which may have been acknowledged long ago.
 
-Garbage in the registry (a non-numeric weight, an unknown state) never raises: the field is
-``None`` (an unknown state reads as ``down``), and the Reading is degraded with an error that
-names the key and the field. Round trips per tick: 1, plus the connection handshake when a
-connection is (re)opened.
+Garbage in the registry never raises: ``gpucon.registry.parse`` reads it (a bad field is
+``None``, a missing or unknown state is ``down``) and the Reading is degraded with an error
+that names the key and the field.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpucon.model.fleet import Backend, BackendState, Health, QueueStats
-from gpucon.model.ids import parse_slot_id
+from gpucon.model.fleet import Backend, Health, QueueStats
 from gpucon.model.reading import Reading, failed_reading
+from gpucon.registry.read import DEFAULT_FULL_REFRESH_S, RegistryReader
 from gpucon.sources.base import describe_error
 from gpucon.sources.problems import Problems
-
-BACKENDS_SET = "gpucon:backends"
-BACKEND_PREFIX = "gpucon:backend:"
-
-# KEYS[1] the set of backend names; ARGV[1] the hash key prefix. Returns {{name, {f, v, ...}}}.
-REGISTRY_LUA = """
-local names = redis.call('SMEMBERS', KEYS[1])
-local out = {}
-for i = 1, #names do
-  out[i] = {names[i], redis.call('HGETALL', ARGV[1] .. names[i])}
-end
-return out
-"""
 
 # KEYS[1] stream; ARGV[1] group. The id of the oldest entry not yet delivered to the group,
 # or nil (no such group, or nothing waiting).
@@ -66,9 +53,6 @@ end
 return false
 """
 
-TRUE_WORDS = frozenset({"1", "true", "yes", "ready"})
-FALSE_WORDS = frozenset({"0", "false", "no", "not-ready"})
-
 
 def _text(value: object) -> str:
     if isinstance(value, bytes):
@@ -87,7 +71,8 @@ def _id_ms(entry_id: object) -> int | None:
 
 
 class RedisQueueSource:
-    """Reads stream queues and the backend registry in one pipelined round trip."""
+    """Reads stream queues and the backend registry: one pipelined round trip per tick, one more
+    when the registry changed (``gpucon.registry.read``)."""
 
     name = "redis"
 
@@ -99,6 +84,7 @@ class RedisQueueSource:
         cadence_s: float = 1.0,
         timeout_s: float = 2.0,
         client_name: str = "gpucon",
+        registry_refresh_s: float = DEFAULT_FULL_REFRESH_S,
     ) -> None:
         self.url = url
         self.streams = tuple(streams)
@@ -108,8 +94,8 @@ class RedisQueueSource:
         self.client_name = client_name
         self._client: Any = None
         self._lock = threading.Lock()
-        # raw registry entry -> (Backend, problems): unchanged hashes are not parsed again
-        self._parsed: dict[Hashable, tuple[Backend | None, tuple[str, ...]]] = {}
+        # keeps the backend hashes between ticks: re-read only when the registry changed
+        self._registry = RegistryReader(full_refresh_s=registry_refresh_s)
 
     def _connect(self) -> Any:
         if self._client is None:
@@ -133,14 +119,16 @@ class RedisQueueSource:
         perf = time.perf_counter()
         with self._lock:
             try:
-                replies = self._round_trip(self._connect())
+                client = self._connect()
+                replies = self._round_trip(client)
+                problems = Problems()
+                queues = self._queues(replies, problems)
+                backends, round_trips = self._backends(client, replies, problems)
             except Exception as exc:  # unreachable, timed out, refused: this read is down
                 self._reset()
                 return failed_reading(
                     self.name, started, time.perf_counter() - perf, describe_error(exc)
                 )
-        problems = Problems()
-        queues, backends = self._parse(replies, problems)
         error = problems.summary()
         return Reading(
             source=self.name,
@@ -150,7 +138,7 @@ class RedisQueueSource:
             error=error,
             backends=tuple(backends),
             queues=tuple(queues),
-            round_trips=1,
+            round_trips=round_trips,
         )
 
     def _round_trip(self, client: Any) -> list[Any]:
@@ -161,16 +149,14 @@ class RedisQueueSource:
             pipe.xinfo_groups(stream)
             pipe.xpending(stream, self.group)
             pipe.eval_ro(OLDEST_UNDELIVERED_LUA, 1, stream, self.group)
-        pipe.eval_ro(REGISTRY_LUA, 1, BACKENDS_SET, BACKEND_PREFIX)
+        self._registry.queue_tick(pipe)
         replies: list[Any] = pipe.execute(raise_on_error=False)
         # connection-level failures surface here; command errors stay per reply
         if isinstance(replies[0], Exception):
             raise replies[0]
         return replies
 
-    def _parse(
-        self, replies: list[Any], problems: Problems
-    ) -> tuple[list[QueueStats], list[Backend]]:
+    def _queues(self, replies: list[Any], problems: Problems) -> list[QueueStats]:
         secs, usecs = replies[0]
         server_now_ms = secs * 1000.0 + usecs / 1000.0
         queues = []
@@ -179,27 +165,27 @@ class RedisQueueSource:
             queues.append(
                 self._queue(stream, xlen, groups, pending, undelivered, server_now_ms, problems)
             )
-        registry = replies[-1]
-        if isinstance(registry, Exception):
-            problems.add(f"registry: {describe_error(registry)}")
-            return queues, []
-        parsed: dict[Hashable, tuple[Backend | None, tuple[str, ...]]] = {}
-        backends: list[Backend] = []
-        for entry in registry:
-            key = _entry_key(entry)
-            known = self._parsed.get(key) if key is not None else None
-            if known is None:
-                found = Problems()
-                known = (parse_backend(entry, found), tuple(found.all))
-            if key is not None:
-                parsed[key] = known
-            backend, texts = known
-            for text in texts:
-                problems.add(text)
-            if backend is not None:
-                backends.append(backend)
-        self._parsed = parsed
-        return queues, backends
+        return queues
+
+    def _backends(
+        self, client: Any, replies: list[Any], problems: Problems
+    ) -> tuple[list[Backend], int]:
+        """The registry's backends and the round trips this read took in all."""
+        tick = replies[1 + 4 * len(self.streams) :]
+        refused = next((r for r in tick if isinstance(r, Exception)), None)
+        if refused is not None:  # a wrong type or an ACL refusal: the queues still count
+            problems.add(f"registry: {describe_error(refused)}")
+            return [], 1
+        import redis
+
+        try:
+            read = self._registry.finish(client, tick, round_trips=1)
+        except redis.ResponseError as exc:  # refused by the server, not unreachable
+            problems.add(f"registry: {describe_error(exc)}")
+            return [], 2
+        for text in read.problems:
+            problems.add(text)
+        return list(read.backends), read.round_trips
 
     def _queue(
         self,
@@ -255,81 +241,5 @@ class RedisQueueSource:
         self._reset()
 
 
-def _entry_key(entry: object) -> Hashable | None:
-    """A hashable copy of a registry entry ``[name, [field, value, ...]]``."""
-    if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], list):
-        return (entry[0], tuple(entry[1]))
-    return None
-
-
 def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def parse_backend(entry: object, problems: Problems) -> Backend | None:
-    """A Backend from ``[name, [field, value, ...]]``; garbage fields become None, noted."""
-    if not isinstance(entry, list | tuple) or len(entry) != 2:
-        problems.add(f"registry: unexpected reply {entry!r:.60}")
-        return None
-    name = _text(entry[0])
-    flat = entry[1] if isinstance(entry[1], list | tuple) else []
-    fields = {_text(flat[i]): _text(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}
-    key = f"{BACKEND_PREFIX}{name}"
-    if not fields:
-        problems.add(f"{key}: missing (named in {BACKENDS_SET})")
-        return Backend(name=name, state=BackendState.DOWN)
-
-    def bad(field: str, expected: str) -> None:
-        problems.add(f"{key} field {field}: expected {expected}, got {fields[field]!r:.40}")
-
-    slot_id = fields.get("slot") or None
-    if slot_id is not None:
-        try:
-            parse_slot_id(slot_id)
-        except ValueError:
-            bad("slot", "a slot id (host/gpuN, host/gpuN/giM or vm:NAME)")
-            slot_id = None
-    weight: float | None = None
-    if "weight" in fields:
-        try:
-            weight = float(fields["weight"])
-        except ValueError:
-            weight = None
-        if weight is None or not math.isfinite(weight) or weight < 0:
-            bad("weight", "a number ≥ 0")
-            weight = None
-    state = BackendState.DOWN
-    try:
-        state = BackendState(fields.get("state", ""))
-    except ValueError:
-        if "state" in fields:
-            bad("state", "active, draining, drained or down")
-        else:
-            problems.add(f"{key}: no state field (read as down)")
-    inflight: int | None = None
-    if "inflight" in fields:
-        try:
-            inflight = int(fields["inflight"])
-        except ValueError:
-            bad("inflight", "an integer")
-    ready: bool | None = None
-    if "ready" in fields:
-        word = fields["ready"].strip().lower()
-        if word in TRUE_WORDS or word in FALSE_WORDS:
-            ready = word in TRUE_WORDS
-        else:
-            bad("ready", "1/true or 0/false")
-    return Backend(
-        name=name,
-        slot_id=slot_id,
-        url=fields.get("url") or None,
-        model=fields.get("model") or None,
-        weight=weight,
-        state=state,
-        inflight=inflight,
-        ready=ready,
-        owner=fields.get("owner") or None,
-        reason=fields.get("reason") or None,
-        pod=fields.get("pod") or None,
-        node=fields.get("node") or None,
-    )

@@ -12,6 +12,7 @@ import redis
 from gpucon.commands.cli import main
 from gpucon.lab import registry_scripts as rs
 from gpucon.lab.registration import BackendRecord, register_backends
+from gpucon.registry import keys
 
 pytestmark = pytest.mark.integration
 
@@ -45,11 +46,11 @@ def test_drain_yes_json_then_undrain(
         "wait:b1",
         "drained:b1",
     ]
-    assert client.hget("gpucon:backend:b1", "state") == "drained"
-    assert client.hget("gpucon:backend:b1", "owner") == "cli@test"
+    assert client.hget(keys.backend_key("b1"), "state") == "drained"
+    assert client.hget(keys.backend_key("b1"), "owner") == "cli@test"
     assert main(["undrain", "b1", "--yes"]) == 0
     assert "active again with weight 2" in capsys.readouterr().out
-    assert client.hget("gpucon:backend:b1", "weight") == "2.0"
+    assert client.hget(keys.backend_key("b1"), "weight") == "2.0"
     # the audit verb shows both runs, intent first
     assert main(["audit", "--json", "--limit", "100"]) == 0
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -69,14 +70,14 @@ def test_drain_yes_json_then_undrain(
 
 
 def test_dry_run_changes_nothing(client: redis.Redis, capsys: pytest.CaptureFixture[str]) -> None:
-    version = client.get("gpucon:registry:version")
+    version = client.get(keys.VERSION)
     assert main(["drain", "b1", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "drain b1  (tier 2 · disruptive)" in out
     assert "[pass] others_serving" in out
     assert "undo: gpucon undrain b1" in out
-    assert client.get("gpucon:registry:version") == version
-    assert client.hget("gpucon:backend:b1", "state") == "active"
+    assert client.get(keys.VERSION) == version
+    assert client.hget(keys.backend_key("b1"), "state") == "active"
 
 
 def test_without_yes_and_without_a_terminal_it_refuses(
@@ -84,7 +85,7 @@ def test_without_yes_and_without_a_terminal_it_refuses(
 ) -> None:
     assert main(["drain", "b1"]) == 3
     assert "stdin is not a terminal (pass --yes" in capsys.readouterr().err
-    assert client.hget("gpucon:backend:b1", "state") == "active"
+    assert client.hget(keys.backend_key("b1"), "state") == "active"
 
 
 @pytest.mark.parametrize(
@@ -108,24 +109,24 @@ def test_refusals_have_exit_codes_and_name_the_field(
     code: int,
     message: str,
 ) -> None:
-    version = client.get("gpucon:registry:version")
+    version = client.get(keys.VERSION)
     assert main(argv) == code
     assert message in capsys.readouterr().err
-    assert client.get("gpucon:registry:version") == version
+    assert client.get(keys.VERSION) == version
 
 
 def test_lock_held_exit_code_names_the_holder(
     client: redis.Redis, capsys: pytest.CaptureFixture[str]
 ) -> None:
     holder = json.dumps({"token": "t", "holder": "ann@h1", "since": 1.0e9, "action": "drain"})
-    client.set("gpucon:lock:b1", holder, px=10_000)
+    client.set(keys.lock_key("b1"), holder, px=10_000)
     assert main(["drain", "b1", "--yes"]) == 4
     assert "b1 is locked by ann@h1 (drain) since 2001-09-09" in capsys.readouterr().out
-    assert client.hget("gpucon:backend:b1", "state") == "active"
+    assert client.hget(keys.backend_key("b1"), "state") == "active"
 
 
 def test_drain_timeout_exit_code(client: redis.Redis, capsys: pytest.CaptureFixture[str]) -> None:
-    client.eval(rs.ASSIGN_LUA, 2, rs.backend_key("b1"), rs.assigned_key("b1"), "1-0")
+    client.eval(rs.ASSIGN_LUA, 3, *rs.script_keys("b1"), "1-0", "b1")
     assert main(["drain", "b1", "--yes", "--timeout", "0.3"]) == 6
     out = capsys.readouterr().out
     assert "timeout:" in out and "state: b1: state=draining" in out
@@ -135,8 +136,8 @@ def test_rebalance_set_applies_all_weights(
     client: redis.Redis, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["rebalance", "--set", "b1=1.5", "--set", "b2=3", "--yes"]) == 0
-    assert client.hget("gpucon:backend:b1", "weight") == "1.5"
-    assert client.hget("gpucon:backend:b2", "weight") == "3.0"
+    assert client.hget(keys.backend_key("b1"), "weight") == "1.5"
+    assert client.hget(keys.backend_key("b2"), "weight") == "3.0"
     assert "b1: 2 → 1.5" in capsys.readouterr().out
 
 
@@ -191,7 +192,7 @@ def test_on_a_terminal_it_asks_naming_the_target(
     got, output = _run_on_a_terminal(["drain", "b1"], answer, dict(os.environ))
     assert "Drain b1? [y/N]" in output
     assert got == code, output
-    assert client.hget("gpucon:backend:b1", "state") == state
+    assert client.hget(keys.backend_key("b1"), "state") == state
 
 
 def test_an_unreachable_registry_is_exit_1_with_a_message(
@@ -210,8 +211,8 @@ def test_an_unreachable_registry_is_exit_1_with_a_message(
 def test_proposed_rebalance_reads_the_fleet_through_its_sources(
     client: redis.Redis, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    client.hset("gpucon:backend:b2", "weight", "3.0")
-    version = int(client.get("gpucon:registry:version") or 0)
+    client.hset(keys.backend_key("b2"), "weight", "3.0")
+    version = int(client.get(keys.VERSION) or 0)
     stats: Any = client.info("commandstats")
     scripts_before = stats.get("cmdstat_eval_ro", {}).get("calls", 0)
     # nothing to change is a refused dry-run (exit 3), and the plan is still printed

@@ -19,6 +19,7 @@ import redis
 
 from gpucon.commands.cli import main
 from gpucon.lab.registration import BackendRecord, register_backends
+from gpucon.registry import keys
 from tests.helpers.kube_standin import KubeStandIn
 
 pytestmark = pytest.mark.integration
@@ -80,7 +81,7 @@ def test_node_drain_then_undrain_node_uncordons_and_restores_weights(
     assert ("batch", "trainer") not in standin.pods and ("ml", "llm-0") not in standin.pods
     assert ("ml", "llm-2") in standin.pods  # the other node's
     assert standin.nodes["gpu-a"]["spec"]["unschedulable"] is True
-    assert {client.hget(f"gpucon:backend:{n}", "state") for n in ("b1", "b2")} == {"drained"}
+    assert {client.hget(keys.backend_key(n), "state") for n in ("b1", "b2")} == {"drained"}
 
     # the pods are evicted now: the backends are found by their slot's host
     assert main(["undrain", "gpu-a", "--node", "--dry-run"]) == 0
@@ -100,8 +101,8 @@ def test_node_drain_then_undrain_node_uncordons_and_restores_weights(
     assert patches == [{"spec": {"unschedulable": True}}, {"spec": {"unschedulable": None}}]
     assert not standin.nodes["gpu-a"]["spec"].get("unschedulable")
     for name, weight in (("b1", "3.0"), ("b2", "2.0"), ("b3", "1.0")):
-        assert client.hget(f"gpucon:backend:{name}", "state") == "active"
-        assert client.hget(f"gpucon:backend:{name}", "weight") == weight
+        assert client.hget(keys.backend_key(name), "state") == "active"
+        assert client.hget(keys.backend_key(name), "weight") == weight
     assert standin.recorded("PATCH", "/api/v1/nodes/gpu-b") == []
 
 
@@ -115,12 +116,12 @@ def test_undrain_node_without_kubernetes_is_refused_before_any_change(
     config = tmp_path / "nokube.toml"
     config.write_text(f'[fleets.lab.redis]\nurl = "{redis_url}"\n')
     monkeypatch.setenv("GPUCON_CONFIG", str(config))
-    client.hset("gpucon:backend:b1", mapping={"state": "drained", "weight": "0"})
-    version = client.get("gpucon:registry:version")
+    client.hset(keys.backend_key("b1"), mapping={"state": "drained", "weight": "0"})
+    version = client.get(keys.VERSION)
     assert main(["undrain", "gpu-a", "--node", "--yes"]) == 3
     assert "Kubernetes is not configured" in capsys.readouterr().err
-    assert client.hget("gpucon:backend:b1", "state") == "drained"
-    assert client.get("gpucon:registry:version") == version
+    assert client.hget(keys.backend_key("b1"), "state") == "drained"
+    assert client.get(keys.VERSION) == version
 
 
 def test_eviction_refused_until_the_timeout_is_exit_6_timeout(

@@ -19,10 +19,11 @@ from gpucon.actions.plan import Outcome, OutcomeStatus, ProgressEvent, StepStatu
 from gpucon.actions.registry_snapshot import read_registry
 from gpucon.controls.audit_log import AuditLog
 from gpucon.controls.base import Controls
-from gpucon.controls.registry import AUDIT_STREAM, RedisRegistry
+from gpucon.controls.registry import RedisRegistry
 from gpucon.errors import ExitCode, StateMoved
 from gpucon.lab import registry_scripts as rs
 from gpucon.lab.registration import BackendRecord, register_backends
+from gpucon.registry import keys
 
 pytestmark = pytest.mark.integration
 
@@ -48,13 +49,13 @@ def controls_for(redis_url: str, tmp_path: Path, operator: str = "ann@h1") -> Co
 
 def assign(c: redis.Redis, backend: str, entry_id: str) -> None:
     """What the reference scheduler does when it hands an entry to a backend."""
-    ok = c.eval(rs.ASSIGN_LUA, 2, rs.backend_key(backend), rs.assigned_key(backend), entry_id)
+    ok = c.eval(rs.ASSIGN_LUA, 3, *rs.script_keys(backend), entry_id, backend)
     assert ok[0] == 1
 
 
 def answer(c: redis.Redis, backend: str, entry_id: str) -> None:
     """What it does when the backend answered."""
-    c.eval(rs.RELEASE_LUA, 2, rs.backend_key(backend), rs.assigned_key(backend), entry_id)
+    c.eval(rs.RELEASE_LUA, 3, *rs.script_keys(backend), entry_id, backend)
 
 
 def test_drain_waits_for_inflight_and_pending_then_marks_drained(
@@ -72,13 +73,13 @@ def test_drain_waits_for_inflight_and_pending_then_marks_drained(
     )
     worker.start()
     deadline = time.monotonic() + 5
-    while client.hget("gpucon:backend:b1", "state") != "draining":
+    while client.hget(keys.backend_key("b1"), "state") != "draining":
         assert time.monotonic() < deadline
         time.sleep(0.02)
     # draining: weight 0, the old weight remembered, and the scheduler can assign no new entry
-    assert client.hget("gpucon:backend:b1", "weight") == "0"
-    assert client.hget("gpucon:backend:b1", "weight_before_drain") == "2.0"
-    refused = client.eval(rs.ASSIGN_LUA, 2, rs.backend_key("b1"), rs.assigned_key("b1"), "3-0")
+    assert client.hget(keys.backend_key("b1"), "weight") == "0"
+    assert client.hget(keys.backend_key("b1"), "weight_before_drain") == "2.0"
+    refused = client.eval(rs.ASSIGN_LUA, 3, *rs.script_keys("b1"), "3-0", "b1")
     assert refused[0] == 0
     time.sleep(0.3)
     assert worker.is_alive()  # still waiting: two entries in flight
@@ -92,13 +93,13 @@ def test_drain_waits_for_inflight_and_pending_then_marks_drained(
     worker.join(timeout=5)
     outcome = result[0]
     assert outcome.status is OutcomeStatus.OK, outcome
-    state = client.hgetall("gpucon:backend:b1")
+    state = client.hgetall(keys.backend_key("b1"))
     assert state["state"] == "drained"
     assert state["owner"] == "ann@h1" and state["reason"] == "xid 79"
-    assert int(client.get("gpucon:registry:version") or 0) == version + 2
-    assert client.hget("gpucon:backend:b2", "state") == "active"  # untouched
+    assert int(client.get(keys.VERSION) or 0) == version + 2
+    assert client.hget(keys.backend_key("b2"), "state") == "active"  # untouched
     # the lock is gone once the action finished
-    assert client.exists("gpucon:lock:b1") == 0
+    assert client.exists(keys.lock_key("b1")) == 0
 
     # audit: intent first, then each step, then the outcome — in the file and in the stream
     records = read_audit(tmp_path / "audit.jsonl")
@@ -107,7 +108,7 @@ def test_drain_waits_for_inflight_and_pending_then_marks_drained(
     assert {r.digest for r in records} == {plan.digest}
     assert {r.operator for r in records} == {"ann@h1"}
     assert records[-1].status == "ok"
-    stream: Any = client.xrange(AUDIT_STREAM)
+    stream: Any = client.xrange(keys.AUDIT)
     assert [f["event"] for _, f in stream] == [r.event for r in records]
     assert stream[0][1]["target"] == "b1"
 
@@ -116,7 +117,7 @@ def test_drain_waits_for_inflight_and_pending_then_marks_drained(
     undo = drain.plan_undrain(snapshot, {"backend": "b1"})
     outcome2 = execute(drain.apply_undrain, undo, controls, lambda e: None)
     assert outcome2.ok, outcome2
-    state = client.hgetall("gpucon:backend:b1")
+    state = client.hgetall(keys.backend_key("b1"))
     assert state["state"] == "active" and float(state["weight"]) == 2.0
     assert "weight_before_drain" not in state
 
@@ -137,14 +138,14 @@ def test_drain_timeout_leaves_draining_with_owner_and_reason(
     assert outcome.exit_code is ExitCode.TIMEOUT
     assert "1 in flight, 1 pending" in outcome.message
     assert "state=draining" in outcome.state_left
-    state = client.hgetall("gpucon:backend:b1")
+    state = client.hgetall(keys.backend_key("b1"))
     assert state["state"] == "draining" and state["weight"] == "0"
     assert state["owner"] == "bob@h2" and state["reason"] == "bad card"
     records = read_audit(tmp_path / "audit.jsonl")
     assert records[0].event == "intent"
     assert (records[-2].step, records[-2].status) == ("wait:b1", "failed")
     assert (records[-1].event, records[-1].status) == ("outcome", "timeout")
-    assert client.exists("gpucon:lock:b1") == 0
+    assert client.exists(keys.lock_key("b1")) == 0
 
 
 def test_registry_writes_bump_the_version_and_name_the_client(
@@ -157,7 +158,7 @@ def test_registry_writes_bump_the_version_and_name_the_client(
     registry.undrain("b2", "ann@h1", "test", default_weight=5.0)
     assert registry.version() == before + 3
     assert registry.backend("b2") is not None
-    assert float(client.hget("gpucon:backend:b2", "weight") or 0) == 1.0
+    assert float(client.hget(keys.backend_key("b2"), "weight") or 0) == 1.0
     names = [c["name"] for c in client.client_list()]
     assert "gpucon-actions" in names
     with pytest.raises(Exception, match="no backend named 'ghost'"):
@@ -168,15 +169,13 @@ def test_registry_writes_bump_the_version_and_name_the_client(
 def test_audit_stream_is_capped(
     client: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import gpucon.controls.registry as registry_module
-
-    monkeypatch.setattr(registry_module, "AUDIT_MAXLEN", 10)
+    monkeypatch.setattr(keys, "AUDIT_MAXLEN", 10)
     registry = RedisRegistry.from_url(redis_url)
     for i in range(600):
         registry.append_audit({"event": "intent", "n": i, "text": json.dumps({"i": i})})
     # MAXLEN ~ trims whole stream nodes (100 entries each): far fewer than written remain
-    assert 10 <= client.xlen(AUDIT_STREAM) <= 200
-    newest: Any = client.xrevrange(AUDIT_STREAM, count=1)
+    assert 10 <= client.xlen(keys.AUDIT) <= 200
+    newest: Any = client.xrevrange(keys.AUDIT, count=1)
     newest = newest[0][1]
     assert newest["n"] == "599"
     registry.close()
@@ -206,7 +205,7 @@ def test_registry_lost_during_the_wait_fails_the_step_and_says_so(tmp_path: Path
         )
         worker.start()
         deadline = time.monotonic() + 5
-        while c.hget("gpucon:backend:b1", "state") != "draining":
+        while c.hget(keys.backend_key("b1"), "state") != "draining":
             assert time.monotonic() < deadline
             time.sleep(0.02)
         c.close()
@@ -239,7 +238,7 @@ def test_state_changes_are_compare_and_set_on_the_state_they_start_from(
         ann.mark_state("b1", "drained", "ann@h1", "xid 79")
     assert info.value.exit_code is ExitCode.REFUSED
     # nothing written: bob's undrain stands, with the weight it restored
-    state = client.hgetall("gpucon:backend:b1")
+    state = client.hgetall(keys.backend_key("b1"))
     assert state["state"] == "active" and float(state["weight"]) == 2.0
     assert state["owner"] == "bob@h2" and "weight_before_drain" not in state
     assert ann.version() == version
@@ -247,7 +246,7 @@ def test_state_changes_are_compare_and_set_on_the_state_they_start_from(
     ann.set_weights({"b1": 7.0}, None, "carol@h3", "tuned")
     with pytest.raises(StateMoved, match="b1 is active, not drained or draining"):
         ann.undrain("b1", "ann@h1", "back", default_weight=1.0)
-    assert float(client.hget("gpucon:backend:b1", "weight") or 0) == 7.0
+    assert float(client.hget(keys.backend_key("b1"), "weight") or 0) == 7.0
     with pytest.raises(Exception, match="state: 'bogus' is not a state gpucon sets"):
         ann.mark_state("b1", "bogus", "ann@h1", "x")
     ann.close()
@@ -268,7 +267,7 @@ def test_a_drain_whose_backend_was_undrained_meanwhile_fails_and_keeps_the_weigh
     )
     worker.start()
     deadline = time.monotonic() + 5
-    while client.hget("gpucon:backend:b1", "state") != "draining":
+    while client.hget(keys.backend_key("b1"), "state") != "draining":
         assert time.monotonic() < deadline
         time.sleep(0.02)
     other = RedisRegistry.from_url(redis_url)
@@ -278,7 +277,7 @@ def test_a_drain_whose_backend_was_undrained_meanwhile_fails_and_keeps_the_weigh
     outcome = result[0]
     assert outcome.status is OutcomeStatus.FAILED, outcome
     assert "b1 is active, not draining" in outcome.message
-    state = client.hgetall("gpucon:backend:b1")
+    state = client.hgetall(keys.backend_key("b1"))
     assert state["state"] == "active" and float(state["weight"]) == 2.0
     assert state["owner"] == "bob@h2"
     other.close()

@@ -24,8 +24,8 @@ from gpucon.actions.registry_snapshot import read_registry
 from gpucon.controls.audit_log import AuditLog
 from gpucon.controls.base import Controls
 from gpucon.controls.registry import RedisRegistry
-from gpucon.lab import registry_scripts as rs
 from gpucon.lab.traffic import TrafficSpec, generate
+from gpucon.registry import keys
 from tests.helpers.lab_stack import served, start_lab
 
 pytestmark = pytest.mark.integration
@@ -69,8 +69,8 @@ def undrain_now(redis_url: str, audit: Path) -> Any:
 
 async def wait_answered(r: Any, n: int, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
-    while await r.xlen(rs.RESULTS_STREAM) < n:
-        assert time.monotonic() < deadline, f"{await r.xlen(rs.RESULTS_STREAM)} of {n} answered"
+    while await r.xlen(keys.RESULTS_STREAM) < n:
+        assert time.monotonic() < deadline, f"{await r.xlen(keys.RESULTS_STREAM)} of {n} answered"
         await asyncio.sleep(0.05)
 
 
@@ -94,9 +94,10 @@ async def test_drain_under_steady_load_loses_nothing_and_stops_new_work(
             await wait_answered(r, len(ids))
 
             # registry: drained, nothing in flight or assigned
-            h = await r.hgetall(rs.backend_key(TARGET))
-            assert (h["state"], float(h["weight"]), h["inflight"]) == ("drained", 0.0, "0")
-            assert await r.hlen(rs.assigned_key(TARGET)) == 0
+            h = await r.hgetall(keys.backend_key(TARGET))
+            inflight = await r.hget(keys.INFLIGHT, TARGET)
+            assert (h["state"], float(h["weight"]), inflight) == ("drained", 0.0, "0")
+            assert await r.hlen(keys.assigned_key(TARGET)) == 0
 
             # no new work after the plan applied; nothing assigned after draining was written
             draining_at = marks[f"draining:{TARGET}"]
@@ -108,7 +109,7 @@ async def test_drain_under_steady_load_loses_nothing_and_stops_new_work(
             assert any(e["arrived_at"] > applied_at for e in others), "traffic went on"
 
             # every request answered exactly once, served exactly once
-            results: Any = await r.xrange(rs.RESULTS_STREAM)
+            results: Any = await r.xrange(keys.RESULTS_STREAM)
             answered = [fields["entry_id"] for _id, fields in results]
             assert sorted(answered) == sorted(ids)
             assert {fields["status"] for _id, fields in results} == {"ok"}
@@ -116,7 +117,7 @@ async def test_drain_under_steady_load_loses_nothing_and_stops_new_work(
             assert sorted(all_served) == sorted(ids)
             async with r.pipeline(transaction=False) as pipe:
                 for entry_id in ids:
-                    pipe.llen(rs.reply_key(entry_id))
+                    pipe.llen(keys.reply_key(entry_id))
                 assert set(await pipe.execute()) == {1}
             assert (await r.xpending(spec.stream, "g1"))["pending"] == 0
 

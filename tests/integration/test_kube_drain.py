@@ -24,6 +24,7 @@ from gpucon.model.fleet import Health
 from gpucon.model.merge import merge_readings
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
+from gpucon.registry import keys
 from gpucon.sources.kube import KubeSource
 from tests.helpers.kube_standin import KubeStandIn
 
@@ -104,9 +105,9 @@ def test_node_drain_cordons_and_evicts_retrying_the_budgets_429(
     standin.evictions_refused_first = 2  # 429 twice before the budget is honoured
     status, message, events = drain_node(standin, client, redis_url, tmp_path, timeout_s=10.0)
     assert status is OutcomeStatus.OK, message
-    assert client.hget("gpucon:backend:b1", "state") == "drained"
-    assert client.hget("gpucon:backend:b2", "state") == "drained"
-    assert client.hget("gpucon:backend:b3", "state") == "active"
+    assert client.hget(keys.backend_key("b1"), "state") == "drained"
+    assert client.hget(keys.backend_key("b2"), "state") == "drained"
+    assert client.hget(keys.backend_key("b3"), "state") == "active"
     assert standin.nodes["gpu-a"]["spec"]["unschedulable"] is True
     assert [r.body for r in standin.recorded("PATCH", "/api/v1/nodes/gpu-a")] == [
         {"spec": {"unschedulable": True}}
@@ -130,5 +131,5 @@ def test_node_drain_stops_when_the_budget_never_allows_it(
     assert "evict pod ml/llm-0" in message and "llm-budget" in message
     assert ("ml", "llm-0") in standin.pods and ("ml", "llm-1") in standin.pods  # untouched
     assert standin.nodes["gpu-a"]["spec"]["unschedulable"] is True  # left cordoned, visibly
-    assert client.hget("gpucon:backend:b1", "state") == "drained"
+    assert client.hget(keys.backend_key("b1"), "state") == "drained"
     assert standin.recorded("DELETE") == []

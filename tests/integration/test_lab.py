@@ -19,6 +19,7 @@ import redis
 
 from gpucon.config import load_config
 from gpucon.lab.lab import LabOptions, LabStack
+from gpucon.registry import keys
 
 pytestmark = pytest.mark.integration
 
@@ -64,7 +65,7 @@ def test_lab_stack_starts_everything_writes_a_config_and_stops_everything(
         expected = 4 + (1 if shutil.which("prometheus") else 0)  # redis, 2 backends, scheduler
         assert len(pids) == expected and all(alive(p) for p in pids)
         client = redis.Redis.from_url(stack.redis_url, decode_responses=True)
-        assert client.smembers("gpucon:backends") == {"lab-b0", "lab-b1"}
+        assert client.smembers(keys.BACKENDS) == {"lab-b0", "lab-b1"}
         assert client.hget("gpucon:backend:lab-b0", "state") == "active"
         assert [g["name"] for g in client.xinfo_groups("gen:queue")] == ["g1"]
         client.close()

@@ -27,6 +27,7 @@ from gpucon.controls.registry import RedisRegistry
 from gpucon.errors import LockHeld
 from gpucon.lab import registry_scripts as rs
 from gpucon.lab.registration import BackendRecord, register_backends
+from gpucon.registry import keys
 from tests.helpers.kube_standin import KubeStandIn
 
 pytestmark = pytest.mark.integration
@@ -47,7 +48,7 @@ def test_two_consoles_race_to_drain_one_backend(redis_url: str, tmp_path: Path) 
         ],
     )
     # one request in flight keeps the winner inside its action (holding the lock) for a while
-    c.eval(rs.ASSIGN_LUA, 2, rs.backend_key("b1"), rs.assigned_key("b1"), "1-0")
+    c.eval(rs.ASSIGN_LUA, 3, *rs.script_keys("b1"), "1-0", "b1")
     snapshot, _ = read_registry(c)
     params = {"backend": "b1", "timeout_s": 10, "poll_s": 0.05}
     consoles = {
@@ -73,16 +74,16 @@ def test_two_consoles_race_to_drain_one_backend(redis_url: str, tmp_path: Path) 
     winner = next(op for op in consoles if op != loser)
     assert lost.status is OutcomeStatus.LOCK_HELD
     assert f"b1 is locked by {winner} (drain) since 20" in lost.message
-    c.eval(rs.RELEASE_LUA, 2, rs.backend_key("b1"), rs.assigned_key("b1"), "1-0")
+    c.eval(rs.RELEASE_LUA, 3, *rs.script_keys("b1"), "1-0", "b1")
     for t in threads:
         t.join(timeout=5)
     assert outcomes[winner].status is OutcomeStatus.OK
-    state = c.hgetall("gpucon:backend:b1")
+    state = c.hgetall(keys.backend_key("b1"))
     assert state["owner"] == winner and state["reason"] == f"by {winner}"
     # the loser wrote nothing but its refusal to its own audit log
     loser_log = read_audit(tmp_path / f"{loser.split('@')[0]}.jsonl")
     assert [(r.event, r.status) for r in loser_log] == [("refused", "lock_held")]
-    assert c.exists("gpucon:lock:b1") == 0
+    assert c.exists(keys.lock_key("b1")) == 0
     c.close()
 
 
@@ -179,15 +180,15 @@ def close(consoles: dict[str, Controls]) -> None:
 
 
 def assert_consistent(client: redis.Redis, node_drain_acted: bool) -> None:
-    b1 = client.hgetall("gpucon:backend:b1")
+    b1 = client.hgetall(keys.backend_key("b1"))
     if node_drain_acted:  # drained again, the weight it had before the first drain remembered
         assert (b1["state"], b1["weight"], b1["weight_before_drain"]) == ("drained", "0", "2.0")
-        assert client.hget("gpucon:backend:b2", "state") == "drained"
+        assert client.hget(keys.backend_key("b2"), "state") == "drained"
     else:  # back in service with its weight; the node drain touched nothing
         assert (b1["state"], float(b1["weight"])) == ("active", 2.0)
         assert "weight_before_drain" not in b1
-        assert client.hget("gpucon:backend:b2", "state") == "active"
-    assert not client.keys("gpucon:lock:*")
+        assert client.hget(keys.backend_key("b2"), "state") == "active"
+    assert not client.keys(keys.lock_key("*"))
 
 
 @pytest.mark.parametrize("first", ["ann@h1", "bob@h2"])

@@ -19,6 +19,7 @@ from gpucon.model.fleet import Health, Slot, SlotKind
 from gpucon.model.ids import mig_slot_id
 from gpucon.model.merge import merge_readings
 from gpucon.model.reading import Reading
+from gpucon.registry import keys
 from gpucon.sources.prometheus import PrometheusSource
 from tests.helpers.prometheus import (
     MetricsExporter,
@@ -279,7 +280,7 @@ def test_hub_joins_registry_backend_dcgm_slice_and_triton_latency(
     from gpucon.session import open_session
 
     r = redis.Redis.from_url(redis_url)
-    r.sadd("gpucon:backends", "sdxl-a")
+    r.sadd(keys.BACKENDS, "sdxl-a")
     r.hset("gpucon:backend:sdxl-a", mapping={
         "slot": "node-a/gpu0/gi1", "url": f"http://{prom_stack.dcgm_triton}", "model": "sdxl",
         "weight": "1", "state": "active", "inflight": "2"})  # fmt: skip

@@ -9,8 +9,10 @@ writing ``EVAL``). The registry and the stream are also compared before and afte
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +22,8 @@ import redis
 from gpucon.app import GpuconApp
 from gpucon.hub import Hub
 from gpucon.lab.registration import BackendRecord, register_backends
+from gpucon.model.reading import Reading
+from gpucon.registry import keys
 from gpucon.sources.redisq import RedisQueueSource
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -29,55 +33,91 @@ SKIPPED_KEYS = {"q", "ctrl+q", "ctrl+c"}  # they quit the console
 ACTION_KEYS = "dubpA"
 
 
+class RecorderDied(AssertionError):
+    """The MONITOR connection ended before the test stopped it: what it saw is incomplete."""
+
+
 class CommandRecorder:
-    """Collects (client address, command name) for every command Redis executes."""
+    """Collects (client address, command name) for every command Redis executes.
+
+    The MONITOR connection has no socket timeout (an idle feed is not an error); the recorder
+    is stopped by a sentinel command that it sees in the feed itself, so every command the
+    server ran before ``__exit__`` has been recorded when it returns. If the feed ends any
+    other way the recorder is dead, and every later use of it raises ``RecorderDied``.
+    """
 
     def __init__(self, url: str) -> None:
-        self.client = redis.Redis.from_url(url, socket_timeout=0.3)
+        self.url = url
+        self.client = redis.Redis.from_url(url, socket_timeout=None)
         self.seen: list[tuple[str, str]] = []
         self.addresses: dict[str, str] = {}  # addr -> client name
-        self._stop = threading.Event()
+        self.sentinel = f"gpucon-recorder-stop-{uuid.uuid4().hex}"
+        self.error: BaseException | None = None
+        self._started = threading.Event()
+        self._stopped = False
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self._names = redis.Redis.from_url(url, decode_responses=True)
+        self._names = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10)
 
     def __enter__(self) -> CommandRecorder:
         self._thread.start()
-        time.sleep(0.2)
+        assert self._started.wait(10), "MONITOR did not start"
+        self.check()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=3)
+        stopper = redis.Redis.from_url(self.url, socket_timeout=10)
+        stopper.echo(self.sentinel)  # the feed's last entry: everything before it is recorded
+        stopper.close()
+        self._thread.join(timeout=30)
         self._names.close()
+        if self._thread.is_alive():
+            raise RecorderDied("the recorder never saw its stop sentinel")
+        self._stopped = True
+        self.client.close()
+        self.check()
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise RecorderDied(f"MONITOR feed ended early: {self.error!r}") from self.error
+        if self._started.is_set() and not self._thread.is_alive() and not self._stopped:
+            raise RecorderDied("MONITOR feed ended early")
 
     def note_clients(self) -> None:
+        self.check()
         for c in self._names.client_list():
             self.addresses[c["addr"]] = c.get("name", "")
 
     def _run(self) -> None:
         client: Any = self.client
-        with client.monitor() as monitor:
-            while not self._stop.is_set():
-                try:
+        try:
+            with client.monitor() as monitor:
+                self._started.set()
+                while True:
                     info = monitor.next_command()
-                except (redis.TimeoutError, TimeoutError):
-                    continue
-                except Exception:
-                    return
-                command = str(info["command"]).split(" ", 1)[0].strip('"').lower()
-                self.seen.append(
-                    (
-                        str(info.get("client_address", ""))
-                        + ":"
-                        + str(info.get("client_port", "")),
-                        command,
-                    )
-                )
+                    if self.sentinel in str(info["command"]):
+                        return
+                    command = str(info["command"]).split(" ", 1)[0].strip('"').lower()
+                    address = f"{info.get('client_address', '')}:{info.get('client_port', '')}"
+                    self.seen.append((address, command))
+        except BaseException as exc:  # recorded and raised by check(): a dead recorder fails
+            self.error = exc
+            self._started.set()
 
     def commands_of(self, name: str) -> list[str]:
-        self.note_clients()
+        self.check()
         ours = {addr for addr, n in self.addresses.items() if n == name}
         return [cmd for addr, cmd in self.seen if addr in ours]
+
+
+class CountingSource(RedisQueueSource):
+    """The console's Redis source, counting its reads (so the test waits on reads, not time)."""
+
+    reads = 0
+
+    def read(self) -> Reading:
+        reading = super().read()
+        self.reads += 1
+        return reading
 
 
 # scripts and transactions that could carry writes (EVAL_RO/EVALSHA_RO cannot)
@@ -142,7 +182,7 @@ async def test_read_only_console_sends_no_write_to_redis(
 ) -> None:
     before = dump(seeded)
     calls_before = command_calls(seeded)
-    source = RedisQueueSource(url=redis_url, cadence_s=0.1, timeout_s=1.0, client_name=CLIENT_NAME)
+    source = CountingSource(url=redis_url, cadence_s=0.1, timeout_s=1.0, client_name=CLIENT_NAME)
     hub = Hub([source], refresh_s=0.1)
     app = GpuconApp(hub, mode="live", read_only=True, controls=object())
     with CommandRecorder(redis_url) as recorder:
@@ -154,10 +194,10 @@ async def test_read_only_console_sends_no_write_to_redis(
             assert app.controls is None
             base_depth = len(app.screen_stack)  # the fleet screen, wherever it sits
             recorder.note_clients()
-            keys = set(app.screen.active_bindings)  # every key bound where the console starts
-            keys |= set(ACTION_KEYS)  # the action keys of a read-write console, too
-            keys |= {"enter", "escape", "tab", "slash", "question_mark", "ctrl+p", "r", "x"}
-            for key in sorted(keys - SKIPPED_KEYS):
+            pressed = set(app.screen.active_bindings)  # every key bound where it starts
+            pressed |= set(ACTION_KEYS)  # the action keys of a read-write console, too
+            pressed |= {"enter", "escape", "tab", "slash", "question_mark", "ctrl+p", "r", "x"}
+            for key in sorted(pressed - SKIPPED_KEYS):
                 await pilot.press(key)
                 await pilot.pause()
                 recorder.note_clients()
@@ -172,17 +212,23 @@ async def test_read_only_console_sends_no_write_to_redis(
             for command in commands:
                 if "screenshot" in command.title.lower():
                     continue
-                command.callback()
+                done = command.callback()
+                if inspect.isawaitable(done):  # "Filter slots" and others are async
+                    await done
                 await pilot.pause()
+                recorder.note_clients()
                 for _ in range(3):
                     if len(app.screen_stack) <= base_depth:
                         break
                     await pilot.press("escape")
                     await pilot.pause()
                 assert len(app.screen_stack) == base_depth, f"{command.title} left a screen"
-            await pilot.pause(0.3)  # a few more reads after all that
+            reads = source.reads
+            deadline = time.monotonic() + 10
+            while source.reads < reads + 3:  # a few more reads after all that
+                assert time.monotonic() < deadline, "the console stopped reading"
+                await pilot.pause(0.05)
             recorder.note_clients()
-        time.sleep(0.2)
     # server-wide, including commands run inside scripts: no write was executed at all
     calls_after = command_calls(seeded)
     executed = {c for c, n in calls_after.items() if n > calls_before.get(c, 0)}
@@ -198,7 +244,7 @@ async def test_read_only_console_sends_no_write_to_redis(
     # the detector itself: a write sent under the console's name is seen and flagged
     with CommandRecorder(redis_url) as recorder:
         writer = redis.Redis.from_url(redis_url, client_name=CLIENT_NAME)
-        writer.hset("gpucon:backend:b1", "weight", "0")
+        writer.hset(keys.backend_key("b1"), "weight", "0")
         recorder.note_clients()
         time.sleep(0.2)
     assert writing_commands(seeded, set(recorder.commands_of(CLIENT_NAME))) == {"hset"}

@@ -17,6 +17,7 @@ from gpucon.controls.base import Controls
 from gpucon.controls.registry import RedisRegistry
 from gpucon.errors import BadParams, ExitCode
 from gpucon.lab.registration import BackendRecord, register_backends
+from gpucon.registry import keys
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +42,7 @@ def controls_for(redis_url: str, tmp_path: Path) -> Controls:
 
 
 def weights(c: redis.Redis) -> dict[str, float]:
-    return {n: float(c.hget(f"gpucon:backend:{n}", "weight") or "nan") for n in ("b1", "b2", "b3")}
+    return {n: float(c.hget(keys.backend_key(n), "weight") or "nan") for n in ("b1", "b2", "b3")}
 
 
 def test_rebalance_applies_all_weights_in_one_version(
@@ -54,7 +55,7 @@ def test_rebalance_applies_all_weights_in_one_version(
     outcome = execute(rebalance.apply_rebalance, plan, controls_for(redis_url, tmp_path), print)
     assert outcome.ok, outcome
     assert weights(client) == {"b1": 3.0, "b2": 0.5, "b3": 1.0}
-    assert int(client.get("gpucon:registry:version") or 0) == version + 1
+    assert int(client.get(keys.VERSION) or 0) == version + 1
     assert outcome.details["registry_version"] == version + 1
 
 
@@ -90,13 +91,13 @@ def test_rebalance_to_an_unknown_backend_is_refused_by_the_registry(
 ) -> None:
     snapshot, version = read_registry(client)
     plan = rebalance.plan_rebalance(snapshot, {"weights": {"b1": 2.0}, "registry_version": version})
-    client.delete("gpucon:backend:b1")  # removed behind our back, without a version bump
+    client.delete(keys.backend_key("b1"))  # removed behind our back, without a version bump
     registry = RedisRegistry.from_url(redis_url)
     with pytest.raises(BadParams, match=r"^weights\.b1: no backend named 'b1'"):
         registry.set_weights({"b1": 2.0}, version, "ann@h1", "test")
     outcome = execute(rebalance.apply_rebalance, plan, controls_for(redis_url, tmp_path), print)
     assert outcome.status is OutcomeStatus.REFUSED
-    assert client.exists("gpucon:backend:b1") == 0
+    assert client.exists(keys.backend_key("b1")) == 0
 
 
 def test_plan_on_a_snapshot_older_than_the_version_it_read_is_refused(
@@ -106,7 +107,7 @@ def test_plan_on_a_snapshot_older_than_the_version_it_read_is_refused(
     snapshot, _ = read_registry(client)
     colleague = RedisRegistry.from_url(redis_url)
     colleague.set_weights({"b1": 5.0}, None, "bob@h2", "hot fix")
-    version = int(client.get("gpucon:registry:version") or 0)  # read when the plan is made
+    version = int(client.get(keys.VERSION) or 0)  # read when the plan is made
     plan = rebalance.plan_rebalance(
         snapshot, {"weights": {"b1": 2.0, "b2": 2.0}, "registry_version": version}
     )
@@ -120,7 +121,7 @@ def test_plan_on_a_snapshot_older_than_the_version_it_read_is_refused(
 def test_rebalance_writes_only_the_weights_it_changes(
     client: redis.Redis, redis_url: str, tmp_path: Path
 ) -> None:
-    client.hset("gpucon:backend:b3", mapping={"owner": "bob@h2", "reason": "pinned for a test"})
+    client.hset(keys.backend_key("b3"), mapping={"owner": "bob@h2", "reason": "pinned for a test"})
     snapshot, version = read_registry(client)
     plan = rebalance.plan_rebalance(
         snapshot,
@@ -131,6 +132,6 @@ def test_rebalance_writes_only_the_weights_it_changes(
     assert weights(client) == {"b1": 2.0, "b2": 1.0, "b3": 1.0}
     assert outcome.details["weights"] == {"b1": 2.0}
     # the backends whose weight did not change keep who last changed them, and why
-    assert client.hget("gpucon:backend:b3", "owner") == "bob@h2"
-    assert client.hget("gpucon:backend:b3", "reason") == "pinned for a test"
-    assert client.hget("gpucon:backend:b1", "owner") == "ann@h1"
+    assert client.hget(keys.backend_key("b3"), "owner") == "bob@h2"
+    assert client.hget(keys.backend_key("b3"), "reason") == "pinned for a test"
+    assert client.hget(keys.backend_key("b1"), "owner") == "ann@h1"

@@ -10,6 +10,8 @@ import pytest
 import redis
 
 from gpucon.model.fleet import BackendState, Health
+from gpucon.registry import keys
+from gpucon.registry.parse import ready_text
 from gpucon.sources.redisq import RedisQueueSource
 from tests.helpers.servers import free_port
 
@@ -94,9 +96,9 @@ def test_missing_stream_or_group_degrades_and_says_which(r: redis.Redis, redis_u
 
 
 def register(r: redis.Redis, name: str, **fields: object) -> None:
-    r.sadd("gpucon:backends", name)
+    r.sadd(keys.BACKENDS, name)
     if fields:
-        r.hset(f"gpucon:backend:{name}", mapping={k: str(v) for k, v in fields.items()})
+        r.hset(keys.backend_key(name), mapping={k: str(v) for k, v in fields.items()})
 
 
 def test_registry_backends(r: redis.Redis, redis_url: str) -> None:
@@ -121,15 +123,16 @@ def test_registry_garbage_is_named_never_raised(r: redis.Redis, redis_url: str) 
     register(r, "good", slot="h/gpu0", url="http://h:1", weight=1, state="active", inflight=0)
     register(r, "bad", slot="not a slot", weight="abc", state="exploded", inflight="x", ready="?")
     register(r, "ghost")  # in the set, no hash
-    r.hset("gpucon:backend:nan", mapping={"weight": "nan", "state": "active"})
-    r.sadd("gpucon:backends", "nan")
+    r.hset(keys.backend_key("nan"), mapping={"weight": "nan", "state": "active"})
+    r.sadd(keys.BACKENDS, "nan")
     src = source(redis_url, streams=())
     reading = src.read()
     again = src.read()  # unchanged entries come from the parse cache: same problems, same data
     assert (again.health, again.error, again.backends) == (
         reading.health, reading.error, reading.backends,
     )  # fmt: skip
-    r.hset("gpucon:backend:bad", "weight", "2")
+    r.hset(keys.backend_key("bad"), "weight", "2")
+    r.incr(keys.VERSION)  # every registry writer bumps the version: the hashes are read again
     assert {b.name: b.weight for b in src.read().backends}["bad"] == 2.0
     assert reading.health is Health.DEGRADED
     assert reading.error is not None
@@ -168,6 +171,8 @@ def test_one_round_trip_and_only_read_commands(
     assert len(sends) == 1
     assert reading.round_trips == 1
     assert len(reading.backends) == 200
+    # unchanged registry: the shared in-flight hash, not one HGETALL per backend
+    assert r.info("commandstats")["cmdstat_hgetall"]["calls"] == 1
     # every command the server ran since the reset (scripts' inner calls included)
     used = {k.removeprefix("cmdstat_").split("|")[0] for k in r.info("commandstats")}
     assert {"eval_ro", "hgetall", "xpending"} <= used
@@ -175,6 +180,38 @@ def test_one_round_trip_and_only_read_commands(
     assert not writes
     names = [c["name"] for c in r.client_list()]
     assert "gpucon-test" in names
+
+
+def test_live_values_every_tick_hashes_only_when_the_version_moves(
+    r: redis.Redis, redis_url: str
+) -> None:
+    register(r, "b1", slot="h/gpu0", weight=2, state="active")
+    register(r, "b2", slot="h/gpu1", weight=1, state="active")
+    r.incr(keys.VERSION)
+    src = RedisQueueSource(redis_url, streams=(), client_name="gpucon-test", registry_refresh_s=0.5)
+    first = src.read()
+    assert first.round_trips == 3  # the tick, then SMEMBERS, then the hashes of new names
+    assert {b.name: b.inflight for b in first.backends} == {"b1": None, "b2": None}
+    # the scheduler's counts and health verdicts: seen on the next tick, no version bump
+    r.hset(keys.INFLIGHT, mapping={"b1": 4, "b2": 0})
+    r.set(keys.READY, ready_text({"b1": (True, 1764600000.25), "b2": (False, 1764600001)}))
+    tick = src.read()
+    assert tick.round_trips == 1
+    got = {b.name: (b.inflight, b.ready, b.ready_at) for b in tick.backends}
+    assert got == {"b1": (4, True, 1764600000.25), "b2": (0, False, 1764600001.0)}
+    # a registry write bumps the version: the hashes are read again, in one more round trip
+    r.hset(keys.backend_key("b1"), "state", "draining")
+    r.incr(keys.VERSION)
+    moved = src.read()
+    assert moved.round_trips == 2
+    assert {b.name: b.state for b in moved.backends}["b1"] is BackendState.DRAINING
+    # a writer that forgets the bump is caught by the periodic full read
+    r.hset(keys.backend_key("b2"), "weight", "5")
+    assert {b.name: b.weight for b in src.read().backends}["b2"] == 1.0
+    deadline = time.monotonic() + 5
+    while {b.name: b.weight for b in src.read().backends}["b2"] != 5.0:
+        assert time.monotonic() < deadline, "the periodic full read never came"
+        time.sleep(0.05)
 
 
 def test_server_down_is_a_fast_down_reading() -> None:

@@ -9,6 +9,7 @@ import pytest
 import redis
 
 from gpucon.commands.cli import main
+from gpucon.registry import keys
 from tests.helpers.servers import free_port
 
 pytestmark = pytest.mark.integration
@@ -29,8 +30,8 @@ def test_snapshot_json_has_a_stable_shape(
     r = redis.Redis.from_url(redis_url)
     r.xgroup_create("gen:queue", "g1", id="$", mkstream=True)
     r.xadd("gen:queue", {"p": "1"})
-    r.sadd("gpucon:backends", "b1")
-    r.hset("gpucon:backend:b1", mapping={"slot": "h/gpu0", "state": "draining", "weight": "0",
+    r.sadd(keys.BACKENDS, "b1")
+    r.hset(keys.backend_key("b1"), mapping={"slot": "h/gpu0", "state": "draining", "weight": "0",
                                          "url": "http://h:8000", "model": "sdxl"})  # fmt: skip
     r.close()
     assert main(["snapshot", "--json", "--config", str(config_file(tmp_path, redis_url))]) == 0

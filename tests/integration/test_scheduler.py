@@ -18,12 +18,13 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from gpucon.lab import registry_scripts as rs
 from gpucon.lab.backend_server import BackendServer
 from gpucon.lab.registration import BackendRecord, register_backends
 from gpucon.lab.scheduler import BackendView, Scheduler, SchedulerConfig, choose_backend
 from gpucon.lab.service_time import ServiceTimeModel
 from gpucon.lab.traffic import TrafficSpec, generate
+from gpucon.registry import keys
+from gpucon.registry.parse import parse_ready
 
 pytestmark = pytest.mark.integration
 
@@ -76,16 +77,16 @@ async def running(config: SchedulerConfig) -> AsyncIterator[Scheduler]:
 async def wait_answered(r: Any, ids: list[str], timeout_s: float = 15.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if await r.xlen(rs.RESULTS_STREAM) >= len(ids):
+        if await r.xlen(keys.RESULTS_STREAM) >= len(ids):
             return
         await asyncio.sleep(0.05)
-    raise AssertionError(f"only {await r.xlen(rs.RESULTS_STREAM)} of {len(ids)} answered")
+    raise AssertionError(f"only {await r.xlen(keys.RESULTS_STREAM)} of {len(ids)} answered")
 
 
 async def answers(r: Any) -> dict[str, list[str]]:
     """entry id -> backends that answered it, from the results stream."""
     out: dict[str, list[str]] = {}
-    for _id, fields in await r.xrange(rs.RESULTS_STREAM):
+    for _id, fields in await r.xrange(keys.RESULTS_STREAM):
         out.setdefault(fields["entry_id"], []).append(fields["backend"])
     return out
 
@@ -131,12 +132,16 @@ async def test_every_entry_answered_once_and_registry_counters_return_to_zero(
         assert sorted(served) == sorted(ids)
         for s in servers:
             assert s.served, f"{s.name} got no work"
-            assert await r.hget(rs.backend_key(s.name), "inflight") == "0"
-            assert await r.hlen(rs.assigned_key(s.name)) == 0
-        reply = json.loads((await r.lrange(rs.reply_key(ids[0]), 0, -1))[0])
+            assert await r.hget(keys.INFLIGHT, s.name) == "0"
+            assert await r.hlen(keys.assigned_key(s.name)) == 0
+        reply = json.loads((await r.lrange(keys.reply_key(ids[0]), 0, -1))[0])
         assert reply["status"] == "ok" and reply["entry_id"] == ids[0]
         pending = await r.xpending(TrafficSpec().stream, "g1")
         assert pending["pending"] == 0
+        # its health rounds' verdicts, for consoles, read as every reader reads them
+        verdicts, problems = parse_ready(await r.get(keys.READY))
+        assert problems == () and set(verdicts) == {s.name for s in servers}
+        assert all(flag == "1" and float(at) > 1.7e9 for flag, at in verdicts.values())
 
 
 async def test_only_active_backends_with_weight_get_work(redis_url: str, r: Any) -> None:
@@ -186,7 +191,7 @@ async def test_state_is_checked_atomically_even_when_the_cache_is_stale(
         config = SchedulerConfig(redis_url, registry_poll_s=60, registry_refresh_s=60)
         async with running(config) as scheduler:
             await asyncio.sleep(0.2)
-            await r.hset(rs.backend_key("b1"), "state", "drained")  # no version bump
+            await r.hset(keys.backend_key("b1"), "state", "drained")  # no version bump
             assert scheduler.backends["b1"].state == "active"
             ids = await generate(r, TrafficSpec(rate_per_s=200, max_count=80))
             await wait_answered(r, ids)
@@ -201,8 +206,8 @@ async def test_claims_entries_a_crashed_consumer_left_pending(redis_url: str, r:
         ids = await generate(r, TrafficSpec(rate_per_s=1000, max_count=20))
         # a consumer reads them, assigns one to b0 (inflight counted), then dies
         await r.xreadgroup(group, "crashed", {stream: ">"}, count=20)
-        await r.hset(rs.assigned_key("b0"), ids[0], "1")
-        await r.hincrby(rs.backend_key("b0"), "inflight", 1)
+        await r.hset(keys.assigned_key("b0"), ids[0], "1")
+        await r.hincrby(keys.INFLIGHT, "b0", 1)
         await asyncio.sleep(0.6)
         config = SchedulerConfig(
             redis_url, request_timeout_s=0.4, claim_min_idle_ms=500, claim_interval_s=0.2
@@ -211,8 +216,8 @@ async def test_claims_entries_a_crashed_consumer_left_pending(redis_url: str, r:
             await wait_answered(r, ids)
         got = await answers(r)
         assert sorted(got) == sorted(ids) and all(len(b) == 1 for b in got.values())
-        assert await r.hget(rs.backend_key("b0"), "inflight") == "0"
-        assert await r.hlen(rs.assigned_key("b0")) == 0
+        assert await r.hget(keys.INFLIGHT, "b0") == "0"
+        assert await r.hlen(keys.assigned_key("b0")) == 0
         assert (await r.xpending(stream, group))["pending"] == 0
 
 
@@ -226,7 +231,7 @@ async def test_shutdown_finishes_in_flight_requests(redis_url: str, r: Any) -> N
         deadline = time.monotonic() + 5
         while sum(scheduler.dispatched.values()) < 4 and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
-        assert await r.xlen(rs.RESULTS_STREAM) == 0  # still being served
+        assert await r.xlen(keys.RESULTS_STREAM) == 0  # still being served
         stop.set()
         await asyncio.wait_for(task, 10)
         got = await answers(r)
@@ -275,7 +280,7 @@ async def test_a_claim_racing_a_slow_consumer_still_answers_once(redis_url: str,
         assert sorted(got) == sorted(ids) and all(len(b) == 1 for b in got.values())
         async with r.pipeline(transaction=False) as pipe:
             for entry_id in ids:
-                pipe.llen(rs.reply_key(entry_id))
+                pipe.llen(keys.reply_key(entry_id))
             assert set(await pipe.execute()) == {1}
-        assert await r.hget(rs.backend_key("b0"), "inflight") == "0"
-        assert await r.hlen(rs.assigned_key("b0")) == 0
+        assert await r.hget(keys.INFLIGHT, "b0") == "0"
+        assert await r.hlen(keys.assigned_key("b0")) == 0

@@ -32,6 +32,7 @@ from gpucon.controls.base import Controls
 from gpucon.controls.registry import RedisRegistry
 from gpucon.lab.registration import BackendRecord, register_backends
 from gpucon.model.snapshot import Snapshot
+from gpucon.registry import keys
 from gpucon.screens import actions_flow
 from gpucon.screens.audit import AuditScreen
 from gpucon.screens.plan import PlanScreen
@@ -282,7 +283,7 @@ async def test_drain_flow_from_key_to_drained_backend(
         assert isinstance(progress, ProgressScreen)
         await wait_for(pilot, lambda: progress.finished)
         assert progress.outcome is not None and progress.outcome.ok
-        assert registry_client.hget("gpucon:backend:b1", "state") == "drained"
+        assert registry_client.hget(keys.backend_key("b1"), "state") == "drained"
         steps = str(progress.query_one("#progress-steps", Static).render())
         assert "draining:b1" in steps and "drained:b1" in steps
         # cancel leaves everything as it was
@@ -295,7 +296,7 @@ async def test_drain_flow_from_key_to_drained_backend(
         assert focused_id(app) == "cancel"
         await pilot.press("enter")  # Cancel has focus
         await pilot.pause()
-        assert registry_client.hget("gpucon:backend:b1", "state") == "drained"
+        assert registry_client.hget(keys.backend_key("b1"), "state") == "drained"
         # the audit screen shows what happened
         actions_flow.start_action(app, "audit", None, None, None)
         await wait_for(pilot, lambda: isinstance(app.screen, AuditScreen))
@@ -333,7 +334,7 @@ async def test_drain_flow_of_a_backend_named_with_markup(
         assert progress.outcome is not None and progress.outcome.ok
         assert name in str(progress.query_one("#progress-title", Static).render())
         assert app.is_running
-    assert registry_client.hget(f"gpucon:backend:{name}", "state") == "drained"
+    assert registry_client.hget(keys.backend_key(name), "state") == "drained"
     registry.close()
 
 

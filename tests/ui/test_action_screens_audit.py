@@ -19,6 +19,7 @@ from gpucon.config import FleetConfig, GpuconConfig, RedisConfig
 from gpucon.controls.audit_log import AuditLog, AuditRecord
 from gpucon.controls.base import Controls
 from gpucon.controls.registry import RedisRegistry
+from gpucon.registry import keys
 from gpucon.screens import actions_flow
 from gpucon.screens.audit import AuditScreen
 
@@ -164,7 +165,7 @@ async def test_no_stream_without_redis_or_in_the_demo(redis_url: str, tmp_path: 
     client = redis.Redis.from_url(redis_url)
     try:
         assert live.read(10) == []  # nothing recorded yet; a read, nothing written
-        assert client.exists("gpucon:audit") == 0
+        assert client.exists(keys.AUDIT) == 0
     finally:
         live.close()
         client.close()

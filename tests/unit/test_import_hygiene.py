@@ -9,16 +9,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gpucon"
 CORE = [
-    "model",
-    "registry",
-    "sources",
-    "controls",
-    "actions",
-    "sim",
-    "hub.py",
-    "config",
-    "errors.py",
-    "session.py",
+    *("model", "registry", "sources", "controls", "actions", "sim", "config", "session"),
+    *("hub.py", "errors.py"),
 ]
 FORBIDDEN = (
     "textual",
