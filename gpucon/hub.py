@@ -4,8 +4,13 @@ Each source is read in a worker thread; the next read is scheduled only when the
 finished, so slow sources never pile up. A read that outlasts the source's timeout marks the
 source degraded ("read timed out") while its last good data stays on screen, marked stale.
 Every ``refresh_s`` the hub merges the newest readings into one immutable Snapshot, appends
-the history rings, derives alerts, and hands the Snapshot to ``on_snapshot`` (from the hub's
-thread: the UI posts it to itself as a replaceable message).
+the history rings, judges each backend's liveness (model.liveness), derives alerts, and hands
+the Snapshot to ``on_snapshot`` (from the hub's thread: the UI posts it to itself as a
+replaceable message).
+
+A source that checks backends itself (``observe_backends``: the readiness source) is told,
+before each read, the backends and urls the other sources' latest readings name; its first
+read waits for the first of those readings (at most ``FIRST_SNAPSHOT_WAIT_S``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import TYPE_CHECKING
 from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts
 from gpucon.model.fleet import Health, SourceStatus
 from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
+from gpucon.model.liveness import LivenessBook, LivenessPolicy, gather, withhold_dead_targets
 from gpucon.model.merge import MergedFleet, merge_readings
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
@@ -86,6 +92,7 @@ class Hub:
         slo_p95_ms_by_model: Mapping[str, float] | None = None,
         clock: Callable[[], float] = time.time,
         history_capacity: int = DEFAULT_CAPACITY,
+        liveness_policy: LivenessPolicy | None = None,
     ) -> None:
         self.refresh_s = refresh_s
         self.thresholds = thresholds or AlertThresholds()
@@ -100,6 +107,7 @@ class Hub:
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._started_at = clock()
+        self._liveness = LivenessBook(liveness_policy)
 
     @property
     def sources(self) -> tuple[Source, ...]:
@@ -129,7 +137,40 @@ class Hub:
     def poll_once(self) -> None:
         """Read every source now, in this thread (``gpucon snapshot``, tests)."""
         for st in self._states:
+            self._tell_backends(st)
             self.record(guarded_read(st.source, self.clock))
+
+    def _backend_urls(self, asking: Source) -> dict[str, str]:
+        """Backend name -> url from the other sources' last good readings (first one wins)."""
+        with self._lock:
+            readings = [
+                st.last_good
+                for st in self._states
+                if st.last_good is not None and st.source is not asking
+            ]
+        urls: dict[str, str] = {}
+        for r in readings:
+            for b in r.backends:
+                if b.url and b.name not in urls:
+                    urls[b.name] = b.url
+        return urls
+
+    def _tell_backends(self, st: _SourceState) -> bool:
+        """Hand a backend-checking source the backends to check; False while nothing has
+        named any backend yet and the first snapshot may still wait for it."""
+        observe = getattr(st.source, "observe_backends", None)
+        if observe is None:
+            return True
+        urls = self._backend_urls(st.source)
+        if not urls and st.last is None and self._thread is not None:
+            with self._lock:
+                others_waiting = any(
+                    o.last is None for o in self._states if o.source is not st.source
+                )
+            if others_waiting and self.clock() - self._started_at < FIRST_SNAPSHOT_WAIT_S:
+                return False
+        observe(urls)
+        return True
 
     def _status(self, st: _SourceState, now: float) -> SourceStatus:
         name = st.source.name
@@ -159,6 +200,8 @@ class Hub:
             readings = [st.last_good for st in self._states if st.last_good is not None]
             statuses = {st.source.name: self._status(st, now) for st in self._states}
         fleet = merge_readings(readings)
+        liveness = self._liveness.judge_all(fleet.backends, gather(readings), now)
+        fleet = replace(fleet, latency=withhold_dead_targets(fleet.latency, liveness))
         self._history = self._history.append(now, history_samples(fleet))
         slo = {
             name: self.slo_p95_ms_by_model[b.model]
@@ -176,6 +219,7 @@ class Hub:
                 statuses,
                 self._history,
                 slo,
+                liveness,
             ),
             self.thresholds,
             previous,
@@ -195,6 +239,7 @@ class Hub:
             history=self._history,
             origins=fleet.origins,
             slo_p95_ms=slo,
+            liveness=liveness,
         )
         self._snapshot = snapshot
         return snapshot
@@ -222,6 +267,9 @@ class Hub:
             with self._lock:
                 if st.in_flight_since is not None or now < st.next_due:
                     continue
+            if not self._tell_backends(st):
+                continue
+            with self._lock:
                 st.in_flight_since = now
             future: Future[Reading] = self._pool.submit(guarded_read, st.source, self.clock)
             future.add_done_callback(self._on_done)
@@ -245,6 +293,7 @@ class Hub:
         # the first snapshot waits (briefly) for the first readings, so it is not an empty one
         while not self._stop.is_set() and not self._first_readings_in():
             self._stop.wait(0.005)
+            self._submit_due(self.clock())  # a backend checker waits for the backends
         # a snapshot made before start (the demo's first frame) counts as this tick's
         primed = self._snapshot
         next_tick = self.clock() if primed is None else primed.taken_at + self.refresh_s

@@ -136,6 +136,7 @@ def _live_hub(config: Any, refresh_s: float) -> Any:
         refresh_s=refresh_s,
         thresholds=config.alerts,
         slo_p95_ms_by_model=config.slo_p95_ms,
+        liveness_policy=factory.liveness_policy(config.fleet),
     )
 
 

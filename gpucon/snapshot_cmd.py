@@ -2,10 +2,11 @@
 
 The live fleet comes from the config (``--config``, ``--fleet``); ``--demo`` reads the
 simulator instead (``--seed``, ``--scenario``, ``--size``). ``--json`` prints a stable shape:
-``{"taken_at", "seq", "fleet", "gpus", "slots", "backends", "queues", "latency", "sources",
-"alerts"}``, each a list sorted by its key; otherwise a short text table. Exit status 1 when
-every source is down, 2 on a config error. Untrusted text
-(names, labels, errors) is printed with control codes removed; JSON escapes them.
+``{"taken_at", "seq", "fleet", "gpus", "slots", "backends", "queues", "latency", "liveness",
+"sources", "alerts"}``, each a list sorted by its key (``liveness``: per backend, what each
+readiness signal said, when, and the verdict ``serving``); otherwise a short text table.
+Exit status 1 when every source is down, 2 on a config error. Untrusted text (names,
+labels, errors) is printed with control codes removed; JSON escapes them.
 """
 
 from __future__ import annotations
@@ -61,9 +62,32 @@ def snapshot_document(snapshot: Snapshot, fleet: str) -> dict[str, Any]:
         "backends": items(snapshot.backends),
         "queues": items(snapshot.queues),
         "latency": items(snapshot.latency),
+        "liveness": [liveness_item(snapshot, name) for name in sorted(snapshot.liveness)],
         "sources": items(snapshot.sources),
         "alerts": [jsonable(a) for a in snapshot.alerts],
     }
+
+
+def liveness_item(snapshot: Snapshot, name: str) -> dict[str, Any]:
+    """One backend's liveness, with the time each signal was read (its source's last good
+    read; the registry's is its ``ready_at``)."""
+    lv = snapshot.liveness[name]
+    item: dict[str, Any] = jsonable(lv)
+
+    def read_at(source: str | None) -> float | None:
+        status = snapshot.sources.get(source) if source else None
+        return None if status is None else status.last_ok_at
+
+    item["http_checked_at"] = read_at(lv.http_source)
+    item["prom_checked_at"] = read_at(lv.prom_source)
+    return item
+
+
+def _ready_word(snapshot: Snapshot, name: str) -> str:
+    lv = snapshot.liveness.get(name)
+    if lv is None:
+        return "n/a"
+    return {True: "yes", False: "NO", None: "?"}[lv.serving]
 
 
 def _num(value: float | None, unit: str = "", digits: int = 0) -> str:
@@ -96,7 +120,7 @@ def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
         lines.append("")
         lines.append(
             f"{'BACKEND':<24} {'SLOT':<24} {'STATE':<9} {'WEIGHT':>6} {'INFL':>5} "
-            f"{'P95/SLO ms':>13} {'REQ/S':>7}"
+            f"{'P95/SLO ms':>13} {'REQ/S':>7} {'READY':<5}"
         )
         for name in sorted(snapshot.backends):
             b = snapshot.backends[name]
@@ -106,7 +130,8 @@ def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
             lines.append(
                 f"{clean(name)[:24]:<24} {clean(b.slot_id or '')[:24]:<24} "
                 f"{b.state.value:<9} {_num(b.weight):>6} {_num(b.inflight):>5} {p95:>13} "
-                f"{_num(lat.req_per_s if lat else None, digits=1):>7}"
+                f"{_num(lat.req_per_s if lat else None, digits=1):>7} "
+                f"{_ready_word(snapshot, name):<5}"
             )
     if snapshot.queues:
         lines.append("")

@@ -4,6 +4,11 @@ The registry is re-read whenever ``gpucon:registry:version`` changes (and every
 ``refresh_s`` anyway, in one pipeline); readiness comes from ``/v2/health/ready`` with a
 timeout. The cache only narrows the choice: the assignment script re-checks the state
 atomically, so a stale cache can never send work to a backend that is no longer active.
+
+Each health check's outcome is published in the backend's hash (``ready`` 1/0 and
+``ready_at``, epoch seconds), so consoles see what the scheduler sees. It is not a registry
+change (the version is not bumped: plans that check it stay valid), and a backend removed
+meanwhile is not written back into existence.
 """
 
 from __future__ import annotations
@@ -18,6 +23,14 @@ from typing import Any
 import httpx
 
 from gpucon.lab import registry_scripts as rs
+
+# KEYS[1] the backend's hash; ARGV ready (1/0), ready_at. Only an existing hash is written.
+PUBLISH_READY_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HSET', KEYS[1], 'ready', ARGV[1], 'ready_at', ARGV[2])
+end
+return 0
+"""
 
 
 @dataclass(slots=True)
@@ -83,6 +96,7 @@ class BackendPool:
         self.changed = asyncio.Event()
         self._version: str | None = None
         self._last_full_read = 0.0
+        self._publish = redis.register_script(PUBLISH_READY_LUA)
 
     async def refresh(self, force: bool = False) -> None:
         version = await self.redis.get(rs.REGISTRY_VERSION)
@@ -114,6 +128,19 @@ class BackendPool:
         views = list(self.backends.values())
         results = await asyncio.gather(*(self._ready(b) for b in views))
         self.healthy = {b.name: ok for b, ok in zip(views, results, strict=True)}
+        await self.publish(dict(self.healthy))
+
+    async def publish(self, healthy: dict[str, bool]) -> None:
+        """Write each check's outcome into the registry (one pipeline)."""
+        if not healthy:
+            return
+        checked_at = f"{time.time():.3f}"
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for name, ok in healthy.items():
+                await self._publish(
+                    keys=[rs.backend_key(name)], args=["1" if ok else "0", checked_at], client=pipe
+                )
+            await pipe.execute()
 
     def eligible(self, model: str | None, excluded: set[str]) -> list[BackendView]:
         return [

@@ -136,6 +136,8 @@ class Backend:
     state: BackendState = BackendState.ACTIVE
     inflight: int | None = None
     ready: bool | None = None
+    # when the scheduler last checked ``ready`` (epoch seconds, the scheduler's clock)
+    ready_at: float | None = None
     owner: str | None = None
     reason: str | None = None
     pod: str | None = None

@@ -17,6 +17,7 @@ from gpucon.model.fleet import (
     SourceStatus,
 )
 from gpucon.model.history import History
+from gpucon.model.liveness import BackendLiveness
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,8 @@ class Snapshot:
     origins: Mapping[str, frozenset[str]] = field(default_factory=dict)
     # SLO for p95 latency per backend name (from the config's per-model SLOs)
     slo_p95_ms: Mapping[str, float] = field(default_factory=dict)
+    # backend name -> what each readiness signal says and whether it is serving
+    liveness: Mapping[str, BackendLiveness] = field(default_factory=dict)
 
     def backends_on(self, slot_id: str) -> tuple[Backend, ...]:
         return tuple(b for b in self.backends.values() if b.slot_id == slot_id)

@@ -18,6 +18,7 @@ from gpucon.model.fleet import (
     QueueStats,
     Slot,
 )
+from gpucon.model.liveness import ReadyCheck
 from gpucon.model.reading import Reading
 from gpucon.sim.engine import SimWorld
 from gpucon.sim.parts import SimBackend, SimGpu, SimSlot
@@ -102,6 +103,15 @@ def read_backend(b: SimBackend) -> Backend:
     return b.cached
 
 
+def _ready_check(b: SimBackend, last: ReadyCheck | None) -> ReadyCheck:
+    """The simulated backend's answer to /v2/health/ready (the same object while unchanged)."""
+    ready = b.ready and not b.fails_health
+    error = None if ready else "refused"
+    if last is not None and last.ready == ready and last.error == error:
+        return last
+    return ReadyCheck(b.name, ready, error)
+
+
 def _latency(b: SimBackend) -> LatencyStats:
     shown = b.shown
     if b.latency is not None and shown is b.latency_key:
@@ -152,6 +162,7 @@ class ReadOut:
         self._slots = [_slot(s) for s in world.slots]
         self._backends = [read_backend(b) for b in world.backends]
         self._latency = [_latency(b) for b in world.backends]
+        self._checks = [_ready_check(b, None) for b in world.backends]
         self._gpu_pos = {g: i for i, g in enumerate(world.gpus)}
         self._slot_pos = {s: i for i, s in enumerate(world.slots)}
         self._backend_pos = {b: i for i, b in enumerate(world.backends)}
@@ -170,7 +181,9 @@ class ReadOut:
         for s in w.dirty_slots:
             self._slots[self._slot_pos[s]] = _slot(s)
         for b in w.dirty_backends:
-            self._backends[self._backend_pos[b]] = read_backend(b)
+            i = self._backend_pos[b]
+            self._backends[i] = read_backend(b)
+            self._checks[i] = _ready_check(b, self._checks[i])
         for b in w.dirty_latency:
             self._latency[self._backend_pos[b]] = _latency(b)
         self._clear()
@@ -183,5 +196,6 @@ class ReadOut:
             backends=tuple(self._backends),
             queues=(stream_stats(w, now),),
             latency=tuple(self._latency),
+            ready_checks=tuple(self._checks),
             duration_s=time.perf_counter() - started,
         )

@@ -1,7 +1,8 @@
 """Build a fleet's sources from its config, and the hub that runs them.
 
 Sources come in merge-priority order — nvml, libvirt, prometheus, redis, kube — so NVML's
-own numbers win over DCGM's where both know a field. Each source module is imported here,
+own numbers win over DCGM's where both know a field; the readiness checks come last (they
+check the backends the others name). Each source module is imported here,
 lazily, only when the fleet configures it (``kubernetes.client`` alone costs 0.6 s). A
 source whose module or client library is missing, or whose constructor fails, becomes an
 ``UnavailableSource``: it reads as ``down`` with the reason, so the console shows the gap
@@ -15,7 +16,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gpucon.config import readiness_of
 from gpucon.model.fleet import Health
+from gpucon.model.liveness import LivenessPolicy
 from gpucon.model.reading import Reading
 from gpucon.sources.base import Source, describe_error
 
@@ -131,7 +134,36 @@ def build_sources(fleet: FleetConfig) -> list[Source]:
                 },
             )
         )
+    if (ready := readiness_of(fleet)) is not None:
+        sources.append(
+            _build(
+                "readiness",
+                "gpucon.sources.readiness",
+                "ReadinessSource",
+                lambda: {
+                    "cadence_s": ready.cadence_s,
+                    "timeout_s": ready.timeout_s,
+                    "request_timeout_s": ready.request_timeout_s,
+                    "concurrency": ready.concurrency,
+                    "path": ready.path,
+                },
+            )
+        )
     return sources
+
+
+def liveness_policy(fleet: FleetConfig) -> LivenessPolicy:
+    """How old each readiness signal may be and still count: three of its source's cadences
+    (the scheduler's ``ready_at``: the config's ``registry_max_age_s``)."""
+    ready = readiness_of(fleet)
+    default = LivenessPolicy()
+    return LivenessPolicy(
+        http_max_age_s=3 * ready.cadence_s if ready else default.http_max_age_s,
+        prom_max_age_s=3 * fleet.prometheus.cadence_s
+        if fleet.prometheus
+        else default.prom_max_age_s,
+        registry_max_age_s=ready.registry_max_age_s if ready else default.registry_max_age_s,
+    )
 
 
 def build_hub(config: GpuconConfig, fleet_name: str | None = None) -> Hub:
@@ -148,4 +180,5 @@ def build_hub(config: GpuconConfig, fleet_name: str | None = None) -> Hub:
         refresh_s=config.ui.refresh_s,
         thresholds=config.alerts,
         slo_p95_ms_by_model=config.slo_p95_ms,
+        liveness_policy=liveness_policy(config.fleets[name]),
     )

@@ -319,6 +319,15 @@ def parse_backend(entry: object, problems: Problems) -> Backend | None:
             ready = word in TRUE_WORDS
         else:
             bad("ready", "1/true or 0/false")
+    ready_at: float | None = None
+    if "ready_at" in fields:
+        try:
+            ready_at = float(fields["ready_at"])
+        except ValueError:
+            ready_at = None
+        if ready_at is None or not math.isfinite(ready_at) or ready_at < 0:
+            bad("ready_at", "epoch seconds")
+            ready_at = None
     return Backend(
         name=name,
         slot_id=slot_id,
@@ -328,6 +337,7 @@ def parse_backend(entry: object, problems: Problems) -> Backend | None:
         state=state,
         inflight=inflight,
         ready=ready,
+        ready_at=ready_at,
         owner=fields.get("owner") or None,
         reason=fields.get("reason") or None,
         pod=fields.get("pod") or None,

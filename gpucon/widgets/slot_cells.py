@@ -28,11 +28,17 @@ def _mem(row: RowValues) -> Cell:
     return (text, "breach" if row.mem_total - row.mem_used < LOW_FREE_MIB else "")
 
 
+_TAKES_WORK = frozenset({"active", "draining"})
+
+
 def _state(row: RowValues) -> Cell:
+    """The registry state, unless the backend should take work and nothing says it can."""
     if not row.state:
         return ("", "")
-    if row.state == "active" and row.ready is False:
-        return ("unready", "breach")
+    if row.state in _TAKES_WORK and row.ready is False:
+        return ("NOT READY", "breach")
+    if row.state == "active" and row.ready is None:
+        return ("active?", "warn")
     return (row.state, _STATE_STYLE.get(row.state, ""))
 
 
@@ -42,6 +48,8 @@ def _p95(row: RowValues) -> Cell:
     if row.p95 is None:
         return (f"{fmt.NA}/{fmt.ms(row.slo)}", "na")
     text = f"{fmt.ms(row.p95)}/{fmt.ms(row.slo)}"
+    if row.ready is False and row.state in _TAKES_WORK:
+        return (text, "dim")  # from before it stopped: not what users get now
     if row.slo is not None and row.p95 > row.slo:
         return (text, "breach")
     if row.slo is not None and row.p95 > 0.8 * row.slo:
@@ -90,5 +98,8 @@ def cell(key: str, row: RowValues, width: int, spark: str) -> Cell:
     if key == "p95":
         return _p95(row)
     if key == "rps":
-        return _number(row.rps, row.backend, 1)
+        text, style = _number(row.rps, row.backend, 1)
+        if row.rps is not None and row.ready is False and row.state in _TAKES_WORK:
+            return (text, "dim")  # a rate over a window that ends before it stopped
+        return (text, style)
     raise KeyError(key)

@@ -9,8 +9,8 @@ import pytest
 
 from gpucon.cli import main
 
-KEYS = ["taken_at", "seq", "fleet", "gpus", "slots", "backends", "queues", "latency", "sources",
-        "alerts"]  # fmt: skip
+KEYS = ["taken_at", "seq", "fleet", "gpus", "slots", "backends", "queues", "latency", "liveness",
+        "sources", "alerts"]  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
@@ -36,6 +36,11 @@ def test_demo_json_shape_and_sorted_entities(capsys: pytest.CaptureFixture[str])
     assert {"id", "kind", "activity_pct", "activity_metric", "mem_used_mib"} <= set(slots[0])
     sources = doc["sources"]
     assert isinstance(sources, list) and sources[0]["health"] == "ok"
+    # the simulated backends answer their readiness checks: each is serving, the sim said so
+    liveness = doc["liveness"]
+    assert isinstance(liveness, list) and len(liveness) == len(doc["backends"])  # type: ignore[arg-type]
+    assert {(lv["serving"], lv["http_source"]) for lv in liveness} == {(True, "sim")}
+    assert all(0 < lv["http_checked_at"] <= doc["taken_at"] for lv in liveness)
 
 
 def test_same_seed_same_fleet(capsys: pytest.CaptureFixture[str]) -> None:

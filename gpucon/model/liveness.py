@@ -1,0 +1,308 @@
+"""Backend liveness: is each backend serving, which signal says so, and which says not.
+
+Readiness is never assumed. Three signals can vouch for a backend:
+
+- **http**: the backend's own ``GET /v2/health/ready`` (KServe v2), as a source checked it;
+- **registry**: ``ready`` / ``ready_at`` that the scheduler writes after its own health check
+  (only a recent ``ready_at`` counts: an old one means nobody is checking any more);
+- **prometheus**: ``up`` of the backend's scrape target.
+
+``up`` only says the metrics endpoint answered, not that the server takes work, so it decides
+alone only when neither readiness signal is fresh. The verdict (``serving``) is True while
+some fresh signal vouches and no readiness signal objects, False when the readiness signals
+say not ready (or, without them, ``up`` is 0), and None when nothing fresh is known or the
+readiness signals disagree. A signal older than its limit (``LivenessPolicy``) is shown but
+not counted.
+
+Signals carry no per-tick timestamps of their own (a check's time is its reading's), so an
+unchanged backend keeps the same ``BackendLiveness`` object from tick to tick: the UI and
+the alert rules see no change and redraw nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from gpucon.model.fleet import Backend, LatencyStats
+
+if TYPE_CHECKING:
+    from gpucon.model.reading import Reading
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyCheck:
+    """One backend's answer to ``GET /v2/health/ready`` (its time is its reading's)."""
+
+    backend: str
+    ready: bool
+    # why it is not ready: "refused", "timeout", "HTTP 503", ...
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TargetUp:
+    """Prometheus's ``up`` for one scrape target (``instance`` is its host:port)."""
+
+    instance: str
+    up: bool
+    job: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LivenessPolicy:
+    """How old each signal may be and still count (seconds)."""
+
+    http_max_age_s: float = 5.0
+    prom_max_age_s: float = 15.0
+    registry_max_age_s: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class BackendLiveness:
+    """What each signal says of one backend, and the verdict drawn from them.
+
+    ``http_source`` / ``prom_source`` name the sources whose readings gave the http check and
+    ``up`` (their ages are those sources' last good reads); a ``*_fresh`` False means the
+    value is shown but was too old to count.
+    """
+
+    name: str
+    http_ready: bool | None = None
+    http_error: str | None = None
+    http_source: str | None = None
+    http_fresh: bool = False
+    prom_up: bool | None = None
+    prom_instance: str | None = None
+    prom_source: str | None = None
+    prom_fresh: bool = False
+    registry_ready: bool | None = None
+    registry_ready_at: float | None = None
+    registry_fresh: bool = False
+    # True: serving; False: not ready; None: no fresh signal, or the signals disagree
+    serving: bool | None = None
+    # what decided, in words ("http refused, prometheus up=0"); no ages, so it stays stable
+    because: str = ""
+    disputed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """The liveness signals of one tick, gathered from the readings (see ``gather``)."""
+
+    checks: Mapping[str, tuple[ReadyCheck, str, float]]  # backend -> (check, source, taken_at)
+    ups: Mapping[str, tuple[TargetUp, str, float]]  # instance -> (up, source, taken_at)
+
+
+def gather(readings: Iterable[Reading]) -> Signals:
+    """Ready checks by backend and ``up`` by instance from readings (first source wins)."""
+    checks: dict[str, tuple[ReadyCheck, str, float]] = {}
+    ups: dict[str, tuple[TargetUp, str, float]] = {}
+    for r in readings:
+        for c in r.ready_checks:
+            checks.setdefault(c.backend, (c, r.source, r.taken_at))
+        for u in r.target_up:
+            ups.setdefault(u.instance, (u, r.source, r.taken_at))
+    return Signals(checks, ups)
+
+
+def _split(url: str | None) -> tuple[str | None, str | None]:
+    """(host:port, host) of a url; (None, None) when it has none or is malformed."""
+    if not url:
+        return None, None
+    try:
+        parts = urlsplit(url)
+        return parts.netloc or None, parts.hostname
+    except ValueError:
+        return None, None
+
+
+def _host(instance: str) -> str | None:
+    return _split(f"//{instance}")[1]
+
+
+def match_targets(
+    backends: Mapping[str, Backend], ups: Mapping[str, tuple[TargetUp, str, float]]
+) -> dict[str, tuple[TargetUp, str, float]]:
+    """``up`` per backend: the target whose instance is the backend url's host:port, else the
+    only target on the url's host (Triton serves metrics on another port than inference)."""
+    if not ups:
+        return {}
+    per_host: dict[str, list[str]] = {}
+    for instance in ups:
+        host = _host(instance)
+        if host is not None:
+            per_host.setdefault(host, []).append(instance)
+    matched: dict[str, tuple[TargetUp, str, float]] = {}
+    for name, b in backends.items():
+        netloc, host = _split(b.url)
+        hit = ups.get(netloc) if netloc else None
+        if hit is None and host is not None and len(per_host.get(host, ())) == 1:
+            hit = ups[per_host[host][0]]
+        if hit is not None:
+            matched[name] = hit
+    return matched
+
+
+def judge(
+    b: Backend,
+    check: tuple[ReadyCheck, str, float] | None,
+    up: tuple[TargetUp, str, float] | None,
+    now: float,
+    policy: LivenessPolicy,
+) -> BackendLiveness:
+    """The verdict on one backend from its signals (pure)."""
+    http_fresh = check is not None and now - check[2] <= policy.http_max_age_s
+    prom_fresh = up is not None and now - up[2] <= policy.prom_max_age_s
+    ready_at = b.ready_at
+    registry_fresh = (
+        b.ready is not None and ready_at is not None and now - ready_at <= policy.registry_max_age_s
+    )
+    readiness: list[tuple[bool, str]] = []  # (vouches, words) of the fresh readiness signals
+    if check is not None and http_fresh:
+        c = check[0]
+        readiness.append((c.ready, "http ready" if c.ready else f"http {c.error or 'not ready'}"))
+    if registry_fresh:
+        readiness.append((bool(b.ready), f"registry ready={1 if b.ready else 0}"))
+    up_words = None
+    if up is not None and prom_fresh:
+        up_words = f"prometheus up={1 if up[0].up else 0}"
+    serving: bool | None
+    disputed = False
+    if readiness:
+        votes = {v for v, _ in readiness}
+        if votes == {True}:
+            serving = True
+        elif votes == {False}:
+            serving = False
+        else:
+            serving, disputed = None, True
+        words = [w for _, w in readiness]
+        # up=0 beside readiness that vouches is worth saying; up=1 beside not ready is not
+        if up_words is not None and (serving is not False or not up[0].up):  # type: ignore[index]
+            words.append(up_words)
+        because = ", ".join(words)
+    elif up_words is not None:
+        serving = up[0].up  # type: ignore[index]
+        because = up_words + " (no readiness signal)"
+    else:
+        serving = None
+        because = _nothing_fresh(b, check, up)
+    return BackendLiveness(
+        name=b.name,
+        http_ready=None if check is None else check[0].ready,
+        http_error=None if check is None else check[0].error,
+        http_source=None if check is None else check[1],
+        http_fresh=http_fresh,
+        prom_up=None if up is None else up[0].up,
+        prom_instance=None if up is None else up[0].instance,
+        prom_source=None if up is None else up[1],
+        prom_fresh=prom_fresh,
+        registry_ready=b.ready,
+        registry_ready_at=ready_at,
+        registry_fresh=registry_fresh,
+        serving=serving,
+        because=because,
+        disputed=disputed,
+    )
+
+
+def _nothing_fresh(
+    b: Backend,
+    check: tuple[ReadyCheck, str, float] | None,
+    up: tuple[TargetUp, str, float] | None,
+) -> str:
+    old = [
+        what
+        for what, known in (
+            ("http check", check is not None),
+            ("prometheus up", up is not None),
+            ("registry ready_at", b.ready_at is not None),
+        )
+        if known
+    ]
+    if old:
+        return "no fresh signal (" + ", ".join(old) + " too old)"
+    if not b.url:
+        return "no readiness signal (no url to check)"
+    return "no readiness signal"
+
+
+class LivenessBook:
+    """Judges every backend each tick, reusing last tick's verdict where nothing changed.
+
+    A verdict is kept while the backend, its check and its ``up`` are the same objects and
+    each signal's freshness is unchanged, so a calm fleet of thousands costs a dict walk.
+    """
+
+    def __init__(self, policy: LivenessPolicy | None = None) -> None:
+        self.policy = policy or LivenessPolicy()
+        self._cache: dict[str, tuple[tuple[object, ...], BackendLiveness]] = {}
+
+    def judge_all(
+        self, backends: Mapping[str, Backend], signals: Signals, now: float
+    ) -> dict[str, BackendLiveness]:
+        p = self.policy
+        checks = signals.checks
+        ups = match_targets(backends, signals.ups)
+        cache = self._cache
+        out: dict[str, BackendLiveness] = {}
+        for name, b in backends.items():
+            check = checks.get(name)
+            up = ups.get(name)
+            key = (
+                b,
+                None if check is None else check[0],
+                check is not None and now - check[2] <= p.http_max_age_s,
+                None if up is None else up[0],
+                up is not None and now - up[2] <= p.prom_max_age_s,
+                b.ready_at is not None and now - b.ready_at <= p.registry_max_age_s,
+            )
+            hit = cache.get(name)
+            if hit is not None and _same(hit[0], key):
+                out[name] = hit[1]
+                continue
+            verdict = judge(b, check, up, now, p)
+            cache[name] = (key, verdict)
+            out[name] = verdict
+        if len(cache) > 2 * len(out) + 64:
+            self._cache = {k: v for k, v in cache.items() if k in out}
+        return out
+
+
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    # identity first: unchanged entities are passed through as the same objects
+    return all(x is y or x == y for x, y in zip(a, b, strict=True))
+
+
+def withhold_dead_targets(
+    latency: Mapping[str, LatencyStats], liveness: Mapping[str, BackendLiveness]
+) -> dict[str, LatencyStats]:
+    """Latency with the rates of backends whose scrape target is down (fresh ``up`` = 0)
+    withheld: Prometheus computes them from samples taken before the target died, so they
+    would show traffic that is no longer there."""
+    dead = [n for n, lv in liveness.items() if lv.prom_up is False and lv.prom_fresh]
+    if not dead:
+        return latency if isinstance(latency, dict) else dict(latency)
+    out = dict(latency)
+    for name in dead:
+        stats = out.get(name)
+        if stats is None:
+            continue
+        out[name] = dataclasses.replace(
+            stats,
+            req_per_s=None,
+            p50_ms=None,
+            p95_ms=None,
+            p99_ms=None,
+            error_rate=None,
+            errors_by_reason=(),
+            queue_ms=None,
+            compute_ms=None,
+            pending=None,
+            avg_ms=None,
+        )
+    return out
