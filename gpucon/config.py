@@ -89,10 +89,11 @@ class ReadinessConfig:
     for a fleet with a registry (Redis or Kubernetes), off with ``enabled = false``."""
 
     enabled: bool = True
-    cadence_s: float = 1.0
-    # the whole read's deadline (under the cadence) and each request's timeout
-    timeout_s: float = 0.9
-    request_timeout_s: float = 0.5
+    # half a console tick: a backend that stops answering is shown within two ticks
+    cadence_s: float = 0.5
+    # the whole read's deadline and each request's timeout
+    timeout_s: float = 0.5
+    request_timeout_s: float = 0.4
     concurrency: int = 16
     path: str = "/v2/health/ready"
     # a scheduler's ``ready_at`` in the registry older than this does not vouch for a backend

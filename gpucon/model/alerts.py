@@ -175,7 +175,7 @@ def _not_ready(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, S
                 yield ("not_ready", b.name, Severity.CRITICAL, "not ready (registry ready=0)")
         elif lv.serving is False:
             yield ("not_ready", b.name, Severity.CRITICAL, f"not ready: {lv.because}")
-        elif lv.disputed:
+        elif lv.disputed and lv.serving is None:
             yield ("not_ready", b.name, Severity.WARNING, f"readiness disputed: {lv.because}")
         elif lv.serving is None and b.state is BackendState.ACTIVE:
             yield ("not_ready", b.name, Severity.INFO, f"nothing vouches: {lv.because}")

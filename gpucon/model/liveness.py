@@ -10,8 +10,10 @@ Readiness is never assumed. Three signals can vouch for a backend:
 ``up`` only says the metrics endpoint answered, not that the server takes work, so it decides
 alone only when neither readiness signal is fresh. The verdict (``serving``) is True while
 some fresh signal vouches and no readiness signal objects, False when the readiness signals
-say not ready (or, without them, ``up`` is 0), and None when nothing fresh is known or the
-readiness signals disagree. A signal older than its limit (``LivenessPolicy``) is shown but
+say not ready (or, without them, ``up`` is 0), and None when nothing fresh is known. When the
+two readiness signals disagree, one has usually not seen a change yet (a kill, a restart):
+the newer observation wins, and only a disagreement that lasts (``dispute_after_s``) makes
+the verdict None, "disputed". A signal older than its limit (``LivenessPolicy``) is shown but
 not counted.
 
 Signals carry no per-tick timestamps of their own (a check's time is its reading's), so an
@@ -59,6 +61,8 @@ class LivenessPolicy:
     http_max_age_s: float = 5.0
     prom_max_age_s: float = 15.0
     registry_max_age_s: float = 5.0
+    # readiness signals that disagree longer than this are reported as disputed (serving None)
+    dispute_after_s: float = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,41 +157,45 @@ def judge(
     up: tuple[TargetUp, str, float] | None,
     now: float,
     policy: LivenessPolicy,
+    disputed_for_s: float = 0.0,
 ) -> BackendLiveness:
-    """The verdict on one backend from its signals (pure)."""
+    """The verdict on one backend from its signals (pure); ``disputed_for_s``: how long its
+    readiness signals have disagreed so far."""
     http_fresh = check is not None and now - check[2] <= policy.http_max_age_s
     prom_fresh = up is not None and now - up[2] <= policy.prom_max_age_s
     ready_at = b.ready_at
     registry_fresh = (
         b.ready is not None and ready_at is not None and now - ready_at <= policy.registry_max_age_s
     )
-    readiness: list[tuple[bool, str]] = []  # (vouches, words) of the fresh readiness signals
+    # (vouches, words, observed at) of each fresh readiness signal
+    readiness: list[tuple[bool, str, float]] = []
     if check is not None and http_fresh:
-        c = check[0]
-        readiness.append((c.ready, "http ready" if c.ready else f"http {c.error or 'not ready'}"))
-    if registry_fresh:
-        readiness.append((bool(b.ready), f"registry ready={1 if b.ready else 0}"))
-    up_words = None
-    if up is not None and prom_fresh:
-        up_words = f"prometheus up={1 if up[0].up else 0}"
+        c, at = check[0], check[2]
+        words = "http ready" if c.ready else f"http {c.error or 'not ready'}"
+        readiness.append((c.ready, words, at))
+    if registry_fresh and ready_at is not None:
+        readiness.append((bool(b.ready), f"registry ready={1 if b.ready else 0}", ready_at))
+    up_now = None if up is None or not prom_fresh else up[0].up
     serving: bool | None
     disputed = False
     if readiness:
-        votes = {v for v, _ in readiness}
-        if votes == {True}:
-            serving = True
-        elif votes == {False}:
-            serving = False
+        votes = {v for v, _, _ in readiness}
+        if len(votes) == 1:
+            serving = votes.pop()
         else:
-            serving, disputed = None, True
-        words = [w for _, w in readiness]
+            # one of them has not seen the change yet: the newest observation wins, unless
+            # they have disagreed for longer than any change takes to reach both
+            disputed = True
+            newest = max(readiness, key=lambda r: r[2])
+            serving = None if disputed_for_s >= policy.dispute_after_s else newest[0]
+        words_list = [w for _, w, _ in readiness]
         # up=0 beside readiness that vouches is worth saying; up=1 beside not ready is not
-        if up_words is not None and (serving is not False or not up[0].up):  # type: ignore[index]
-            words.append(up_words)
-        because = ", ".join(words)
-    elif up_words is not None:
-        serving = up[0].up  # type: ignore[index]
-        because = up_words + " (no readiness signal)"
+        if up_now is not None and (serving is not False or not up_now):
+            words_list.append(f"prometheus up={1 if up_now else 0}")
+        because = ", ".join(words_list)
+    elif up_now is not None:
+        serving = up_now
+        because = f"prometheus up={1 if up_now else 0} (no readiness signal)"
     else:
         serving = None
         because = _nothing_fresh(b, check, up)
@@ -241,6 +249,7 @@ class LivenessBook:
     def __init__(self, policy: LivenessPolicy | None = None) -> None:
         self.policy = policy or LivenessPolicy()
         self._cache: dict[str, tuple[tuple[object, ...], BackendLiveness]] = {}
+        self._disputed_since: dict[str, float] = {}
 
     def judge_all(
         self, backends: Mapping[str, Backend], signals: Signals, now: float
@@ -262,10 +271,16 @@ class LivenessBook:
                 b.ready_at is not None and now - b.ready_at <= p.registry_max_age_s,
             )
             hit = cache.get(name)
-            if hit is not None and _same(hit[0], key):
+            # a disputed verdict changes with time alone: judged again every tick
+            if hit is not None and not hit[1].disputed and _same(hit[0], key):
                 out[name] = hit[1]
                 continue
-            verdict = judge(b, check, up, now, p)
+            since = self._disputed_since.get(name, now)
+            verdict = judge(b, check, up, now, p, now - since)
+            if verdict.disputed:
+                self._disputed_since.setdefault(name, now)
+            else:
+                self._disputed_since.pop(name, None)
             cache[name] = (key, verdict)
             out[name] = verdict
         if len(cache) > 2 * len(out) + 64:

@@ -51,9 +51,9 @@ class ReadinessSource:
 
     def __init__(
         self,
-        cadence_s: float = 1.0,
-        timeout_s: float = 0.9,
-        request_timeout_s: float = 0.5,
+        cadence_s: float = 0.5,
+        timeout_s: float = 0.5,
+        request_timeout_s: float = 0.4,
         concurrency: int = 16,
         path: str = READY_PATH,
     ) -> None:
@@ -120,7 +120,9 @@ class ReadinessSource:
                     answers[name] = await self._check(client, url)
 
             tasks = [asyncio.create_task(one(n, u)) for n, u in targets]
-            _, pending = await asyncio.wait(tasks, timeout=self.timeout_s) if tasks else ((), ())
+            # room left under timeout_s for the event loop and client to start and close
+            deadline = max(0.05, self.timeout_s - 0.05)
+            _, pending = await asyncio.wait(tasks, timeout=deadline) if tasks else ((), ())
             for t in pending:
                 t.cancel()
             if pending:
