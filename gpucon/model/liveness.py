@@ -41,7 +41,7 @@ class ReadyCheck:
 
     backend: str
     ready: bool
-    # why it is not ready: "refused", "timeout", "HTTP 503", ...
+    # why it is not ready: "refused", "timeout", "status 503", ...
     error: str | None = None
 
 

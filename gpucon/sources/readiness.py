@@ -6,7 +6,7 @@ out together with bounded concurrency, each with a short timeout, the whole read
 deadline shorter than the cadence; a check the deadline cuts off is not reported (that
 backend simply has no http signal this round). Each answer becomes a ``ReadyCheck``: ready on
 HTTP 200, otherwise not ready with the reason in short words ("refused", "timeout",
-"HTTP 503"). An unchanged answer is the same object as last read, so the hub's liveness
+"status 503"). An unchanged answer is the same object as last read, so the hub's liveness
 judge sees nothing new.
 
 The checks run on httpx's asyncio client inside the worker thread (one event loop per read),
@@ -136,7 +136,7 @@ class ReadinessSource:
             return False, _reason(exc)
         if r.status_code == 200:
             return True, None
-        return False, f"HTTP {r.status_code}"
+        return False, f"status {r.status_code}"
 
     def close(self) -> None:
         """Nothing held between reads: each read opens and closes its own client."""

@@ -19,7 +19,8 @@ def _age(snapshot: Snapshot, source: str | None) -> str:
 
 
 def signal_words(lv: BackendLiveness, snapshot: Snapshot) -> list[tuple[str, bool]]:
-    """(what one signal said, whether it still counts) for each signal that said anything."""
+    """(what one signal said, whether it is drawn as current) for each signal that said
+    anything; a signal too old to count is marked "(old)"."""
     words: list[tuple[str, bool]] = []
     if lv.http_ready is not None:
         said = "ready" if lv.http_ready else (lv.http_error or "not ready")
@@ -31,8 +32,12 @@ def signal_words(lv: BackendLiveness, snapshot: Snapshot) -> list[tuple[str, boo
         words.append((up, lv.prom_fresh))
     if lv.registry_ready is not None:
         at = lv.registry_ready_at
-        age = "" if at is None else f" {fmt.seconds(max(0.0, snapshot.taken_at - at))} ago"
-        words.append((f"registry ready={1 if lv.registry_ready else 0}{age}", lv.registry_fresh))
+        said = f"registry ready={1 if lv.registry_ready else 0}"
+        if at is None:  # a scheduler that does not say when it checked vouches for nothing
+            words.append((f"{said} (no ready_at)", True))
+        else:
+            age = fmt.seconds(max(0.0, snapshot.taken_at - at))
+            words.append((f"{said} {age} ago", lv.registry_fresh))
     return words
 
 

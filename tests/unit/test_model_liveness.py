@@ -58,8 +58,8 @@ def test_killed_backend_every_signal_against() -> None:
 
 def test_up_alone_does_not_rescue_a_backend_that_says_not_ready() -> None:
     # the server answers its metrics endpoint (up=1) but /v2/health/ready says 503
-    lv = judge(registry(False, 0.4), http(False, "HTTP 503"), up(True), NOW, P)
-    assert (lv.serving, lv.because) == (False, "http HTTP 503, registry ready=0")
+    lv = judge(registry(False, 0.4), http(False, "status 503"), up(True), NOW, P)
+    assert (lv.serving, lv.because) == (False, "http status 503, registry ready=0")
 
 
 def test_when_readiness_signals_disagree_the_newer_one_wins_for_a_while() -> None:
