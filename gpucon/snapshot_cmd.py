@@ -5,8 +5,9 @@ simulator instead (``--seed``, ``--scenario``, ``--size``). ``--json`` prints a 
 ``{"taken_at", "seq", "fleet", "gpus", "slots", "backends", "queues", "latency", "liveness",
 "sources", "alerts"}``, each a list sorted by its key (``liveness``: per backend, what each
 readiness signal said, when, and the verdict ``serving``); otherwise a short text table.
-Exit status 1 when every source is down, 2 on a config error. Untrusted text (names,
-labels, errors) is printed with control codes removed; JSON escapes them.
+Exit status 1 when every source is down (the readiness checks aside), 2 on a config error.
+Untrusted text (names, labels, errors) is printed with control codes removed; JSON escapes
+them.
 """
 
 from __future__ import annotations
@@ -212,5 +213,7 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(snapshot_text(snapshot, fleet)))
     from gpucon.model.fleet import Health
 
-    statuses = snapshot.sources.values()
+    # the readiness checks only check what the other sources name: they do not count here
+    checkers = {s.name for s in hub.sources if hasattr(s, "observe_backends")}
+    statuses = [s for name, s in snapshot.sources.items() if name not in checkers]
     return 1 if statuses and all(s.health is Health.DOWN for s in statuses) else 0

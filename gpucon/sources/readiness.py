@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
+from typing import TypeVar
 
 import httpx
 
@@ -28,6 +29,7 @@ from gpucon.model.reading import Reading
 from gpucon.sources.base import describe_error
 
 READY_PATH = "/v2/health/ready"
+T = TypeVar("T")
 
 
 def _reason(exc: BaseException) -> str:
@@ -42,6 +44,17 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, httpx.RemoteProtocolError):
         return "connection dropped"
     return describe_error(exc)[:80]
+
+
+def _run(coro: Coroutine[object, object, T]) -> T:
+    """Run ``coro`` on a fresh event loop without waiting, at the end, for lookups still in
+    the executor (``asyncio.run`` would: a host whose DNS hangs would hold the read)."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()  # its executor shuts down without waiting
 
 
 class ReadinessSource:
@@ -79,7 +92,7 @@ class ReadinessSource:
             if targets:
                 k = self._start % len(targets)
                 targets = targets[k:] + targets[:k]
-            answers = asyncio.run(self._check_all(targets)) if targets else {}
+            answers = _run(self._check_all(targets)) if targets else {}
             if len(answers) < len(targets):  # start next time where this one was cut off
                 self._start += len(answers)
             checks = tuple(
