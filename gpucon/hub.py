@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts
 from gpucon.model.fleet import Health, SourceStatus
 from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
-from gpucon.model.liveness import LivenessBook, LivenessPolicy, gather, withhold_dead_targets
+from gpucon.model.liveness import LivenessBook, LivenessPolicy, withhold_dead_targets
 from gpucon.model.merge import MergedFleet, merge_readings
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
@@ -200,7 +200,7 @@ class Hub:
             readings = [st.last_good for st in self._states if st.last_good is not None]
             statuses = {st.source.name: self._status(st, now) for st in self._states}
         fleet = merge_readings(readings)
-        liveness = self._liveness.judge_all(fleet.backends, gather(readings), now)
+        liveness = self._liveness.judge_readings(fleet.backends, readings, now)
         fleet = replace(fleet, latency=withhold_dead_targets(fleet.latency, liveness))
         self._history = self._history.append(now, history_samples(fleet))
         slo = {

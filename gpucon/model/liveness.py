@@ -24,15 +24,18 @@ the alert rules see no change and redraw nothing.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from gpucon.model.fleet import Backend, LatencyStats
 
 if TYPE_CHECKING:
     from gpucon.model.reading import Reading
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,26 +96,68 @@ class BackendLiveness:
     disputed: bool = False
 
 
+Group = tuple[str, float, Mapping[str, T]]  # (source, reading time, entries by key)
+
+
 @dataclass(frozen=True, slots=True)
 class Signals:
-    """The liveness signals of one tick, gathered from the readings (see ``gather``)."""
+    """The liveness signals of one tick: for each reading that carries any, its source, its
+    time and its entries by key (``gather``); the first reading that knows a key wins."""
 
-    checks: Mapping[str, tuple[ReadyCheck, str, float]]  # backend -> (check, source, taken_at)
-    ups: Mapping[str, tuple[TargetUp, str, float]]  # instance -> (up, source, taken_at)
+    checks: tuple[Group[ReadyCheck], ...] = ()
+    ups: tuple[Group[TargetUp], ...] = ()
+
+    def check(self, name: str) -> tuple[ReadyCheck, str, float] | None:
+        for source, at, by_name in self.checks:
+            c = by_name.get(name)
+            if c is not None:
+                return c, source, at
+        return None
+
+    def up_by_instance(self) -> dict[str, tuple[TargetUp, str, float]]:
+        found: dict[str, tuple[TargetUp, str, float]] = {}
+        for source, at, by_instance in self.ups:
+            for instance, u in by_instance.items():
+                found.setdefault(instance, (u, source, at))
+        return found
 
 
-def gather(readings: Iterable[Reading]) -> Signals:
-    """Ready checks by backend and ``up`` by instance from readings (first source wins)."""
-    checks: dict[str, tuple[ReadyCheck, str, float]] = {}
-    ups: dict[str, tuple[TargetUp, str, float]] = {}
+def gather(
+    readings: Iterable[Reading], memo: dict[int, tuple[object, dict[str, object]]] | None = None
+) -> Signals:
+    """The signals the readings carry. ``memo`` keeps each reading's entries indexed by key
+    while its tuple is the same object (a source that did not change them passes it on)."""
+    memo = {} if memo is None else memo
+
+    def index(entries: tuple[object, ...], key: Callable[[Any], str]) -> dict[str, Any]:
+        hit = memo.get(id(entries))
+        if hit is not None and hit[0] is entries:
+            return hit[1]
+        by_key: dict[str, object] = {}
+        for e in entries:
+            by_key.setdefault(key(e), e)
+        memo[id(entries)] = (entries, by_key)
+        return by_key
+
+    checks: list[Group[ReadyCheck]] = []
+    ups: list[Group[TargetUp]] = []
     for r in readings:
-        for c in r.ready_checks:
-            checks.setdefault(c.backend, (c, r.source, r.taken_at))
-        for u in r.target_up:
-            ups.setdefault(u.instance, (u, r.source, r.taken_at))
-    return Signals(checks, ups)
+        if r.ready_checks:
+            checks.append((r.source, r.taken_at, index(r.ready_checks, _backend_of)))
+        if r.target_up:
+            ups.append((r.source, r.taken_at, index(r.target_up, _instance_of)))
+    return Signals(tuple(checks), tuple(ups))
 
 
+def _backend_of(c: ReadyCheck) -> str:
+    return c.backend
+
+
+def _instance_of(u: TargetUp) -> str:
+    return u.instance
+
+
+@functools.lru_cache(maxsize=16384)
 def _split(url: str | None) -> tuple[str | None, str | None]:
     """(host:port, host) of a url; (None, None) when it has none or is malformed."""
     if not url:
@@ -248,49 +293,67 @@ class LivenessBook:
 
     def __init__(self, policy: LivenessPolicy | None = None) -> None:
         self.policy = policy or LivenessPolicy()
-        self._cache: dict[str, tuple[tuple[object, ...], BackendLiveness]] = {}
+        self._cache: dict[str, tuple[object, ...]] = {}
         self._disputed_since: dict[str, float] = {}
+        self._memo: dict[int, tuple[object, dict[str, object]]] = {}
+
+    def judge_readings(
+        self, backends: Mapping[str, Backend], readings: Iterable[Reading], now: float
+    ) -> dict[str, BackendLiveness]:
+        """``judge_all`` over the signals the readings carry."""
+        memo = self._memo
+        signals = gather(readings, memo)
+        if len(memo) > 2 * (len(signals.checks) + len(signals.ups)) + 8:
+            live = {id(g[2]) for g in (*signals.checks, *signals.ups)}
+            self._memo = {k: v for k, v in memo.items() if id(v[1]) in live}
+        return self.judge_all(backends, signals, now)
 
     def judge_all(
         self, backends: Mapping[str, Backend], signals: Signals, now: float
     ) -> dict[str, BackendLiveness]:
         p = self.policy
-        checks = signals.checks
-        ups = match_targets(backends, signals.ups)
+        groups = [(src, at, now - at <= p.http_max_age_s, by) for src, at, by in signals.checks]
+        ups = match_targets(backends, signals.up_by_instance()) if signals.ups else {}
         cache = self._cache
         out: dict[str, BackendLiveness] = {}
         for name, b in backends.items():
-            check = checks.get(name)
+            check: tuple[ReadyCheck, str, float] | None = None
+            c: ReadyCheck | None = None
+            c_fresh = False
+            for src, at, fresh, by_name in groups:
+                c = by_name.get(name)
+                if c is not None:
+                    check, c_fresh = (c, src, at), fresh
+                    break
             up = ups.get(name)
-            key = (
-                b,
-                None if check is None else check[0],
-                check is not None and now - check[2] <= p.http_max_age_s,
-                None if up is None else up[0],
-                up is not None and now - up[2] <= p.prom_max_age_s,
-                b.ready_at is not None and now - b.ready_at <= p.registry_max_age_s,
-            )
+            u = None if up is None else up[0]
+            u_fresh = up is not None and now - up[2] <= p.prom_max_age_s
+            ready_at = b.ready_at
+            r_fresh = ready_at is not None and now - ready_at <= p.registry_max_age_s
             hit = cache.get(name)
-            # a disputed verdict changes with time alone: judged again every tick
-            if hit is not None and not hit[1].disputed and _same(hit[0], key):
-                out[name] = hit[1]
-                continue
+            if (
+                hit is not None
+                and hit[0] is b
+                and hit[1] is c
+                and hit[2] is u
+                and hit[3] == (c_fresh, u_fresh, r_fresh)
+            ):
+                kept = hit[4]
+                # a disputed verdict changes with time alone: judged again every tick
+                if isinstance(kept, BackendLiveness) and not kept.disputed:
+                    out[name] = kept
+                    continue
             since = self._disputed_since.get(name, now)
             verdict = judge(b, check, up, now, p, now - since)
             if verdict.disputed:
                 self._disputed_since.setdefault(name, now)
             else:
                 self._disputed_since.pop(name, None)
-            cache[name] = (key, verdict)
+            cache[name] = (b, c, u, (c_fresh, u_fresh, r_fresh), verdict)
             out[name] = verdict
         if len(cache) > 2 * len(out) + 64:
             self._cache = {k: v for k, v in cache.items() if k in out}
         return out
-
-
-def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
-    # identity first: unchanged entities are passed through as the same objects
-    return all(x is y or x == y for x, y in zip(a, b, strict=True))
 
 
 def withhold_dead_targets(

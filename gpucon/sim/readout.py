@@ -163,6 +163,7 @@ class ReadOut:
         self._backends = [read_backend(b) for b in world.backends]
         self._latency = [_latency(b) for b in world.backends]
         self._checks = [_ready_check(b, None) for b in world.backends]
+        self._checks_tuple = tuple(self._checks)
         self._gpu_pos = {g: i for i, g in enumerate(world.gpus)}
         self._slot_pos = {s: i for i, s in enumerate(world.slots)}
         self._backend_pos = {b: i for i, b in enumerate(world.backends)}
@@ -180,10 +181,16 @@ class ReadOut:
             self._gpus[self._gpu_pos[g]] = _gpu(g)
         for s in w.dirty_slots:
             self._slots[self._slot_pos[s]] = _slot(s)
+        checks_changed = False
         for b in w.dirty_backends:
             i = self._backend_pos[b]
             self._backends[i] = read_backend(b)
-            self._checks[i] = _ready_check(b, self._checks[i])
+            check = _ready_check(b, self._checks[i])
+            if check is not self._checks[i]:
+                self._checks[i] = check
+                checks_changed = True
+        if checks_changed:  # the same tuple otherwise: the hub's judge skips unchanged answers
+            self._checks_tuple = tuple(self._checks)
         for b in w.dirty_latency:
             self._latency[self._backend_pos[b]] = _latency(b)
         self._clear()
@@ -196,6 +203,6 @@ class ReadOut:
             backends=tuple(self._backends),
             queues=(stream_stats(w, now),),
             latency=tuple(self._latency),
-            ready_checks=tuple(self._checks),
+            ready_checks=self._checks_tuple,
             duration_s=time.perf_counter() - started,
         )

@@ -77,6 +77,7 @@ class ReadinessSource:
         self.path = path
         self._urls: dict[str, str] = {}
         self._last: dict[str, ReadyCheck] = {}
+        self._last_checks: tuple[ReadyCheck, ...] = ()
         self._lock = threading.Lock()
         self._start = 0  # rotates, so a deadline never starves the same backends
 
@@ -98,6 +99,11 @@ class ReadinessSource:
             checks = tuple(
                 self._keep(name, ready, error) for name, (ready, error) in answers.items()
             )
+            if len(checks) == len(self._last_checks) and all(
+                a is b for a, b in zip(checks, self._last_checks, strict=True)
+            ):
+                checks = self._last_checks  # unchanged: the same tuple, nothing to re-index
+            self._last_checks = checks
             self._last = {c.backend: c for c in checks}
         missed = len(targets) - len(answers)
         error = (

@@ -82,8 +82,9 @@ def test_the_book_reports_a_lasting_dispute() -> None:
     for t in range(8):  # the console cannot reach it, the scheduler can: both keep checking
         now = NOW + t
         b = Backend("b1", url=B.url, ready=True, ready_at=now - 0.1)
-        check = (ReadyCheck("b1", False, "timeout"), "readiness", now - 0.3)
-        verdicts.append(book.judge_all({"b1": b}, Signals({"b1": check}, {}), now)["b1"].serving)
+        check = {"b1": ReadyCheck("b1", False, "timeout")}
+        signals = Signals(checks=(("readiness", now - 0.3, check),))
+        verdicts.append(book.judge_all({"b1": b}, signals, now)["b1"].serving)
     assert verdicts == [True] * 5 + [None] * 3
 
 
@@ -145,11 +146,12 @@ def test_the_book_keeps_an_unchanged_verdict_and_notices_time_passing() -> None:
     book = LivenessBook(P)
     backends = {"b1": B}
     check = ReadyCheck("b1", True)
-    first = book.judge_all(backends, Signals({"b1": (check, "readiness", NOW)}, {}), NOW)
-    again = book.judge_all(backends, Signals({"b1": (check, "readiness", NOW)}, {}), NOW + 1)
+    signals = Signals(checks=(("readiness", NOW, {"b1": check}),))
+    first = book.judge_all(backends, signals, NOW)
+    again = book.judge_all(backends, signals, NOW + 1)
     assert again["b1"] is first["b1"] and first["b1"].serving is True
     # no new check for longer than the http limit: the old one no longer vouches
-    later = book.judge_all(backends, Signals({"b1": (check, "readiness", NOW)}, {}), NOW + 5)
+    later = book.judge_all(backends, signals, NOW + 5)
     assert later["b1"].serving is None
 
 
