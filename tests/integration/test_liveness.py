@@ -241,6 +241,12 @@ def test_killed_backend_is_not_ready_within_two_ticks_and_back_after_restart(
         ticks = Ticks()
         hub.start(ticks)
         try:
+            # the readiness checks wait for the registry's first read: the first snapshots
+            # already carry every backend's own answer
+            early = ticks.first(lambda s: s.seq == 2, 0, 30)
+            assert {n: lv.http_ready for n, lv in early.liveness.items()} == dict.fromkeys(
+                ("lab-b0", "lab-b1", "lab-b2"), True
+            )
             ticks.first(serving("lab-b1"), 0, 30)
             victim = process_of(stack, "lab-b1")
             url = next(b.url for b in stack.backends if b.name == "lab-b1")
