@@ -2,12 +2,12 @@
 
 A read: it changes nothing, so it runs in read-only mode too. The hub tells it, before each
 read, which backends the other sources name and their urls (``observe_backends``). Checks go
-out together with bounded concurrency, each with a short timeout, the whole read within a
-deadline shorter than the cadence; a check the deadline cuts off is not reported (that
-backend simply has no http signal this round). Each answer becomes a ``ReadyCheck``: ready on
-HTTP 200, otherwise not ready with the reason in short words ("refused", "timeout",
-"status 503"). An unchanged answer is the same object as last read, so the hub's liveness
-judge sees nothing new.
+out together with bounded concurrency, each with a short timeout, the whole read within
+``timeout_s``; a check the deadline cuts off is not reported (that backend simply has no http
+signal this round, and the next round starts with it). Each answer becomes a
+``ReadyCheck``: ready on HTTP 200, otherwise not ready with the reason in short words
+("refused", "timeout", "status 503"). An unchanged answer is the same object as last read,
+so the hub's liveness judge sees nothing new.
 
 The checks run on httpx's asyncio client inside the worker thread (one event loop per read),
 so a slow backend costs a coroutine, not a thread.
@@ -93,12 +93,11 @@ class ReadinessSource:
             if targets:
                 k = self._start % len(targets)
                 targets = targets[k:] + targets[:k]
-            answers = _run(self._check_all(targets)) if targets else {}
-            if len(answers) < len(targets):  # start next time where this one was cut off
-                self._start += len(answers)
-            checks = tuple(
-                self._keep(name, ready, error) for name, (ready, error) in answers.items()
-            )
+            begun: list[str] = []
+            answers = _run(self._check_all(targets, begun)) if targets else {}
+            if len(answers) < len(targets):  # next time, first those that never got a turn
+                self._start += len(begun)
+            checks = tuple(self._keep(name, *answers[name]) for name in sorted(answers))
             if len(checks) == len(self._last_checks) and all(
                 a is b for a, b in zip(checks, self._last_checks, strict=True)
             ):
@@ -126,8 +125,9 @@ class ReadinessSource:
         return ReadyCheck(name, ready, error)
 
     async def _check_all(
-        self, targets: list[tuple[str, str]]
+        self, targets: list[tuple[str, str]], begun: list[str]
     ) -> dict[str, tuple[bool, str | None]]:
+        """Answers by backend name; ``begun`` collects the checks that got a turn."""
         answers: dict[str, tuple[bool, str | None]] = {}
         gate = asyncio.Semaphore(self.concurrency)
         limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=0)
@@ -136,6 +136,7 @@ class ReadinessSource:
 
             async def one(name: str, url: str) -> None:
                 async with gate:
+                    begun.append(name)
                     answers[name] = await self._check(client, url)
 
             tasks = [asyncio.create_task(one(n, u)) for n, u in targets]

@@ -95,6 +95,7 @@ def test_readiness_source_asks_each_backend_and_says_why_not(
         assert (by_name["lab-b1"].ready, by_name["lab-b1"].error) == (False, "status 503")
         assert by_name["lab-b0"] is first["lab-b0"]  # unchanged answers are the same objects
         assert second.health.value == "ok" and second.round_trips == 3
+        assert source.read().ready_checks is second.ready_checks  # nothing new: the same tuple
 
         # a hung server (stopped, its socket still open): a timeout, within the read deadline
         proc = process_of(stack, b0.name)
@@ -104,6 +105,15 @@ def test_readiness_source_asks_each_backend_and_says_why_not(
             started = time.monotonic()
             hung = {c.backend: c for c in source.read().ready_checks}
             took = time.monotonic() - started
+            # one check at a time and a short deadline: the hung one uses it all up, the rest
+            # are not reported (no answer is not an answer), and the next round starts there
+            tight = ReadinessSource(timeout_s=0.3, request_timeout_s=0.3, concurrency=1)
+            tight.observe_backends({b0.name: b0.url, b1.name: b1.url, "gone": closed})
+            cut = tight.read()
+            assert cut.health.value == "degraded" and cut.error is not None
+            assert "not checked by the deadline" in cut.error
+            assert "lab-b1" not in {c.backend for c in cut.ready_checks}
+            assert "lab-b1" in {c.backend for c in tight.read().ready_checks}
         finally:
             os.kill(proc.proc.pid, signal.SIGCONT)
         assert (hung["lab-b0"].ready, hung["lab-b0"].error) == (False, "timeout")
