@@ -123,7 +123,8 @@ def _low_memory(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, 
 
 def _p95_breach(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
     for name, lat in i.latency.items():
-        if lat.p95_ms is None:
+        slo = i.slo_p95_ms.get(name, t.default_slo_p95_ms)
+        if lat.p95_ms is None or not lat.p95_ms > slo:
             continue
         b = i.backends.get(name)
         if b is not None and b.state in _NOT_TAKING_WORK:
@@ -139,14 +140,12 @@ def _p95_breach(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, 
                 f"no traffic (p95 {_fmt(lat.p95_ms, ' ms')} is from earlier requests)",
             )
             continue
-        slo = i.slo_p95_ms.get(name, t.default_slo_p95_ms)
-        if lat.p95_ms > slo:
-            yield (
-                "p95_slo",
-                name,
-                Severity.CRITICAL,
-                f"p95 {_fmt(lat.p95_ms, ' ms')} > SLO {_fmt(slo, ' ms')}",
-            )
+        yield (
+            "p95_slo",
+            name,
+            Severity.CRITICAL,
+            f"p95 {_fmt(lat.p95_ms, ' ms')} > SLO {_fmt(slo, ' ms')}",
+        )
 
 
 def _hot_slot(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:

@@ -287,8 +287,9 @@ def _nothing_fresh(
 class LivenessBook:
     """Judges every backend each tick, reusing last tick's verdict where nothing changed.
 
-    A verdict is kept while the backend, its check and its ``up`` are the same objects and
-    each signal's freshness is unchanged, so a calm fleet of thousands costs a dict walk.
+    A verdict is kept while the backend's readiness fields, its check and its ``up`` (the same
+    objects) and each signal's freshness are unchanged, so a fleet of thousands costs a dict
+    walk.
     """
 
     def __init__(self, policy: LivenessPolicy | None = None) -> None:
@@ -333,7 +334,7 @@ class LivenessBook:
             hit = cache.get(name)
             if (
                 hit is not None
-                and hit[0] is b
+                and (hit[0] is b or hit[0] == (b.ready, ready_at, b.url))
                 and hit[1] is c
                 and hit[2] is u
                 and hit[3] == (c_fresh, u_fresh, r_fresh)
@@ -349,7 +350,8 @@ class LivenessBook:
                 self._disputed_since.setdefault(name, now)
             else:
                 self._disputed_since.pop(name, None)
-            cache[name] = (b, c, u, (c_fresh, u_fresh, r_fresh), verdict)
+            # the backend by what the verdict reads of it: a new inflight count changes nothing
+            cache[name] = ((b.ready, ready_at, b.url), c, u, (c_fresh, u_fresh, r_fresh), verdict)
             out[name] = verdict
         if len(cache) > 2 * len(out) + 64:
             self._cache = {k: v for k, v in cache.items() if k in out}
