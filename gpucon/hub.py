@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts
 from gpucon.model.fleet import Health, SourceStatus
 from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
-from gpucon.model.liveness import LivenessBook, LivenessPolicy, withhold_dead_targets
+from gpucon.model.liveness import LivenessPolicy, withhold_dead_targets
+from gpucon.model.liveness_book import LivenessBook
 from gpucon.model.merge import MergedFleet, merge_readings
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot

@@ -11,15 +11,13 @@ from gpucon.model.fleet import Backend, BackendState, LatencyStats
 from gpucon.model.history import History
 from gpucon.model.liveness import (
     BackendLiveness,
-    LivenessBook,
     LivenessPolicy,
     ReadyCheck,
-    Signals,
     TargetUp,
     judge,
-    match_targets,
     withhold_dead_targets,
 )
+from gpucon.model.liveness_book import LivenessBook, Signals, match_targets
 from gpucon.sources.problems import Problems
 from gpucon.sources.prom_up import parse_up
 from gpucon.sources.redisq import parse_backend
