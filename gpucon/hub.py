@@ -8,6 +8,10 @@ which values are stale (model.staleness: older than two of their source's cadenc
 source whose newest read failed), appends the history rings (a stale value is a gap), derives
 alerts, and hands the Snapshot to ``on_snapshot`` (from the hub's thread: the UI posts it to
 itself as a replaceable message). A failed source is retried once per cadence (``backoff_s``).
+
+A source that checks backends itself (``observe_backends``: the readiness source) is told,
+before each read, the backends and urls the other sources' latest readings name; its first
+read waits for the first of those readings (at most ``FIRST_SNAPSHOT_WAIT_S``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts, tra
 from gpucon.model.fleet import Health, SourceStatus
 from gpucon.model.history import DEFAULT_CAPACITY, History
 from gpucon.model.history_samples import history_samples, stale_series
+from gpucon.model.liveness import LivenessPolicy, withhold_dead_targets
+from gpucon.model.liveness_book import LivenessBook
 from gpucon.model.merge import merge_readings
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
@@ -84,6 +90,7 @@ class Hub:
         clock: Callable[[], float] = time.time,
         history_capacity: int = DEFAULT_CAPACITY,
         rate_window: str | None = None,
+        liveness_policy: LivenessPolicy | None = None,
     ) -> None:
         self.refresh_s = refresh_s
         # the window the latency source's rates are taken over (shown with REQ/S)
@@ -104,6 +111,7 @@ class Hub:
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._started_at = clock()
+        self._liveness = LivenessBook(liveness_policy)
 
     @property
     def sources(self) -> tuple[Source, ...]:
@@ -133,7 +141,40 @@ class Hub:
     def poll_once(self) -> None:
         """Read every source now, in this thread (``gpucon snapshot``, tests)."""
         for st in self._states:
+            self._tell_backends(st)
             self.record(guarded_read(st.source, self.clock))
+
+    def _backend_urls(self, asking: Source) -> dict[str, str]:
+        """Backend name -> url from the other sources' last good readings (first one wins)."""
+        with self._lock:
+            readings = [
+                st.last_good
+                for st in self._states
+                if st.last_good is not None and st.source is not asking
+            ]
+        urls: dict[str, str] = {}
+        for r in readings:
+            for b in r.backends:
+                if b.url and b.name not in urls:
+                    urls[b.name] = b.url
+        return urls
+
+    def _tell_backends(self, st: _SourceState) -> bool:
+        """Hand a backend-checking source the backends to check; False while nothing has
+        named any backend yet and the first snapshot may still wait for it."""
+        observe = getattr(st.source, "observe_backends", None)
+        if observe is None:
+            return True
+        urls = self._backend_urls(st.source)
+        if not urls and st.last is None and self._thread is not None:
+            with self._lock:
+                others_waiting = any(
+                    o.last is None for o in self._states if o.source is not st.source
+                )
+            if others_waiting and self.clock() - self._started_at < FIRST_SNAPSHOT_WAIT_S:
+                return False
+        observe(urls)
+        return True
 
     def _status(self, st: _SourceState, now: float) -> SourceStatus:
         name = st.source.name
@@ -183,6 +224,8 @@ class Hub:
                 if (age := self._stale_age(st, now)) is not None
             }
         fleet = merge_readings(readings)
+        liveness = self._liveness.judge_readings(fleet.backends, readings, now)
+        fleet = replace(fleet, latency=withhold_dead_targets(fleet.latency, liveness))
         staleness = self._stale_fields(readings, fleet, stale)
         if self._gaps[0] is not staleness.fields:  # the same stale values: the same gaps
             self._gaps = (staleness.fields, stale_series(staleness))
@@ -207,6 +250,7 @@ class Hub:
                 gpus=fleet.gpus,
                 nodes=fleet.nodes,
                 mig_pending_since=self._mig_pending_since,
+                liveness=liveness,
             ),
             self.thresholds,
             previous,
@@ -229,6 +273,7 @@ class Hub:
             rate_window=self.rate_window,
             mig_pending_since=dict(self._mig_pending_since),
             staleness=staleness,
+            liveness=liveness,
         )
         self._snapshot = snapshot
         return snapshot
@@ -256,6 +301,9 @@ class Hub:
             with self._lock:
                 if st.in_flight_since is not None or now < st.next_due:
                     continue
+            if not self._tell_backends(st):
+                continue
+            with self._lock:
                 st.in_flight_since = now
             future: Future[Reading] = self._pool.submit(guarded_read, st.source, self.clock)
             future.add_done_callback(self._on_done)
@@ -279,6 +327,7 @@ class Hub:
         # the first snapshot waits (briefly) for the first readings, so it is not an empty one
         while not self._stop.is_set() and not self._first_readings_in():
             self._stop.wait(0.005)
+            self._submit_due(self.clock())  # a backend checker waits for the backends
         # a snapshot made before start (the demo's first frame) counts as this tick's
         primed = self._snapshot
         next_tick = self.clock() if primed is None else primed.taken_at + self.refresh_s

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from gpucon.config import GpuconConfig
 
-SOURCE_NAMES = ("nvml", "libvirt", "prometheus", "redis", "kube")
+SOURCE_NAMES = ("nvml", "libvirt", "prometheus", "redis", "kube", "readiness")
 
 
 def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
@@ -88,10 +88,14 @@ def describe_config(config: GpuconConfig) -> list[str]:
     for name, fleet in config.fleets.items():
         chosen = "  (opens)" if name == config.default_fleet else ""
         lines.append(f"# -- fleet {name}{chosen}")
-        configured = [s for s in SOURCE_NAMES if getattr(fleet, s) is not None]
+        from gpucon.config import readiness_of
+
+        tables = {s: getattr(fleet, s) for s in SOURCE_NAMES}
+        tables["readiness"] = readiness_of(fleet)  # on by default beside a registry
+        configured = [s for s in SOURCE_NAMES if tables[s] is not None]
         lines.append(f"# sources, in merge order: {', '.join(configured) or 'none'}")
         for source in configured:
-            _table(lines, config, f"fleets.{name}.{source}", getattr(fleet, source))
+            _table(lines, config, f"fleets.{name}.{source}", tables[source])
         for i, target in enumerate(fleet.probe_targets):
             _table(lines, config, f"fleets.{name}.probe_targets[{i}]", target)
     return lines

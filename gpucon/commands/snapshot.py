@@ -3,12 +3,13 @@
 The live fleet comes from the config (``--config``, ``--fleet``); ``--demo`` reads the
 simulator instead (``--seed``, ``--scenario``, ``--size``). ``--json`` prints a stable shape:
 ``{"taken_at", "seq", "fleet", "rate_window", "gpus", "slots", "backends", "queues", "latency",
-"nodes", "sources", "alerts"}``, each a list sorted by its key, every entity with ``age_s``,
-``stale`` and ``stale_fields`` (see ``snapshot_document``; a node also carries
-``mig_pending_since``: when this console first saw its MIG config pending); otherwise a short
-text table (GPU health and nodes included). Exit status 1 when
-every source is down, 2 on a config error. Untrusted text
-(names, labels, errors) is printed with control codes removed; JSON escapes them.
+"nodes", "liveness", "sources", "alerts"}``, each a list sorted by its key. Every entity carries
+``age_s``, ``stale`` and ``stale_fields`` (see ``snapshot_document``); a node also carries
+``mig_pending_since`` (when this console first saw its MIG config pending); ``liveness`` says
+per backend what each readiness signal said, when, and the verdict ``serving``. Otherwise a
+short text table (GPU health, nodes and readiness included). Exit status 1 when every source
+is down (the readiness checks aside), 2 on a config error. Untrusted text (names, labels,
+errors) is printed with control codes removed; JSON escapes them.
 """
 
 from __future__ import annotations
@@ -108,10 +109,33 @@ def snapshot_document(snapshot: Snapshot, fleet: str) -> dict[str, Any]:
         "backends": items(snapshot.backends, "backend"),
         "queues": items(snapshot.queues, "queue"),
         "latency": items(snapshot.latency, "latency"),
+        "liveness": [liveness_item(snapshot, name) for name in sorted(snapshot.liveness)],
         "nodes": nodes,
         "sources": [_source(snapshot, name) for name in sorted(snapshot.sources)],
         "alerts": [jsonable(a) for a in snapshot.alerts],
     }
+
+
+def liveness_item(snapshot: Snapshot, name: str) -> dict[str, Any]:
+    """One backend's liveness, with the time each signal was read (its source's last good
+    read; the registry's is its ``ready_at``)."""
+    lv = snapshot.liveness[name]
+    item: dict[str, Any] = jsonable(lv)
+
+    def read_at(source: str | None) -> float | None:
+        status = snapshot.sources.get(source) if source else None
+        return None if status is None else status.last_ok_at
+
+    item["http_checked_at"] = read_at(lv.http_source)
+    item["prom_checked_at"] = read_at(lv.prom_source)
+    return item
+
+
+def _ready_word(snapshot: Snapshot, name: str) -> str:
+    lv = snapshot.liveness.get(name)
+    if lv is None:
+        return "n/a"
+    return {True: "yes", False: "NO", None: "?"}[lv.serving]
 
 
 def _num(value: float | None, unit: str = "", digits: int = 0) -> str:
@@ -146,7 +170,7 @@ def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
         lines.append("")
         lines.append(
             f"{'BACKEND':<24} {'SLOT':<24} {'STATE':<9} {'WEIGHT':>6} {'INFL':>5} "
-            f"{'P95/SLO ms':>13} {window:>9}"
+            f"{'P95/SLO ms':>13} {window:>9} {'READY':<5}"
         )
         for name in sorted(snapshot.backends):
             b = snapshot.backends[name]
@@ -156,7 +180,8 @@ def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
             lines.append(
                 f"{clean(name)[:24]:<24} {clean(b.slot_id or '')[:24]:<24} "
                 f"{b.state.value:<9} {_num(b.weight):>6} {_num(b.inflight):>5} {p95:>13} "
-                f"{_num(lat.req_per_s if lat else None, digits=1):>9}"
+                f"{_num(lat.req_per_s if lat else None, digits=1):>9} "
+                f"{_ready_word(snapshot, name):<5}"
             )
     if snapshot.queues:
         lines.append("")
@@ -245,6 +270,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpucon snapshot: {exc}", file=sys.stderr)
         return 2
     fleet = "demo" if session.demo else session.fleet_name
+    # the readiness checks only check what the other sources name: they do not count here
+    checkers = {s.name for s in session.hub.sources if hasattr(s, "observe_backends")}
     try:
         session.hub.poll_once()
         snapshot = session.hub.tick()
@@ -257,5 +284,5 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(snapshot_text(snapshot, fleet)))
     from gpucon.model.fleet import Health
 
-    statuses = snapshot.sources.values()
+    statuses = [s for name, s in snapshot.sources.items() if name not in checkers]
     return 1 if statuses and all(s.health is Health.DOWN for s in statuses) else 0

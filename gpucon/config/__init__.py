@@ -84,6 +84,23 @@ class KubeConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadinessConfig:
+    """Asking each backend ``GET {url}{path}`` (``[fleets.NAME.readiness]``); on by default
+    for a fleet with a registry (Redis or Kubernetes), off with ``enabled = false``."""
+
+    enabled: bool = True
+    # half a console tick: a backend that stops answering is shown within two ticks
+    cadence_s: float = 0.5
+    # the whole read's deadline and each request's timeout
+    timeout_s: float = 0.5
+    request_timeout_s: float = 0.4
+    concurrency: int = 16
+    path: str = "/v2/health/ready"
+    # a scheduler's ``ready_at`` in the registry older than this does not vouch for a backend
+    registry_max_age_s: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
 class ProbeTarget:
     """An endpoint the load probe may send requests to, and its limits."""
 
@@ -106,12 +123,21 @@ class FleetConfig:
     nvml: NvmlConfig | None = None
     libvirt: LibvirtConfig | None = None
     kube: KubeConfig | None = None
+    readiness: ReadinessConfig | None = None
     probe_targets: tuple[ProbeTarget, ...] = ()
 
     def sources_named(self) -> tuple[str, ...]:
         """The sources this fleet configures, in merge-priority order."""
         order = ("nvml", "libvirt", "prometheus", "redis", "kube")
         return tuple(name for name in order if getattr(self, name) is not None)
+
+
+def readiness_of(fleet: FleetConfig) -> ReadinessConfig | None:
+    """The readiness checks a fleet runs: its table, else the defaults when it has a registry
+    (Redis or Kubernetes) that names backends; None when off."""
+    if fleet.readiness is not None:
+        return fleet.readiness if fleet.readiness.enabled else None
+    return ReadinessConfig() if fleet.redis is not None or fleet.kube is not None else None
 
 
 @dataclass(frozen=True, slots=True)

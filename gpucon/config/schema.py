@@ -26,6 +26,7 @@ from gpucon.config import (
     NvmlConfig,
     ProbeTarget,
     PrometheusConfig,
+    ReadinessConfig,
     RedisConfig,
     UiConfig,
 )
@@ -45,6 +46,7 @@ SOURCE_TABLES: dict[str, type] = {
     "nvml": NvmlConfig,
     "libvirt": LibvirtConfig,
     "kube": KubeConfig,
+    "readiness": ReadinessConfig,
 }
 TOP_LEVEL_KEYS = ("fleet", "operator", "audit_path", "read_only")
 TOP_LEVEL_TABLES = ("ui", "keys", "slo", "alerts", "fleets")
@@ -199,6 +201,11 @@ class Checker:
             return text
         if name == "queries":
             return self.queries(value, key)
+        if name == "path" and cls is ReadinessConfig:
+            text = self.string(value, key)
+            if not text.startswith("/") or any(c.isspace() for c in text):
+                self.fail(key, "a url path starting with / (e.g. /v2/health/ready)", value)
+            return text
         if name == "kubeconfig":
             return str(Path(self.string(value, key)).expanduser())
         if hint is float:

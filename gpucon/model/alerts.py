@@ -5,6 +5,11 @@ backend's SLO; a slot at 98 % activity or more for a minute; a backend not ready
 stale; GPU health (a recent XID error, thermal slowdown, power at its limit for a while); a
 Kubernetes node whose MIG reconfiguration failed or stays pending too long. Thresholds are
 settings (config ``[alerts]``).
+
+p95 is judged only on a backend that takes work: a draining, drained or down backend, or one
+that is not serving, raises none, and one with no traffic gets "no traffic" (info) instead,
+since its p95 is left over from earlier requests. A backend no readiness signal vouches for is
+named by the ``not_ready`` rule (critical when the signals say not ready).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from gpucon.model.fleet import (
     SourceStatus,
 )
 from gpucon.model.history import History, sustained
+from gpucon.model.liveness import BackendLiveness
 from gpucon.model.xid import xid_meaning
 
 
@@ -85,6 +91,12 @@ class AlertInputs:
     nodes: Mapping[str, NodeInfo] = field(default_factory=dict)
     # node name -> since when its mig.config.state has been "pending" (see track_mig_pending)
     mig_pending_since: Mapping[str, float] = field(default_factory=dict)
+    liveness: Mapping[str, BackendLiveness] = field(default_factory=dict)
+
+
+# a rate below this is no traffic (Prometheus's rate() of an idle counter is exactly 0)
+NO_TRAFFIC_RPS = 0.005
+_NOT_TAKING_WORK = frozenset({BackendState.DRAINING, BackendState.DRAINED, BackendState.DOWN})
 
 
 def _fmt(value: float, unit: str) -> str:
@@ -131,13 +143,28 @@ def _low_memory(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, 
 def _p95_breach(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
     for name, lat in i.latency.items():
         slo = i.slo_p95_ms.get(name, t.default_slo_p95_ms)
-        if lat.p95_ms is not None and lat.p95_ms > slo:
+        if lat.p95_ms is None or not lat.p95_ms > slo:
+            continue
+        b = i.backends.get(name)
+        if b is not None and b.state in _NOT_TAKING_WORK:
+            continue  # the operator or the scheduler took it out: no traffic is expected
+        lv = i.liveness.get(name)
+        if lv is not None and lv.serving is False:
+            continue  # the not_ready alert says what matters
+        if lat.req_per_s is not None and lat.req_per_s < NO_TRAFFIC_RPS:
             yield (
-                "p95_slo",
+                "no_traffic",
                 name,
-                Severity.CRITICAL,
-                f"p95 {_fmt(lat.p95_ms, ' ms')} > SLO {_fmt(slo, ' ms')}",
+                Severity.INFO,
+                f"no traffic (p95 {_fmt(lat.p95_ms, ' ms')} is from earlier requests)",
             )
+            continue
+        yield (
+            "p95_slo",
+            name,
+            Severity.CRITICAL,
+            f"p95 {_fmt(lat.p95_ms, ' ms')} > SLO {_fmt(slo, ' ms')}",
+        )
 
 
 def _hot_slot(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
@@ -157,8 +184,19 @@ def _not_ready(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, S
     for b in i.backends.values():
         if b.state is BackendState.DOWN:
             yield ("not_ready", b.name, Severity.CRITICAL, "backend down")
-        elif b.ready is False and b.state is BackendState.ACTIVE:
-            yield ("not_ready", b.name, Severity.CRITICAL, "backend not ready (/v2/health/ready)")
+            continue
+        if b.state is BackendState.DRAINED:
+            continue  # taken out on purpose: it may well be stopped
+        lv = i.liveness.get(b.name)
+        if lv is None:
+            if b.ready is False and b.state is BackendState.ACTIVE:
+                yield ("not_ready", b.name, Severity.CRITICAL, "not ready (registry ready=0)")
+        elif lv.serving is False:
+            yield ("not_ready", b.name, Severity.CRITICAL, f"not ready: {lv.because}")
+        elif lv.disputed and lv.serving is None:
+            yield ("not_ready", b.name, Severity.WARNING, f"readiness disputed: {lv.because}")
+        elif lv.serving is None and b.state is BackendState.ACTIVE:
+            yield ("not_ready", b.name, Severity.INFO, f"nothing vouches: {lv.because}")
 
 
 def _stale_source(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:

@@ -152,12 +152,12 @@ class Backend:
     state: BackendState = BackendState.ACTIVE
     inflight: int | None = None
     ready: bool | None = None
+    # when the scheduler last checked ``ready`` (epoch seconds, the scheduler's clock)
+    ready_at: float | None = None
     owner: str | None = None
     reason: str | None = None
     pod: str | None = None
     node: str | None = None
-    # epoch seconds of the scheduler health check that gave ``ready`` (registry ``ready_at``)
-    ready_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

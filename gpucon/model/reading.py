@@ -17,6 +17,7 @@ from gpucon.model.fleet import (
     QueueStats,
     Slot,
 )
+from gpucon.model.liveness import ReadyCheck, TargetUp
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,9 @@ class Reading:
     queues: tuple[QueueStats, ...] = ()
     latency: tuple[LatencyStats, ...] = ()
     nodes: tuple[NodeInfo, ...] = ()
+    # backends' own /v2/health/ready answers, and Prometheus's ``up`` per scrape target
+    ready_checks: tuple[ReadyCheck, ...] = ()
+    target_up: tuple[TargetUp, ...] = ()
     # network/API round trips this read made (benchmarks check it does not grow with the fleet)
     round_trips: int = 0
 

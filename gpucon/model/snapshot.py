@@ -17,6 +17,7 @@ from gpucon.model.fleet import (
     SourceStatus,
 )
 from gpucon.model.history import History
+from gpucon.model.liveness import BackendLiveness
 from gpucon.model.staleness import FRESH, Staleness
 
 
@@ -45,6 +46,8 @@ class Snapshot:
     mig_pending_since: Mapping[str, float] = field(default_factory=dict)
     # the values that are stale now: by entity and field, with their source and its age
     staleness: Staleness = FRESH
+    # backend name -> what each readiness signal says and whether it is serving
+    liveness: Mapping[str, BackendLiveness] = field(default_factory=dict)
 
     def backends_on(self, slot_id: str) -> tuple[Backend, ...]:
         return tuple(b for b in self.backends.values() if b.slot_id == slot_id)

@@ -18,6 +18,7 @@ from gpucon.model.fleet import Backend, Slot
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt, health_text
 from gpucon.widgets.keybar import KeyBar
+from gpucon.widgets.liveness_text import liveness_text
 from gpucon.widgets.panels import StatusBar, TextPanel
 from gpucon.widgets.plot import Plot
 from gpucon.widgets.safe_text import safe
@@ -117,7 +118,12 @@ def health_facts(slot: Slot | None, snapshot: Snapshot) -> Text:
     return text
 
 
-def backend_lines(backends: tuple[Backend, ...], snapshot: Snapshot, slo_ms: float) -> Text:
+def backend_lines(
+    backends: tuple[Backend, ...],
+    snapshot: Snapshot,
+    slo_ms: float,
+    styles: dict[str, str] | None = None,
+) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
     rps = f"REQ/S {snapshot.rate_window}" if snapshot.rate_window else "REQ/S"
     text.append(
@@ -159,6 +165,8 @@ def backend_lines(backends: tuple[Backend, ...], snapshot: Snapshot, slo_ms: flo
             line.append(": ", style="dim")
             line.append_text(safe(b.reason or "", 40))
         text.append_text(line)
+        text.append("\n  ready ", style="dim")
+        text.append_text(liveness_text(snapshot.liveness.get(b.name), snapshot, styles or {}))
         text.append("\n")
     return text
 
@@ -213,7 +221,12 @@ class DetailScreen(Screen[None]):
         mem.show_values([None if v is None else v / 1024 for v in used])
         self._show_backend_plots(backends, snapshot)
         panel = self.query_one("#detail-backends", TextPanel)
-        panel.show_text(backend_lines(backends, snapshot, self.default_slo_ms))
+        styles = {
+            "ok": panel.theme_style("success"),
+            "breach": panel.theme_style("latency-breach"),
+            "warn": panel.theme_style("util-hot"),
+        }
+        panel.show_text(backend_lines(backends, snapshot, self.default_slo_ms, styles))
 
     def _show_backend_plots(self, backends: tuple[Backend, ...], snapshot: Snapshot) -> None:
         names = tuple(b.name for b in backends)

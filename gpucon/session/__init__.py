@@ -146,10 +146,11 @@ def open_session(
     prometheus = config.fleet.prometheus
 
     def live_hub() -> Hub:
-        from gpucon.session.sources import build_sources
+        from gpucon.session.sources import build_sources, liveness_policy
 
         return Hub(
             build_sources(config.fleet),
+            liveness_policy=liveness_policy(config.fleet),
             refresh_s=refresh,
             thresholds=config.alerts,
             slo_p95_ms_by_model=config.slo_p95_ms,

@@ -1,7 +1,8 @@
 """Build a fleet's sources from its config (``gpucon.session`` gives them to a hub).
 
 Sources come in merge-priority order — nvml, libvirt, prometheus, redis, kube — so NVML's
-own numbers win over DCGM's where both know a field. Each source module is imported here,
+own numbers win over DCGM's where both know a field; the readiness checks come last (they
+check the backends the others name). Each source module is imported here,
 lazily, only when the fleet configures it (``kubernetes.client`` alone costs 0.6 s). A
 source whose module or client library is missing, or whose constructor fails, becomes an
 ``UnavailableSource``: it reads as ``down`` with the reason, so the console shows the gap
@@ -14,7 +15,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from gpucon.config import readiness_of
 from gpucon.model.fleet import Health
+from gpucon.model.liveness import LivenessPolicy
 from gpucon.model.reading import Reading
 from gpucon.sources.base import Source, describe_error
 
@@ -120,4 +123,32 @@ def build_sources(fleet: FleetConfig) -> list[Source]:
             )
 
         sources.append(_build("kube", make_kube))
+    if (ready := readiness_of(fleet)) is not None:
+
+        def make_readiness() -> Source:
+            from gpucon.sources.readiness import ReadinessSource
+
+            return ReadinessSource(
+                cadence_s=ready.cadence_s,
+                timeout_s=ready.timeout_s,
+                request_timeout_s=ready.request_timeout_s,
+                concurrency=ready.concurrency,
+                path=ready.path,
+            )
+
+        sources.append(_build("readiness", make_readiness))
     return sources
+
+
+def liveness_policy(fleet: FleetConfig) -> LivenessPolicy:
+    """How old each readiness signal may be and still count: three of its source's cadences
+    (the scheduler's ``ready_at``: the config's ``registry_max_age_s``)."""
+    ready = readiness_of(fleet)
+    default = LivenessPolicy()
+    return LivenessPolicy(
+        http_max_age_s=3 * ready.cadence_s if ready else default.http_max_age_s,
+        prom_max_age_s=3 * fleet.prometheus.cadence_s
+        if fleet.prometheus
+        else default.prom_max_age_s,
+        registry_max_age_s=ready.registry_max_age_s if ready else default.registry_max_age_s,
+    )

@@ -18,6 +18,7 @@ from gpucon.model.fleet import (
     QueueStats,
     Slot,
 )
+from gpucon.model.liveness import ReadyCheck
 from gpucon.model.reading import Reading
 from gpucon.sim.engine import SimWorld
 from gpucon.sim.metrics import STATS_TAU_S
@@ -117,6 +118,15 @@ def read_backend(b: SimBackend) -> Backend:
     return b.cached
 
 
+def _ready_check(b: SimBackend, last: ReadyCheck | None) -> ReadyCheck:
+    """The simulated backend's answer to /v2/health/ready (the same object while unchanged)."""
+    ready = b.ready and not b.fails_health
+    error = None if ready else "refused"
+    if last is not None and last.ready == ready and last.error == error:
+        return last
+    return ReadyCheck(b.name, ready, error)
+
+
 def _latency(b: SimBackend) -> LatencyStats:
     shown = b.shown
     if b.latency is not None and shown is b.latency_key:
@@ -168,6 +178,8 @@ class ReadOut:
         self._slots = [_slot(s) for s in world.slots]
         self._backends = [read_backend(b) for b in world.backends]
         self._latency = [_latency(b) for b in world.backends]
+        self._checks = [_ready_check(b, None) for b in world.backends]
+        self._checks_tuple = tuple(self._checks)
         self._gpu_pos = {g: i for i, g in enumerate(world.gpus)}
         self._slot_pos = {s: i for i, s in enumerate(world.slots)}
         self._backend_pos = {b: i for i, b in enumerate(world.backends)}
@@ -189,8 +201,16 @@ class ReadOut:
             self._gpus[self._gpu_pos[g]] = _gpu(g)
         for s in w.dirty_slots:
             self._slots[self._slot_pos[s]] = _slot(s)
+        checks_changed = False
         for b in w.dirty_backends:
-            self._backends[self._backend_pos[b]] = read_backend(b)
+            i = self._backend_pos[b]
+            self._backends[i] = read_backend(b)
+            check = _ready_check(b, self._checks[i])
+            if check is not self._checks[i]:
+                self._checks[i] = check
+                checks_changed = True
+        if checks_changed:  # the same tuple otherwise: the hub's judge skips unchanged answers
+            self._checks_tuple = tuple(self._checks)
         for b in w.dirty_latency:
             self._latency[self._backend_pos[b]] = _latency(b)
         self._clear()
@@ -203,5 +223,6 @@ class ReadOut:
             backends=tuple(self._backends),
             queues=(stream_stats(w, now),),
             latency=tuple(self._latency),
+            ready_checks=self._checks_tuple,
             duration_s=time.perf_counter() - started,
         )

@@ -22,6 +22,7 @@ from gpucon.sources.base import describe_error
 from gpucon.sources.problems import Problems
 from gpucon.sources.prom_parse import HOST_LABELS, parse_dcgm
 from gpucon.sources.prom_triton import parse_triton
+from gpucon.sources.prom_up import UP_FAMILY, parse_up
 from gpucon.sources.promql import DCGM_FAMILIES, render_queries, window_seconds
 
 Results = dict[str, Sequence[Mapping[str, Any]]]
@@ -82,6 +83,7 @@ class PrometheusSource:
         problems = Problems()
         for text in failures:
             problems.add(text)
+        target_up = parse_up(results.pop(UP_FAMILY, ()), problems)
         dcgm = {f: r for f, r in results.items() if f in DCGM_FAMILIES}
         triton = {f: r for f, r in results.items() if f not in DCGM_FAMILIES}
         gpus, slots = parse_dcgm(dcgm, problems, self.host_labels)
@@ -96,6 +98,7 @@ class PrometheusSource:
             gpus=tuple(gpus),
             slots=tuple(slots),
             latency=tuple(latency),
+            target_up=tuple(target_up),
             round_trips=round_trips,
         )
 

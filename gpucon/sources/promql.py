@@ -97,6 +97,8 @@ DEFAULT_QUERIES: Mapping[str, str] = {
     "queue_time": _PER_REQUEST.format(by=BY, metric="nv_inference_queue_duration_us"),
     "compute_time": _PER_REQUEST.format(by=BY, metric="nv_inference_compute_infer_duration_us"),
     "pending": f"sum by ({BY}) (nv_inference_pending_request_count)",
+    # whether each scrape target answered its last scrape (gpucon.sources.prom_up)
+    "up": "up",
 }
 
 

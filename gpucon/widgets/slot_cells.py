@@ -46,13 +46,19 @@ def _mem(row: RowValues, width: int) -> Cell:
     return (text, "breach" if row.mem_total - row.mem_used < LOW_FREE_MIB else "")
 
 
+_TAKES_WORK = frozenset({"active", "draining"})
+
+
 def _state(row: RowValues) -> Cell:
+    """The registry state, unless the backend should take work and nothing says it can."""
     if not row.state:
         return ("", "")
     if row.stale and row.stale_age("state") is not None:
         return (row.state, STALE)
-    if row.state == "active" and row.ready is False:
-        return ("unready", "breach")
+    if row.state in _TAKES_WORK and row.ready is False:
+        return ("NOT READY", "breach")
+    if row.state == "active" and row.ready is None:
+        return ("active?", "warn")
     return (row.state, _STATE_STYLE.get(row.state, ""))
 
 
@@ -64,6 +70,8 @@ def _p95(row: RowValues, width: int) -> Cell:
     if row.stale and (age := row.stale_age("p95")) is not None:
         return _aged(fmt.ms(row.p95), age, width)  # the last p95 seen, not one against the SLO
     text = f"{fmt.ms(row.p95)}/{fmt.ms(row.slo)}"
+    if row.ready is False and row.state in _TAKES_WORK:
+        return (text, "dim")  # from before it stopped: not what users get now
     if row.slo is not None and row.p95 > row.slo:
         return (text, "breach")
     if row.slo is not None and row.p95 > 0.8 * row.slo:
@@ -74,7 +82,10 @@ def _p95(row: RowValues, width: int) -> Cell:
 def _rps(row: RowValues, width: int) -> Cell:
     if row.backend and row.stale and (age := row.stale_age("rps")) is not None:
         return _aged(fmt.NA, age, width)  # a rate from a stale source is no rate now
-    return _number(row.rps, row.backend, 1)
+    text, style = _number(row.rps, row.backend, 1)
+    if row.rps is not None and row.ready is False and row.state in _TAKES_WORK:
+        return (text, "dim")  # a rate over a window that ends before it stopped
+    return (text, style)
 
 
 def _inflight(row: RowValues, width: int) -> Cell:

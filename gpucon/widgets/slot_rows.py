@@ -41,6 +41,7 @@ class RowValues(NamedTuple):
     p95: float | None
     slo: float | None
     rps: float | None
+    # is the backend serving (model.liveness): False not ready, None nothing vouches for it
     ready: bool | None
     # the row's stale values: ("activity" | "mem" | "weight" | "state" | "inflight" | "ready"
     # | "p95" | "rps", age text); empty when every value is fresh
@@ -77,7 +78,13 @@ COLUMNS: tuple[Column, ...] = (
     Column("mem", "MEM GiB", 11, "memory used / total", right=True, priority=7),
     Column("backend", "BACKEND", 14, "inference server on this slot", flex=14, priority=9),
     Column("weight", "WT", 4, "scheduler weight", right=True, priority=4),
-    Column("state", "STATE", 8, "registry state of the backend", priority=8),
+    Column(
+        "state",
+        "STATE",
+        9,
+        "registry state; NOT READY: its readiness signals say so; active?: none vouches",
+        priority=8,
+    ),
     Column("inflight", "INFL", 6, "requests in flight", right=True, priority=5),
     Column("p95", "P95/SLO ms", 12, "p95 latency against the SLO", right=True, priority=9),
     # the title names the rate's window when the snapshot says it ("REQ/S 1m")
@@ -175,7 +182,9 @@ def _slot_part(slot: Slot) -> tuple[object, ...]:
     )
 
 
-def _backend_part(b: Backend, lat: LatencyStats | None, slo: float | None) -> tuple[object, ...]:
+def _backend_part(
+    b: Backend, lat: LatencyStats | None, slo: float | None, serving: bool | None
+) -> tuple[object, ...]:
     return (
         clean(b.name),
         clean(b.model or ""),
@@ -185,7 +194,7 @@ def _backend_part(b: Backend, lat: LatencyStats | None, slo: float | None) -> tu
         None if lat is None else lat.p95_ms,
         slo,
         None if lat is None else lat.req_per_s,
-        b.ready,
+        serving,
     )
 
 
@@ -223,16 +232,18 @@ class RowBuilder:
     def _backend_part(self, b: Backend, snapshot: Snapshot) -> tuple[object, ...]:
         lat = snapshot.latency.get(b.name)
         slo = snapshot.slo_p95_ms.get(b.name, self.default_slo_ms)
+        serving = _serving(snapshot, b)
         inputs = (
             b,
             None if lat is None else lat.p95_ms,
             None if lat is None else lat.req_per_s,
             slo,
+            serving,
         )
         cached = self._backends.get(b.name)
         if cached is not None and cached[0] == inputs:  # b compares by identity first
             return cached[1]
-        part = _backend_part(b, lat, slo)
+        part = _backend_part(b, lat, slo, serving)
         self._backends[b.name] = (inputs, part)
         return part
 
@@ -279,6 +290,7 @@ class RowBuilder:
             on_slot.setdefault(b.slot_id or "", []).append(b)
         rows: dict[RowKey, RowValues] = {}
         latency, slos, default_slo = snapshot.latency, snapshot.slo_p95_ms, self.default_slo_ms
+        liveness = snapshot.liveness
         fast = self._fast
         for sid, slot in snapshot.slots.items():
             backends = on_slot.pop(sid, None)
@@ -294,18 +306,19 @@ class RowBuilder:
                 p95 = None if lat is None else lat.p95_ms
                 rps = None if lat is None else lat.req_per_s
                 slo = slos.get(b.name, default_slo)
+                lv = liveness.get(b.name)
                 # the common case: the same slot and backend objects, the same numbers
                 hit = fast.get(key)
                 if (
                     hit is not None
                     and hit[0] is slot
                     and hit[1] is b
-                    and hit[2:6] == (p95, rps, slo, stale)
+                    and hit[2:7] == (p95, rps, slo, stale, lv)
                 ):
-                    rows[key] = hit[6]
+                    rows[key] = hit[7]
                     continue
                 row = self._row(key, self._slot_part(slot), self._backend_part(b, snapshot), stale)
-                fast[key] = (slot, b, p95, rps, slo, stale, row)
+                fast[key] = (slot, b, p95, rps, slo, stale, lv, row)
                 rows[key] = row
         for sid, backends in on_slot.items():
             no_slot = (*_NO_SLOT[:2], clean(sid), *_NO_SLOT[3:])
@@ -320,6 +333,12 @@ class RowBuilder:
             self._slots = {k: v for k, v in self._slots.items() if k in snapshot.slots}
             self._backends = {k: v for k, v in self._backends.items() if k in snapshot.backends}
         return rows
+
+
+def _serving(snapshot: Snapshot, b: Backend) -> bool | None:
+    """The liveness verdict; without one (no judge ran), what the registry says."""
+    lv = snapshot.liveness.get(b.name)
+    return b.ready if lv is None else lv.serving
 
 
 def build_rows(snapshot: Snapshot, default_slo_ms: float) -> dict[RowKey, RowValues]:

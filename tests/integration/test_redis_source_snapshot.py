@@ -15,7 +15,7 @@ from tests.helpers.servers import free_port
 pytestmark = pytest.mark.integration
 
 KEYS = ["taken_at", "seq", "fleet", "rate_window", "gpus", "slots", "backends", "queues",
-        "latency", "nodes", "sources", "alerts"]  # fmt: skip
+        "latency", "nodes", "liveness", "sources", "alerts"]  # fmt: skip
 
 
 def config_file(tmp_path: Path, url: str) -> Path:
@@ -42,8 +42,10 @@ def test_snapshot_json_has_a_stable_shape(
     assert (backend["name"], backend["state"], backend["weight"]) == ("b1", "draining", 0.0)
     (queue,) = doc["queues"]
     assert (queue["stream"], queue["length"], queue["lag"]) == ("gen:queue", 1, 1)
-    (source,) = doc["sources"]
-    assert (source["name"], source["health"]) == ("redis", "ok")
+    sources = {s["name"]: s["health"] for s in doc["sources"]}
+    assert sources == {"redis": "ok", "readiness": "ok"}  # readiness checks: on beside redis
+    (liveness,) = doc["liveness"]  # its url names no server that answers
+    assert (liveness["name"], liveness["serving"], liveness["http_ready"]) == ("b1", False, False)
     # the text view lists a backend even when no source reports its slot
     assert main(["snapshot", "--config", str(config_file(tmp_path, redis_url))]) == 0
     text = capsys.readouterr().out

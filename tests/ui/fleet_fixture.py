@@ -25,6 +25,7 @@ from gpucon.model.fleet import (
     VmInfo,
 )
 from gpucon.model.ids import gpu_slot_id, mig_slot_id, vm_slot_id
+from gpucon.model.liveness import ReadyCheck
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
 
@@ -237,6 +238,13 @@ class HandSource:
             queues=queues,
             nodes=self.nodes,
             error=None if self.health is Health.OK else "refused",
+            # what each backend's own /v2/health/ready answers (none for a backend whose
+            # readiness the fleet does not say)
+            ready_checks=tuple(
+                ReadyCheck(b.name, b.ready, None if b.ready else "status 503")
+                for b in backends
+                if b.ready is not None
+            ),
         )
 
     def _gpu(self, uuid: str, host: str, index: int, name: str, trouble: bool) -> Gpu:

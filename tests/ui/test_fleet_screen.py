@@ -119,6 +119,24 @@ async def test_detail_names_the_activity_metric_and_mps() -> None:
         )
 
 
+async def test_not_ready_backend_in_table_detail_and_alerts() -> None:
+    app = Rig().app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        row = next(line for line in table_lines(app) if "sd-vm-gpu-a-2-b" in line)
+        assert "NOT READY" in row
+        alerts = str(app.screen.query_one("#alerts").render())
+        assert "sd-vm-gpu-a-2-b  not ready: http status 503" in alerts
+        app.open_detail("vm:vm-gpu-a-2")
+        await pilot.pause()
+        backends = str(app.screen.query_one("#detail-backends").render())
+        lines = backends.splitlines()
+        at = next(i for i, line in enumerate(lines) if line.startswith("sd-vm-gpu-a-2-b"))
+        assert "NOT READY" in lines[at + 1] and "http: status 503 0.0s ago" in lines[at + 1]
+        ok = next(i for i, line in enumerate(lines) if line.startswith("sd-vm-gpu-a-2-a"))
+        assert "serving" in lines[ok + 1] and "http: ready" in lines[ok + 1]
+
+
 async def test_click_selects_and_double_click_opens() -> None:
     app = Rig().app()
     async with app.run_test(size=SIZE) as pilot:

@@ -148,3 +148,20 @@ def test_spare_width_goes_to_names_up_to_their_length() -> None:
     narrow = {c.key: w for c, _, w in layout(150, natural)}
     # short of room, the backend column is served before the host column
     assert narrow["backend"] >= placed["backend"] or narrow["host"] == 8
+
+
+def test_a_backend_that_is_not_ready_does_not_look_active() -> None:
+    rows = snapshot_rows()
+    dead = rows[("vm:vm-gpu-a-2", "sd-vm-gpu-a-2-b")]  # its /v2/health/ready answers 503
+    assert dead.ready is False
+    assert cell("state", dead, 9, "") == ("NOT READY", "breach")
+    # its p95 and rate are from before it stopped: drawn dim, not as current
+    assert cell("p95", dead, 12, "")[1] == "dim" and cell("rps", dead, 7, "") == ("4.0", "dim")
+    alive = rows[("vm:vm-gpu-a-2", "sd-vm-gpu-a-2-a")]
+    assert alive.ready is True and cell("state", alive, 9, "") == ("active", "ok")
+    assert cell("rps", alive, 7, "") == ("4.0", "")
+    # nothing vouches for it: not active-looking either
+    assert cell("state", alive._replace(ready=None), 9, "") == ("active?", "warn")
+    # taken out on purpose: its registry state is what matters
+    assert cell("state", dead._replace(state="drained"), 9, "") == ("drained", "dim")
+    assert cell("state", dead._replace(state="draining"), 9, "")[0] == "NOT READY"

@@ -42,6 +42,7 @@ def test_example_config_covers_every_source() -> None:
     assert prod.redis is not None and prod.redis.streams == ("gen:queue", "gen:queue:llm")
     assert prod.prometheus is not None and "pending" in prod.prometheus.queries
     assert prod.nvml is not None and prod.kube is not None
+    assert prod.readiness is not None and prod.readiness.concurrency == 16
     assert prod.kube.namespace == "inference"
     assert vms.libvirt is not None and vms.libvirt.uri == "qemu:///system"
     assert prod.probe_targets[0].name == "sdxl-a"
@@ -96,6 +97,10 @@ def test_minimal_config_gets_defaults(tmp_path: Path) -> None:
         ("fleets = 3\n", "fleets", "a table"),
         ("operator = 'x'\n", "fleets", "at least one"),
         ("[fleets.'bad name'.redis]\n", "fleets.bad name", "a name of letters"),
+        ("[fleets.p.readiness]\npath = 'v2/ready'\n", "fleets.p.readiness.path", "starting with /"),
+        ("[fleets.p.readiness]\nconcurrency = 0\n", "fleets.p.readiness.concurrency",
+         "greater than 0"),
+        ("[fleets.p.readiness]\nenabled = 1\n", "fleets.p.readiness.enabled", "true or false"),
     ],
 )  # fmt: skip
 def test_errors_name_file_key_and_expectation(

@@ -14,12 +14,13 @@ from gpucon.config import (
     LibvirtConfig,
     NvmlConfig,
     PrometheusConfig,
+    ReadinessConfig,
     RedisConfig,
 )
 from gpucon.model.alerts import AlertThresholds
 from gpucon.model.fleet import Health
 from gpucon.session import open_session
-from gpucon.session.sources import UnavailableSource, build_sources
+from gpucon.session.sources import UnavailableSource, build_sources, liveness_policy
 
 FULL = FleetConfig(
     name="prod",
@@ -33,7 +34,8 @@ FULL = FleetConfig(
 
 def test_sources_in_merge_priority_order_with_their_settings() -> None:
     sources = build_sources(FULL)
-    assert [s.name for s in sources] == ["nvml", "libvirt", "prometheus", "redis", "kube"]
+    names = [s.name for s in sources]
+    assert names == ["nvml", "libvirt", "prometheus", "redis", "kube", "readiness"]
     redis_source: Any = sources[3]
     assert (redis_source.url, redis_source.streams, redis_source.cadence_s) == (
         "redis://10.0.0.1:6379/0", ("q",), 0.5,
@@ -45,8 +47,32 @@ def test_sources_in_merge_priority_order_with_their_settings() -> None:
 
 
 def test_only_configured_sources() -> None:
-    assert [s.name for s in build_sources(FleetConfig(redis=RedisConfig()))] == ["redis"]
+    with_registry = build_sources(FleetConfig(redis=RedisConfig()))
+    assert [s.name for s in with_registry] == ["redis", "readiness"]  # readiness: on by default
+    off = FleetConfig(redis=RedisConfig(), readiness=ReadinessConfig(enabled=False))
+    assert [s.name for s in build_sources(off)] == ["redis"]
+    assert [s.name for s in build_sources(FleetConfig(nvml=NvmlConfig()))] == ["nvml"]
     assert build_sources(FleetConfig()) == []
+
+
+def test_readiness_settings_reach_the_source_and_the_liveness_policy() -> None:
+    fleet = FleetConfig(
+        redis=RedisConfig(),
+        prometheus=PrometheusConfig(cadence_s=2.0),
+        readiness=ReadinessConfig(
+            cadence_s=2.0, timeout_s=1.5, request_timeout_s=0.3, concurrency=4,
+            path="/health", registry_max_age_s=7.0,
+        ),
+    )  # fmt: skip
+    readiness: Any = build_sources(fleet)[-1]
+    assert (readiness.name, readiness.cadence_s, readiness.timeout_s) == ("readiness", 2.0, 1.5)
+    assert (readiness.request_timeout_s, readiness.concurrency, readiness.path) == (
+        0.3, 4, "/health",
+    )  # fmt: skip
+    policy = liveness_policy(fleet)
+    assert (policy.http_max_age_s, policy.prom_max_age_s, policy.registry_max_age_s) == (
+        6.0, 6.0, 7.0,
+    )  # fmt: skip
 
 
 def test_a_missing_module_becomes_a_down_source_with_the_reason(
@@ -55,7 +81,7 @@ def test_a_missing_module_becomes_a_down_source_with_the_reason(
     # a None entry in sys.modules makes the import fail as if the module were absent
     monkeypatch.setitem(sys.modules, "gpucon.sources.kube", None)
     sources = build_sources(FleetConfig(kube=KubeConfig(), redis=RedisConfig()))
-    assert [s.name for s in sources] == ["redis", "kube"]
+    assert [s.name for s in sources] == ["redis", "kube", "readiness"]
     kube = sources[1]
     assert isinstance(kube, UnavailableSource)
     reading = kube.read()
@@ -72,7 +98,7 @@ def test_hub_gets_thresholds_slos_and_refresh() -> None:
     )
     session = open_session(config, read_only=True, refresh_s=0.5)
     hub = session.hub
-    assert [s.name for s in hub.sources] == ["redis"]
+    assert [s.name for s in hub.sources] == ["redis", "readiness"]
     assert hub.thresholds.queue_wait_ms == 50.0
     assert hub.slo_p95_ms_by_model == {"sdxl": 900.0}
     assert hub.refresh_s == 0.5

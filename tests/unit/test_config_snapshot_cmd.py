@@ -10,7 +10,7 @@ import pytest
 from gpucon.commands.cli import main
 
 KEYS = ["taken_at", "seq", "fleet", "rate_window", "gpus", "slots", "backends", "queues",
-        "latency", "nodes", "sources", "alerts"]  # fmt: skip
+        "latency", "nodes", "liveness", "sources", "alerts"]  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
@@ -41,6 +41,11 @@ def test_demo_json_shape_and_sorted_entities(capsys: pytest.CaptureFixture[str])
     assert isinstance(gpus, list) and gpus
     health = {"temperature_c", "power_w", "power_limit_w", "util_pct", "xid_last", "xid_at"}
     assert health | {"thermal_slowdown", "power_capped", "xid_watched"} <= set(gpus[0])
+    # the simulated backends answer their readiness checks: each is serving, the sim said so
+    liveness = doc["liveness"]
+    assert isinstance(liveness, list) and len(liveness) == len(doc["backends"])  # type: ignore[arg-type]
+    assert {(lv["serving"], lv["http_source"]) for lv in liveness} == {(True, "sim")}
+    assert all(0 < lv["http_checked_at"] <= doc["taken_at"] for lv in liveness)
 
 
 def test_same_seed_same_fleet(capsys: pytest.CaptureFixture[str]) -> None:

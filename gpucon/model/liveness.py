@@ -1,0 +1,206 @@
+"""Backend liveness: is each backend serving, which signal says so, and which says not.
+
+Readiness is never assumed. Three signals can vouch for a backend:
+
+- **http**: the backend's own ``GET /v2/health/ready`` (KServe v2), as a source checked it;
+- **registry**: ``ready`` / ``ready_at`` that the scheduler writes after its own health check
+  (only a recent ``ready_at`` counts: an old one means nobody is checking any more);
+- **prometheus**: ``up`` of the backend's scrape target.
+
+``up`` only says the metrics endpoint answered, not that the server takes work, so it decides
+alone only when neither readiness signal is fresh. The verdict (``serving``) is True while
+some fresh signal vouches and no readiness signal objects, False when the readiness signals
+say not ready (or, without them, ``up`` is 0), and None when nothing fresh is known. When the
+two readiness signals disagree, one has usually not seen a change yet (a kill, a restart):
+the newer observation wins, and only a disagreement that lasts (``dispute_after_s``) makes
+the verdict None, "disputed". A signal older than its limit (``LivenessPolicy``) is shown but
+not counted.
+
+Signals carry no per-tick timestamps of their own (a check's time is its reading's), so an
+unchanged backend keeps the same ``BackendLiveness`` object from tick to tick (see
+``gpucon.model.liveness_book``): the UI and the alert rules see no change and redraw nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gpucon.model.fleet import Backend, LatencyStats
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyCheck:
+    """One backend's answer to ``GET /v2/health/ready`` (its time is its reading's)."""
+
+    backend: str
+    ready: bool
+    # why it is not ready: "refused", "timeout", "status 503", ...
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TargetUp:
+    """Prometheus's ``up`` for one scrape target (``instance`` is its host:port)."""
+
+    instance: str
+    up: bool
+    job: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LivenessPolicy:
+    """How old each signal may be and still count (seconds)."""
+
+    http_max_age_s: float = 5.0
+    prom_max_age_s: float = 15.0
+    registry_max_age_s: float = 5.0
+    # readiness signals that disagree longer than this are reported as disputed (serving None)
+    dispute_after_s: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class BackendLiveness:
+    """What each signal says of one backend, and the verdict drawn from them.
+
+    ``http_source`` / ``prom_source`` name the sources whose readings gave the http check and
+    ``up`` (their ages are those sources' last good reads); a ``*_fresh`` False means the
+    value is shown but was too old to count.
+    """
+
+    name: str
+    http_ready: bool | None = None
+    http_error: str | None = None
+    http_source: str | None = None
+    http_fresh: bool = False
+    prom_up: bool | None = None
+    prom_instance: str | None = None
+    prom_source: str | None = None
+    prom_fresh: bool = False
+    registry_ready: bool | None = None
+    registry_ready_at: float | None = None
+    registry_fresh: bool = False
+    # True: serving; False: not ready; None: no fresh signal, or a lasting disagreement
+    serving: bool | None = None
+    # what decided, in words ("http refused, prometheus up=0"); no ages, so it stays stable
+    because: str = ""
+    disputed: bool = False
+
+
+def judge(
+    b: Backend,
+    check: tuple[ReadyCheck, str, float] | None,
+    up: tuple[TargetUp, str, float] | None,
+    now: float,
+    policy: LivenessPolicy,
+    disputed_for_s: float = 0.0,
+) -> BackendLiveness:
+    """The verdict on one backend from its signals (pure); ``disputed_for_s``: how long its
+    readiness signals have disagreed so far."""
+    http_fresh = check is not None and now - check[2] <= policy.http_max_age_s
+    prom_fresh = up is not None and now - up[2] <= policy.prom_max_age_s
+    ready_at = b.ready_at
+    registry_fresh = (
+        b.ready is not None and ready_at is not None and now - ready_at <= policy.registry_max_age_s
+    )
+    # (vouches, words, observed at) of each fresh readiness signal
+    readiness: list[tuple[bool, str, float]] = []
+    if check is not None and http_fresh:
+        c, at = check[0], check[2]
+        words = "http ready" if c.ready else f"http {c.error or 'not ready'}"
+        readiness.append((c.ready, words, at))
+    if registry_fresh and ready_at is not None:
+        readiness.append((bool(b.ready), f"registry ready={1 if b.ready else 0}", ready_at))
+    up_now = None if up is None or not prom_fresh else up[0].up
+    serving: bool | None
+    disputed = False
+    if readiness:
+        votes = {v for v, _, _ in readiness}
+        if len(votes) == 1:
+            serving = votes.pop()
+        else:
+            # one of them has not seen the change yet: the newest observation wins, unless
+            # they have disagreed for longer than any change takes to reach both
+            disputed = True
+            newest = max(readiness, key=lambda r: r[2])
+            serving = None if disputed_for_s >= policy.dispute_after_s else newest[0]
+        words_list = [w for _, w, _ in readiness]
+        # up=0 beside readiness that vouches is worth saying; up=1 beside not ready is not
+        if up_now is not None and (serving is not False or not up_now):
+            words_list.append(f"prometheus up={1 if up_now else 0}")
+        because = ", ".join(words_list)
+    elif up_now is not None:
+        serving = up_now
+        because = f"prometheus up={1 if up_now else 0} (no readiness signal)"
+    else:
+        serving = None
+        because = _nothing_fresh(b, check, up)
+    return BackendLiveness(
+        name=b.name,
+        http_ready=None if check is None else check[0].ready,
+        http_error=None if check is None else check[0].error,
+        http_source=None if check is None else check[1],
+        http_fresh=http_fresh,
+        prom_up=None if up is None else up[0].up,
+        prom_instance=None if up is None else up[0].instance,
+        prom_source=None if up is None else up[1],
+        prom_fresh=prom_fresh,
+        registry_ready=b.ready,
+        registry_ready_at=ready_at,
+        registry_fresh=registry_fresh,
+        serving=serving,
+        because=because,
+        disputed=disputed,
+    )
+
+
+def _nothing_fresh(
+    b: Backend,
+    check: tuple[ReadyCheck, str, float] | None,
+    up: tuple[TargetUp, str, float] | None,
+) -> str:
+    old = [
+        what
+        for what, known in (
+            ("http check", check is not None),
+            ("prometheus up", up is not None),
+            ("registry ready_at", b.ready_at is not None),
+        )
+        if known
+    ]
+    if old:
+        return "no fresh signal (" + ", ".join(old) + " too old)"
+    if not b.url:
+        return "no readiness signal (no url to check)"
+    return "no readiness signal"
+
+
+def withhold_dead_targets(
+    latency: Mapping[str, LatencyStats], liveness: Mapping[str, BackendLiveness]
+) -> dict[str, LatencyStats]:
+    """Latency with the rates of backends whose scrape target is down (fresh ``up`` = 0)
+    withheld: Prometheus computes them from samples taken before the target died, so they
+    would show traffic that is no longer there."""
+    dead = [n for n, lv in liveness.items() if lv.prom_up is False and lv.prom_fresh]
+    if not dead:
+        return latency if isinstance(latency, dict) else dict(latency)
+    out = dict(latency)
+    for name in dead:
+        stats = out.get(name)
+        if stats is None:
+            continue
+        out[name] = dataclasses.replace(
+            stats,
+            req_per_s=None,
+            p50_ms=None,
+            p95_ms=None,
+            p99_ms=None,
+            error_rate=None,
+            errors_by_reason=(),
+            queue_ms=None,
+            compute_ms=None,
+            pending=None,
+            avg_ms=None,
+        )
+    return out

@@ -1,0 +1,195 @@
+"""Gathering the liveness signals of a tick and judging every backend with them, cheaply.
+
+``gather`` indexes each reading's ready checks (by backend) and ``up`` series (by scrape
+target); ``match_targets`` finds each backend's target by its url; ``LivenessBook`` keeps
+last tick's verdicts and judges again (``gpucon.model.liveness.judge``) only the backends
+whose signals or their freshness changed.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
+
+from gpucon.model.fleet import Backend
+from gpucon.model.liveness import (
+    BackendLiveness,
+    LivenessPolicy,
+    ReadyCheck,
+    TargetUp,
+    judge,
+)
+
+if TYPE_CHECKING:
+    from gpucon.model.reading import Reading
+
+T = TypeVar("T")
+
+Group = tuple[str, float, Mapping[str, T]]  # (source, reading time, entries by key)
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """The liveness signals of one tick: for each reading that carries any, its source, its
+    time and its entries by key (``gather``); the first reading that knows a key wins."""
+
+    checks: tuple[Group[ReadyCheck], ...] = ()
+    ups: tuple[Group[TargetUp], ...] = ()
+
+    def up_by_instance(self) -> dict[str, tuple[TargetUp, str, float]]:
+        found: dict[str, tuple[TargetUp, str, float]] = {}
+        for source, at, by_instance in self.ups:
+            for instance, u in by_instance.items():
+                found.setdefault(instance, (u, source, at))
+        return found
+
+
+def gather(
+    readings: Iterable[Reading], memo: dict[int, tuple[object, dict[str, object]]] | None = None
+) -> Signals:
+    """The signals the readings carry. ``memo`` keeps each reading's entries indexed by key
+    while its tuple is the same object (a source that did not change them passes it on)."""
+    memo = {} if memo is None else memo
+
+    def index(entries: tuple[object, ...], key: Callable[[Any], str]) -> dict[str, Any]:
+        hit = memo.get(id(entries))
+        if hit is not None and hit[0] is entries:
+            return hit[1]
+        by_key: dict[str, object] = {}
+        for e in entries:
+            by_key.setdefault(key(e), e)
+        memo[id(entries)] = (entries, by_key)
+        return by_key
+
+    checks: list[Group[ReadyCheck]] = []
+    ups: list[Group[TargetUp]] = []
+    for r in readings:
+        if r.ready_checks:
+            checks.append((r.source, r.taken_at, index(r.ready_checks, _backend_of)))
+        if r.target_up:
+            ups.append((r.source, r.taken_at, index(r.target_up, _instance_of)))
+    return Signals(tuple(checks), tuple(ups))
+
+
+def _backend_of(c: ReadyCheck) -> str:
+    return c.backend
+
+
+def _instance_of(u: TargetUp) -> str:
+    return u.instance
+
+
+@functools.lru_cache(maxsize=16384)
+def _split(url: str | None) -> tuple[str | None, str | None]:
+    """(host:port, host) of a url; (None, None) when it has none or is malformed."""
+    if not url:
+        return None, None
+    try:
+        parts = urlsplit(url)
+        return parts.netloc or None, parts.hostname
+    except ValueError:
+        return None, None
+
+
+def _host(instance: str) -> str | None:
+    return _split(f"//{instance}")[1]
+
+
+def match_targets(
+    backends: Mapping[str, Backend], ups: Mapping[str, tuple[TargetUp, str, float]]
+) -> dict[str, tuple[TargetUp, str, float]]:
+    """``up`` per backend: the target whose instance is the backend url's host:port, else the
+    only target on the url's host (Triton serves metrics on another port than inference)."""
+    if not ups:
+        return {}
+    per_host: dict[str, list[str]] = {}
+    for instance in ups:
+        host = _host(instance)
+        if host is not None:
+            per_host.setdefault(host, []).append(instance)
+    matched: dict[str, tuple[TargetUp, str, float]] = {}
+    for name, b in backends.items():
+        netloc, host = _split(b.url)
+        hit = ups.get(netloc) if netloc else None
+        if hit is None and host is not None and len(per_host.get(host, ())) == 1:
+            hit = ups[per_host[host][0]]
+        if hit is not None:
+            matched[name] = hit
+    return matched
+
+
+class LivenessBook:
+    """Judges every backend each tick, reusing last tick's verdict where nothing changed.
+
+    A verdict is kept while the backend's readiness fields, its check and its ``up`` (the same
+    objects) and each signal's freshness are unchanged, so a fleet of thousands costs a dict
+    walk.
+    """
+
+    def __init__(self, policy: LivenessPolicy | None = None) -> None:
+        self.policy = policy or LivenessPolicy()
+        self._cache: dict[str, tuple[object, ...]] = {}
+        self._disputed_since: dict[str, float] = {}
+        self._memo: dict[int, tuple[object, dict[str, object]]] = {}
+
+    def judge_readings(
+        self, backends: Mapping[str, Backend], readings: Iterable[Reading], now: float
+    ) -> dict[str, BackendLiveness]:
+        """``judge_all`` over the signals the readings carry."""
+        memo = self._memo
+        signals = gather(readings, memo)
+        if len(memo) > 2 * (len(signals.checks) + len(signals.ups)) + 8:
+            live = {id(g[2]) for g in (*signals.checks, *signals.ups)}
+            self._memo = {k: v for k, v in memo.items() if id(v[1]) in live}
+        return self.judge_all(backends, signals, now)
+
+    def judge_all(
+        self, backends: Mapping[str, Backend], signals: Signals, now: float
+    ) -> dict[str, BackendLiveness]:
+        p = self.policy
+        groups = [(src, at, now - at <= p.http_max_age_s, by) for src, at, by in signals.checks]
+        ups = match_targets(backends, signals.up_by_instance()) if signals.ups else {}
+        cache = self._cache
+        out: dict[str, BackendLiveness] = {}
+        for name, b in backends.items():
+            check: tuple[ReadyCheck, str, float] | None = None
+            c: ReadyCheck | None = None
+            c_fresh = False
+            for src, at, fresh, by_name in groups:
+                c = by_name.get(name)
+                if c is not None:
+                    check, c_fresh = (c, src, at), fresh
+                    break
+            up = ups.get(name)
+            u = None if up is None else up[0]
+            u_fresh = up is not None and now - up[2] <= p.prom_max_age_s
+            ready_at = b.ready_at
+            r_fresh = ready_at is not None and now - ready_at <= p.registry_max_age_s
+            hit = cache.get(name)
+            if (
+                hit is not None
+                and (hit[0] is b or hit[0] == (b.ready, ready_at, b.url))
+                and hit[1] is c
+                and hit[2] is u
+                and hit[3] == (c_fresh, u_fresh, r_fresh)
+            ):
+                kept = hit[4]
+                # a disputed verdict changes with time alone: judged again every tick
+                if isinstance(kept, BackendLiveness) and not kept.disputed:
+                    out[name] = kept
+                    continue
+            since = self._disputed_since.get(name, now)
+            verdict = judge(b, check, up, now, p, now - since)
+            if verdict.disputed:
+                self._disputed_since.setdefault(name, now)
+            else:
+                self._disputed_since.pop(name, None)
+            # the backend by what the verdict reads of it: a new inflight count changes nothing
+            cache[name] = ((b.ready, ready_at, b.url), c, u, (c_fresh, u_fresh, r_fresh), verdict)
+            out[name] = verdict
+        if len(cache) > 2 * len(out) + 64:
+            self._cache = {k: v for k, v in cache.items() if k in out}
+        return out

@@ -1,0 +1,300 @@
+"""Backend liveness on a real lab stack: redis-server, KServe v2 backend servers, the reference
+scheduler, prometheus when installed, real traffic.
+
+``kill -9`` one backend server: within two hub ticks the snapshot shows it not ready and a
+critical alert names it (``gpucon snapshot --json`` too); restarted, it is back within two
+ticks. Waits poll with deadlines, so a busy machine slows the test but does not fail it; the
+tick counts are what is asserted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from gpucon.commands.cli import main
+from gpucon.config import load_config
+from gpucon.hub import Hub
+from gpucon.lab.lab import LabStack
+from gpucon.lab.processes import ManagedProcess
+from gpucon.lab.traffic import TrafficSpec, generate
+from gpucon.model.alerts import Severity
+from gpucon.model.snapshot import Snapshot
+from gpucon.session import open_session
+from gpucon.sources.readiness import ReadinessSource
+from tests.helpers.lab_stack import set_ready, start_lab
+from tests.helpers.servers import free_port
+
+pytestmark = pytest.mark.integration
+
+PROMETHEUS = shutil.which("prometheus") is not None
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{what}: not within {timeout_s:.0f}s")
+
+
+def process_of(stack: LabStack, name: str) -> ManagedProcess:
+    return next(p for p in stack.processes if p.name == name)
+
+
+def kill_hard(proc: ManagedProcess) -> None:
+    assert proc.proc is not None
+    os.kill(proc.proc.pid, signal.SIGKILL)
+    proc.proc.wait(timeout=10)
+
+
+def restart(stack: LabStack, proc: ManagedProcess, url: str) -> None:
+    proc.start()  # same argv: the same port
+    wait_for(lambda: _ready(url), 20, f"{proc.name} restarted")
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/v2/health/ready", timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+# -- the readiness source against real backend servers -----------------------------------------
+
+
+def test_readiness_source_asks_each_backend_and_says_why_not(
+    redis_url: str, tmp_path: Path
+) -> None:
+    with start_lab(redis_url, tmp_path / "lab", backends=2, scheduler=False) as stack:
+        b0, b1 = stack.backends
+        closed = f"http://127.0.0.1:{free_port()}"
+        source = ReadinessSource(timeout_s=1.0, request_timeout_s=0.4)
+        source.observe_backends({b0.name: b0.url, b1.name: b1.url, "gone": closed})
+        first = {c.backend: c for c in source.read().ready_checks}
+        assert {n: (c.ready, c.error) for n, c in first.items()} == {
+            "lab-b0": (True, None),
+            "lab-b1": (True, None),
+            "gone": (False, "refused"),
+        }
+        set_ready(b1.url, False)
+        second = source.read()
+        by_name = {c.backend: c for c in second.ready_checks}
+        assert (by_name["lab-b1"].ready, by_name["lab-b1"].error) == (False, "status 503")
+        assert by_name["lab-b0"] is first["lab-b0"]  # unchanged answers are the same objects
+        assert second.health.value == "ok" and second.round_trips == 3
+        assert source.read().ready_checks is second.ready_checks  # nothing new: the same tuple
+
+        # a hung server (stopped, its socket still open): a timeout, within the read deadline
+        proc = process_of(stack, b0.name)
+        assert proc.proc is not None
+        os.kill(proc.proc.pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            hung = {c.backend: c for c in source.read().ready_checks}
+            took = time.monotonic() - started
+            # one check at a time and a short deadline: the hung one uses it all up, the rest
+            # are not reported (no answer is not an answer), and the next round starts there
+            tight = ReadinessSource(timeout_s=0.3, request_timeout_s=0.3, concurrency=1)
+            tight.observe_backends({b0.name: b0.url, b1.name: b1.url, "gone": closed})
+            cut = tight.read()
+            assert cut.health.value == "degraded" and cut.error is not None
+            assert "not checked by the deadline" in cut.error
+            assert "lab-b1" not in {c.backend for c in cut.ready_checks}
+            assert "lab-b1" in {c.backend for c in tight.read().ready_checks}
+        finally:
+            os.kill(proc.proc.pid, signal.SIGCONT)
+        assert (hung["lab-b0"].ready, hung["lab-b0"].error) == (False, "timeout")
+        assert took < 1.5
+
+
+def test_scheduler_publishes_ready_and_ready_at(redis_url: str, tmp_path: Path) -> None:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    with start_lab(redis_url, tmp_path / "lab", backends=2) as stack:
+        key = "gpucon:backend:lab-b1"
+        version = client.get("gpucon:registry:version")
+
+        def fields() -> dict[str, str]:
+            return {str(k): str(v) for k, v in client.hgetall(key).items()}
+
+        wait_for(lambda: fields().get("ready") == "1", 20, "ready=1 published")
+        first_at = float(fields()["ready_at"])
+        assert abs(time.time() - first_at) < 5
+        wait_for(lambda: float(fields()["ready_at"]) > first_at, 10, "ready_at refreshed")
+        kill_hard(process_of(stack, "lab-b1"))
+        wait_for(lambda: fields().get("ready") == "0", 10, "ready=0 published after the kill")
+        # a health check is not a registry change: plans that recorded the version stay valid
+        assert client.get("gpucon:registry:version") == version
+    client.close()
+
+
+# -- the console's view: hub ticks, alerts, snapshot --json --------------------------------------
+
+
+class Ticks:
+    """Snapshots as the running hub emits them."""
+
+    def __init__(self) -> None:
+        self.snapshots: list[Snapshot] = []
+        self.cond = threading.Condition()
+
+    def __call__(self, snapshot: Snapshot) -> None:
+        with self.cond:
+            self.snapshots.append(snapshot)
+            self.cond.notify_all()
+
+    @property
+    def seq(self) -> int:
+        with self.cond:
+            return self.snapshots[-1].seq if self.snapshots else 0
+
+    def first(
+        self, check: Callable[[Snapshot], bool], after_seq: int, timeout_s: float
+    ) -> Snapshot:
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while True:
+                for s in self.snapshots:
+                    if s.seq > after_seq and check(s):
+                        return s
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no snapshot after seq {after_seq} in {timeout_s:.0f}s")
+                self.cond.wait(left)
+
+
+def not_ready(name: str) -> Callable[[Snapshot], bool]:
+    def check(s: Snapshot) -> bool:
+        lv = s.liveness.get(name)
+        crit = any(
+            a.rule == "not_ready" and a.target == name and a.severity is Severity.CRITICAL
+            for a in s.alerts
+        )
+        return lv is not None and lv.serving is False and crit
+
+    return check
+
+
+def serving(name: str) -> Callable[[Snapshot], bool]:
+    def check(s: Snapshot) -> bool:
+        lv = s.liveness.get(name)
+        return (
+            lv is not None
+            and lv.serving is True
+            and not any(a.target == name and a.rule == "not_ready" for a in s.alerts)
+        )
+
+    return check
+
+
+@pytest.fixture
+def traffic(redis_url: str) -> Iterator[None]:
+    """20 requests/s into gen:queue for as long as the test runs."""
+    stop = threading.Event()
+
+    async def run() -> None:
+        import redis.asyncio as aioredis
+
+        client = aioredis.Redis.from_url(redis_url)
+        spec = TrafficSpec(rate_per_s=20.0, max_count=100_000, max_duration_s=600.0)
+        stopped = asyncio.Event()
+
+        async def watch() -> None:
+            while not stop.is_set():
+                await asyncio.sleep(0.1)
+            stopped.set()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            await generate(client, spec, stopped)
+        finally:
+            watcher.cancel()
+            await client.aclose()
+
+    thread = threading.Thread(target=lambda: asyncio.run(run()), daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(timeout=10)
+
+
+def snapshot_json(config: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    capsys.readouterr()
+    main(["--config", str(config), "snapshot", "--json"])
+    doc: dict[str, object] = json.loads(capsys.readouterr().out)
+    return doc
+
+
+def test_killed_backend_is_not_ready_within_two_ticks_and_back_after_restart(
+    redis_url: str,
+    tmp_path: Path,
+    traffic: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with start_lab(redis_url, tmp_path / "lab", backends=3, prometheus=PROMETHEUS) as stack:
+        assert stack.config_path is not None
+        config = load_config(stack.config_path, env={})
+        hub: Hub = open_session(config, read_only=True).hub
+        assert [s.name for s in hub.sources][-1] == "readiness"
+        ticks = Ticks()
+        hub.start(ticks)
+        try:
+            # the readiness checks wait for the registry's first read: the first snapshots
+            # already carry every backend's own answer
+            early = ticks.first(lambda s: s.seq == 2, 0, 30)
+            assert {n: lv.http_ready for n, lv in early.liveness.items()} == dict.fromkeys(
+                ("lab-b0", "lab-b1", "lab-b2"), True
+            )
+            ticks.first(serving("lab-b1"), 0, 30)
+            victim = process_of(stack, "lab-b1")
+            url = next(b.url for b in stack.backends if b.name == "lab-b1")
+
+            kill_seq = ticks.seq
+            kill_hard(victim)
+            seen = ticks.first(not_ready("lab-b1"), kill_seq, 30)
+            ticks_to_not_ready = seen.seq - kill_seq
+            lv = seen.liveness["lab-b1"]
+            assert lv.http_ready is False and lv.http_error == "refused"
+            alert = next(a for a in seen.alerts if a.target == "lab-b1" and a.rule == "not_ready")
+            assert alert.message.startswith("not ready: http refused")
+            # the others keep serving
+            assert all(seen.liveness[n].serving for n in ("lab-b0", "lab-b2"))
+
+            doc = snapshot_json(stack.config_path, capsys)
+            one_shot = {item["name"]: item for item in doc["liveness"]}  # type: ignore[attr-defined]
+            assert one_shot["lab-b1"]["serving"] is False
+            assert one_shot["lab-b0"]["serving"] is True
+            assert any(
+                a["target"] == "lab-b1" and a["severity"] == "critical"
+                for a in doc["alerts"]  # type: ignore[attr-defined]
+            )
+
+            if PROMETHEUS:  # Prometheus notices too; its rates stop looking current
+                later = ticks.first(
+                    lambda s: s.liveness["lab-b1"].prom_up is False, seen.seq - 1, 30
+                )
+                lat = later.latency.get("lab-b1")
+                assert lat is None or lat.req_per_s is None
+                assert "prometheus up=0" in later.liveness["lab-b1"].because
+
+            restart(stack, victim, url)  # returns once it answers ready again
+            up_seq = ticks.seq
+            back = ticks.first(serving("lab-b1"), up_seq, 30)
+            ticks_to_back = back.seq - up_seq
+        finally:
+            hub.stop()
+    print(f"\nticks to not ready: {ticks_to_not_ready}; ticks back after restart: {ticks_to_back}")
+    assert ticks_to_not_ready <= 2
+    assert ticks_to_back <= 2

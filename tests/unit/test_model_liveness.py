@@ -1,0 +1,266 @@
+"""The liveness verdict: which signals vouch for a backend, which object, and the alerts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpucon.model.alerts import AlertInputs, AlertThresholds, Severity, derive_alerts
+from gpucon.model.fleet import Backend, BackendState, LatencyStats
+from gpucon.model.history import History
+from gpucon.model.liveness import (
+    BackendLiveness,
+    LivenessPolicy,
+    ReadyCheck,
+    TargetUp,
+    judge,
+    withhold_dead_targets,
+)
+from gpucon.model.liveness_book import LivenessBook, Signals, match_targets
+from gpucon.registry.parse import parse_backend
+from gpucon.sources.problems import Problems
+from gpucon.sources.prom_up import parse_up
+
+P = LivenessPolicy(http_max_age_s=3.0, prom_max_age_s=15.0, registry_max_age_s=5.0)
+NOW = 1000.0
+B = Backend("b1", url="http://10.0.0.1:8000")
+
+
+def http(
+    ready: bool, error: str | None = None, at: float = NOW - 0.5
+) -> tuple[ReadyCheck, str, float]:
+    return (ReadyCheck("b1", ready, error), "readiness", at)
+
+
+def up(
+    value: bool, at: float = NOW - 1.0, instance: str = "10.0.0.1:8000"
+) -> tuple[TargetUp, str, float]:
+    return (TargetUp(instance, value, "triton"), "prometheus", at)
+
+
+def registry(ready: bool, age_s: float) -> Backend:
+    return Backend("b1", url=B.url, ready=ready, ready_at=NOW - age_s)
+
+
+def test_the_backends_own_ready_vouches() -> None:
+    lv = judge(B, http(True), None, NOW, P)
+    assert (lv.serving, lv.because) == (True, "http ready")
+
+
+def test_killed_backend_every_signal_against() -> None:
+    lv = judge(registry(False, 0.4), http(False, "refused"), up(False), NOW, P)
+    assert lv.serving is False
+    assert lv.because == "http refused, registry ready=0, prometheus up=0"
+
+
+def test_up_alone_does_not_rescue_a_backend_that_says_not_ready() -> None:
+    # the server answers its metrics endpoint (up=1) but /v2/health/ready says 503
+    lv = judge(registry(False, 0.4), http(False, "status 503"), up(True), NOW, P)
+    assert (lv.serving, lv.because) == (False, "http status 503, registry ready=0")
+
+
+def test_when_readiness_signals_disagree_the_newer_one_wins_for_a_while() -> None:
+    # killed: the console's check (0.2 s ago) saw it before the scheduler's (0.6 s ago) did
+    killed = judge(registry(True, 0.6), http(False, "refused", at=NOW - 0.2), None, NOW, P)
+    assert (killed.serving, killed.disputed) == (False, True)
+    assert killed.because == "http refused, registry ready=1"
+    # restarted: the other way round
+    back = judge(registry(False, 0.7), http(True, at=NOW - 0.2), None, NOW, P)
+    assert (back.serving, back.disputed) == (True, True)
+    # a disagreement that lasts is reported as one: nothing decides
+    lasting = judge(registry(True, 0.1), http(False, "timeout"), up(True), NOW, P, 6.0)
+    assert lasting.serving is None and lasting.disputed
+    assert lasting.because == "http timeout, registry ready=1, prometheus up=1"
+
+
+def test_the_book_reports_a_lasting_dispute() -> None:
+    book = LivenessBook(P)
+    verdicts = []
+    for t in range(8):  # the console cannot reach it, the scheduler can: both keep checking
+        now = NOW + t
+        b = Backend("b1", url=B.url, ready=True, ready_at=now - 0.1)
+        check = {"b1": ReadyCheck("b1", False, "timeout")}
+        signals = Signals(checks=(("readiness", now - 0.3, check),))
+        verdicts.append(book.judge_all({"b1": b}, signals, now)["b1"].serving)
+    assert verdicts == [True] * 5 + [None] * 3
+
+
+def test_up_decides_only_without_a_readiness_signal() -> None:
+    assert judge(B, None, up(True), NOW, P).serving is True
+    down = judge(B, None, up(False), NOW, P)
+    assert (down.serving, down.because) == (False, "prometheus up=0 (no readiness signal)")
+    # beside a backend that says ready, up=0 is said but does not decide
+    lv = judge(B, http(True), up(False), NOW, P)
+    assert (lv.serving, lv.because) == (True, "http ready, prometheus up=0")
+
+
+@pytest.mark.parametrize(
+    ("backend", "check", "target", "words"),
+    [
+        (B, http(True, at=NOW - 10), None, "no fresh signal (http check too old)"),
+        (registry(True, 60.0), None, None, "no fresh signal (registry ready_at too old)"),
+        (B, None, up(True, at=NOW - 60), "no fresh signal (prometheus up too old)"),
+        (B, None, None, "no readiness signal"),
+        (Backend("b1"), None, None, "no readiness signal (no url to check)"),
+    ],
+)
+def test_old_or_missing_signals_vouch_for_nothing(
+    backend: Backend,
+    check: tuple[ReadyCheck, str, float] | None,
+    target: tuple[TargetUp, str, float] | None,
+    words: str,
+) -> None:
+    lv = judge(backend, check, target, NOW, P)
+    assert (lv.serving, lv.disputed, lv.because) == (None, False, words)
+
+
+def test_registry_ready_without_its_time_does_not_vouch() -> None:
+    lv = judge(Backend("b1", url=B.url, ready=True), None, None, NOW, P)
+    assert lv.serving is None and lv.registry_ready is True and not lv.registry_fresh
+
+
+def test_targets_match_by_address_or_by_the_only_target_on_the_host() -> None:
+    backends = {
+        "same-port": Backend("same-port", url="http://10.0.0.1:8000"),
+        "triton-a": Backend("triton-a", url="http://10.0.0.2:8000"),  # metrics on :8002
+        "triton-b": Backend("triton-b", url="http://10.0.0.2:8000/"),  # same server, 2nd model
+        "ambiguous": Backend("ambiguous", url="http://10.0.0.3:8000"),
+        "garbage": Backend("garbage", url="http://[::1"),
+    }
+    ups = {
+        i: (TargetUp(i, True), "prometheus", NOW)
+        for i in ("10.0.0.1:8000", "10.0.0.2:8002", "10.0.0.3:9100", "10.0.0.3:8002")
+    }
+    matched = {name: hit[0].instance for name, hit in match_targets(backends, ups).items()}
+    assert matched == {
+        "same-port": "10.0.0.1:8000",
+        "triton-a": "10.0.0.2:8002",
+        "triton-b": "10.0.0.2:8002",
+    }
+
+
+def test_the_book_keeps_an_unchanged_verdict_and_notices_time_passing() -> None:
+    book = LivenessBook(P)
+    backends = {"b1": B}
+    check = ReadyCheck("b1", True)
+    signals = Signals(checks=(("readiness", NOW, {"b1": check}),))
+    first = book.judge_all(backends, signals, NOW)
+    again = book.judge_all(backends, signals, NOW + 1)
+    assert again["b1"] is first["b1"] and first["b1"].serving is True
+    # no new check for longer than the http limit: the old one no longer vouches
+    later = book.judge_all(backends, signals, NOW + 5)
+    assert later["b1"].serving is None
+
+
+def test_rates_of_a_dead_scrape_target_are_withheld() -> None:
+    lat = {
+        "dead": LatencyStats("dead", req_per_s=2.1, p95_ms=40.0, pending=1.0),
+        "alive": LatencyStats("alive", req_per_s=5.0, p95_ms=30.0),
+    }
+    liveness = {
+        "dead": BackendLiveness("dead", prom_up=False, prom_fresh=True, serving=False),
+        "alive": BackendLiveness("alive", prom_up=True, prom_fresh=True, serving=True),
+    }
+    out = withhold_dead_targets(lat, liveness)
+    assert out["dead"] == LatencyStats("dead")  # every measurement n/a, the key kept
+    assert out["alive"] is lat["alive"]
+    old_up = {"dead": BackendLiveness("dead", prom_up=False, prom_fresh=False)}
+    assert withhold_dead_targets(lat, old_up)["dead"] is lat["dead"]
+
+
+# -- alerts ------------------------------------------------------------------------------------
+
+
+def alerts_for(
+    backends: dict[str, Backend],
+    liveness: dict[str, BackendLiveness],
+    latency: dict[str, LatencyStats] | None = None,
+) -> dict[tuple[str, str], tuple[Severity, str]]:
+    inputs = AlertInputs(
+        now=NOW,
+        slots={},
+        backends=backends,
+        latency=latency or {},
+        queues={},
+        sources={},
+        history=History(),
+        liveness=liveness,
+    )
+    return {
+        (a.rule, a.target): (a.severity, a.message)
+        for a in derive_alerts(inputs, AlertThresholds())
+    }
+
+
+def test_a_dead_backend_raises_a_critical_alert_naming_what_said_so() -> None:
+    dead = judge(Backend("lab-b1", url=B.url), http(False, "refused"), up(False), NOW, P)
+    alerts = alerts_for({"lab-b1": Backend("lab-b1", url=B.url)}, {"lab-b1": dead})
+    assert alerts[("not_ready", "lab-b1")] == (
+        Severity.CRITICAL,
+        "not ready: http refused, prometheus up=0",
+    )
+
+
+def test_not_ready_by_state() -> None:
+    not_serving = BackendLiveness("x", serving=False, because="http refused")
+    disputed = BackendLiveness("x", serving=None, disputed=True, because="http timeout, …")
+    settling = BackendLiveness("x", serving=True, disputed=True, because="http ready, …")
+    silent = BackendLiveness("x", serving=None, because="no readiness signal")
+    cases = {
+        (BackendState.ACTIVE, not_serving): Severity.CRITICAL,
+        (BackendState.DRAINING, not_serving): Severity.CRITICAL,  # dies mid-drain: requests lost
+        (BackendState.DRAINED, not_serving): None,  # taken out on purpose
+        (BackendState.ACTIVE, disputed): Severity.WARNING,
+        (BackendState.ACTIVE, settling): None,  # a restart the scheduler has not seen yet
+        (BackendState.ACTIVE, silent): Severity.INFO,
+        (BackendState.DRAINING, silent): None,
+    }
+    for (state, lv), expected in cases.items():
+        found = alerts_for({"x": Backend("x", state=state)}, {"x": lv}).get(("not_ready", "x"))
+        assert (found[0] if found else None) == expected, (state, lv)
+
+
+def test_p95_is_judged_only_on_a_backend_that_takes_work() -> None:
+    slow = LatencyStats("x", req_per_s=3.0, p95_ms=9000.0)
+    serving = {"x": BackendLiveness("x", serving=True)}
+    assert ("p95_slo", "x") in alerts_for({"x": Backend("x")}, serving, {"x": slow})
+    for state in (BackendState.DRAINING, BackendState.DRAINED, BackendState.DOWN):
+        rules = alerts_for({"x": Backend("x", state=state)}, serving, {"x": slow})
+        assert not {r for r, _ in rules} & {"p95_slo", "no_traffic"}, state
+    dead = {"x": BackendLiveness("x", serving=False, because="http refused")}
+    assert ("p95_slo", "x") not in alerts_for({"x": Backend("x")}, dead, {"x": slow})
+
+
+def test_no_traffic_instead_of_a_p95_alert() -> None:
+    idle = LatencyStats("x", req_per_s=0.0, p95_ms=9000.0)
+    alerts = alerts_for({"x": Backend("x")}, {"x": BackendLiveness("x", serving=True)}, {"x": idle})
+    assert ("p95_slo", "x") not in alerts
+    severity, message = alerts[("no_traffic", "x")]
+    assert severity is Severity.INFO and message.startswith("no traffic")
+
+
+# -- parsing the signals -----------------------------------------------------------------------
+
+
+def test_parse_up_one_target_per_instance_garbage_noted() -> None:
+    problems = Problems()
+    series: list[dict[str, Any]] = [
+        {"metric": {"instance": "h:1", "job": "triton"}, "value": [0, "0"]},
+        {"metric": {"instance": "h:1", "job": "other"}, "value": [0, "1"]},  # up in any job
+        {"metric": {"instance": "h:2"}, "value": [0, "0"]},
+        {"metric": {"job": "x"}, "value": [0, "1"]},
+        {"metric": {"instance": "h:3"}, "value": [0, "NaN"]},
+        {"metric": "nope", "value": [0, "1"]},
+    ]
+    ups = parse_up(series, problems)
+    assert [(u.instance, u.up) for u in ups] == [("h:1", True), ("h:2", False)]
+    assert problems.count == 3
+
+
+def test_registry_ready_at_is_parsed_and_garbage_noted() -> None:
+    b, problems = parse_backend("b", {"state": "active", "ready": "1", "ready_at": "1700000000.25"})
+    assert (b.ready, b.ready_at) == (True, 1700000000.25) and problems == ()
+    bad, problems = parse_backend("b", {"state": "active", "ready_at": "yesterday"})
+    assert bad.ready_at is None
+    assert any("ready_at" in p for p in problems)
