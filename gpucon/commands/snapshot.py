@@ -109,8 +109,8 @@ def snapshot_document(snapshot: Snapshot, fleet: str) -> dict[str, Any]:
         "backends": items(snapshot.backends, "backend"),
         "queues": items(snapshot.queues, "queue"),
         "latency": items(snapshot.latency, "latency"),
-        "liveness": [liveness_item(snapshot, name) for name in sorted(snapshot.liveness)],
         "nodes": nodes,
+        "liveness": [liveness_item(snapshot, name) for name in sorted(snapshot.liveness)],
         "sources": [_source(snapshot, name) for name in sorted(snapshot.sources)],
         "alerts": [jsonable(a) for a in snapshot.alerts],
     }
