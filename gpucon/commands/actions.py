@@ -259,6 +259,8 @@ def run_planned(
     # a proposed rebalance needs what only the full sources know (latency, SM counts);
     # a node's backends are known only by joining the registry with Kubernetes' pods
     full = (args.command == "rebalance" and "weights" not in params) or "node" in params
+    # an undrain notes the backend's pod, which Kubernetes knows (checked again under the lock)
+    full = full or (args.command == "undrain" and session.config.fleet.kube is not None)
     snapshot, version = session.planning_view(full=full)
     if args.command == "rebalance":
         params["registry_version"] = version

@@ -4,7 +4,8 @@
 place that builds one, and never in a read-only session (``ReadOnlyError``), so in read-only
 mode no object exists through which a write could be sent. The protocols are what the
 actions use: ``RegistryControl`` (the scheduler registry in Redis, or the simulator's),
-``KubeControl`` (cordon and evict, ``gpucon.controls.kube``) and ``Prober``.
+``KubeControl`` (cordon and evict, and the fresh reads of a node and of a backend's pods that
+the guard checks again under the lock, ``gpucon.controls.kube``) and ``Prober``.
 """
 
 from __future__ import annotations
@@ -112,6 +113,14 @@ class KubeControl(Protocol):
     def cordon(self, node: str) -> None: ...
 
     def uncordon(self, node: str) -> None: ...
+
+    def node_unschedulable(self, node: str) -> bool | None:
+        """Whether ``node`` is cordoned now; None when there is no such node (reads)."""
+        ...
+
+    def backend_pods(self, backend: str) -> dict[str, str | None]:
+        """The running pods labelled for ``backend`` now: "namespace/name" -> node (reads)."""
+        ...
 
     def evict(
         self,
