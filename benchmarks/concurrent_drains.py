@@ -42,7 +42,9 @@ def trial(stack: LabStack, client: Any, controls: Controls, directory: Path, n: 
           ) -> dict[str, Any]:  # fmt: skip
     snapshot, _ = read_registry(client)
     if snapshot.backends[TARGET].state != "active":
-        execute(apply_undrain, plan_undrain(snapshot, {"backend": TARGET}), controls, lambda e: None)
+        execute(
+            apply_undrain, plan_undrain(snapshot, {"backend": TARGET}), controls, lambda e: None
+        )
     time.sleep(0.5)  # it takes work again
     audit = directory / f"audit-{n}.jsonl"
     env = dict(os.environ, GPUCON_AUDIT_PATH=str(audit), GPUCON_OPERATOR=f"op{n}@bench")

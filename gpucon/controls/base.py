@@ -197,3 +197,10 @@ def audit_path_for(config: GpuconConfig) -> Path:
     from gpucon.config import default_state_dir
 
     return config.audit_path or default_state_dir() / "audit.jsonl"
+
+
+def demo_audit_path(config: GpuconConfig) -> Path:
+    """The demo's own audit file, beside the live one (``audit-demo.jsonl``): the simulated
+    fleet's actions never land in a live fleet's record."""
+    live = audit_path_for(config)
+    return live.with_name(f"{live.stem}-demo{live.suffix}")

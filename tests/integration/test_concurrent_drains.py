@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -63,7 +64,7 @@ def test_ten_concurrent_drains_one_acts(redis_url: str, tmp_path: Path, trial: i
     records = read_audit(audit)
     assert [r.event for r in records].count("intent") == 1
     assert [(r.event, r.status) for r in records].count(("outcome", "ok")) == 1
-    stream = client.xrange("gpucon:audit")
+    stream: Any = client.xrange("gpucon:audit")
     assert [f["event"] for _, f in stream].count("intent") == 1
     # a late racer is told the backend is drained and who drained it
     refused = [out for code, out in results if code == 3]
