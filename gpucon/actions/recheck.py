@@ -14,6 +14,7 @@ from typing import Protocol
 
 from gpucon.actions.plan import Plan
 from gpucon.controls.base import Controls
+from gpucon.errors import StalePlan
 
 OUT_OF_SERVICE = ("draining", "drained")
 
@@ -86,4 +87,28 @@ def recheck_undrain(plan: Plan, controls: Controls) -> list[str]:
                 f"node {node}, where {name} runs, is cordoned (a node drain?): undrain the node "
                 f"with gpucon undrain {node} --node, or uncordon it first"
             )
+    return changed
+
+
+def recheck_rebalance(plan: Plan, controls: Controls) -> list[str]:
+    """Every weight the plan saw must still be what it saw (naming who changed one since),
+    and the registry still at the plan's version (the write checks both again, atomically)."""
+    changed: list[str] = []
+    for name, seen in sorted(dict(plan.params.get("old_weights") or {}).items()):
+        record = controls.registry.backend(str(name))
+        if record is None:
+            changed.append(GONE.format(name=name))
+        elif (
+            seen is not None
+            and record.weight is not None
+            and abs(float(seen) - record.weight) > 1e-9
+        ):
+            changed.append(
+                f"the plan saw {name} at weight {float(seen):g} but it is now "
+                f"{record.weight:g}{changed_by(record)}"
+            )
+    if not changed and plan.registry_version is not None:
+        now = controls.registry.version()
+        if now != plan.registry_version:
+            raise StalePlan(plan.registry_version, now)
     return changed
