@@ -18,8 +18,10 @@ from collections.abc import Callable
 from gpucon.actions.plan import Plan
 from gpucon.controls.base import Controls, LockLease
 
-# a renewal this far past its interval means the lease may lapse before the next one
-LATE_FACTOR = 1.5
+# a renewal is late this long after it was due: half an interval, at least a second (a busy
+# machine must not make a healthy lease look lost), but always well inside the TTL
+LATE_GRACE_S = 1.0
+LATE_AT_MOST = 0.9  # of the TTL
 
 
 def lock_targets(plan: Plan) -> tuple[str, ...]:
@@ -69,6 +71,8 @@ class LockKeeper:
         self.leases = leases
         self.ttl_s = ttl_s
         self.interval_s = ttl_s / 3.0
+        grace = max(self.interval_s * 0.5, LATE_GRACE_S)
+        self.late_after_s = min(ttl_s * LATE_AT_MOST, self.interval_s + grace)
         self._clock = clock
         self._wall = wall
         self._last_ok = clock()  # the leases were taken (or all renewed) at this time
@@ -97,7 +101,7 @@ class LockKeeper:
     def lost_why(self) -> str | None:
         """Why the leases can no longer be trusted, or None while they hold."""
         late = self._clock() - self._last_ok
-        if late > self.interval_s * LATE_FACTOR:
+        if late > self.late_after_s:
             self._mark(
                 [lease.target for lease in self.leases],
                 f"no renewal succeeded for {late:.1f} s (renewed every {self.interval_s:.1f} s, "
