@@ -65,11 +65,14 @@ class _StepRecorder:
     started: dict[str, float]
     audit_errors: list[str]
     keeper: LockKeeper | None = field(default=None)
+    stopped: set[str] = field(default_factory=set)  # steps the lost lease stopped
 
     def __call__(self, event: ProgressEvent) -> None:
         now = time.monotonic()
         if event.status in (StepStatus.STARTED, StepStatus.RUNNING):
             self._stop_if_lease_lost(event, now)
+        if event.status is StepStatus.FAILED and event.step in self.stopped:
+            return  # already recorded as stopped by the lost lease; apply reports it again
         if event.status is StepStatus.STARTED:
             self.started[event.step] = now
         elif event.status in (StepStatus.DONE, StepStatus.FAILED):
@@ -91,6 +94,7 @@ class _StepRecorder:
             return
         lost = LeaseLost(event.step, why)
         if event.status is StepStatus.RUNNING:  # the step had started: it failed
+            self.stopped.add(event.step)
             took = now - self.started.get(event.step, now)
             self.results.append(StepResult(event.step, False, str(lost), took))
             failed = ProgressEvent(event.step, StepStatus.FAILED, str(lost))

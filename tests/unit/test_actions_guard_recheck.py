@@ -132,8 +132,10 @@ def test_a_lease_that_expires_stops_the_action_at_the_next_step(tmp_path: Path) 
         while time.monotonic() < deadline and not lost.is_set():
             try:  # each poll is a step boundary
                 progress(ProgressEvent("one", StepStatus.RUNNING, "waiting"))
-            except Exception:
+            except Exception as exc:
                 lost.set()
+                # as drain's steps do: report the failure (the guard records it once) and stop
+                progress(ProgressEvent("one", StepStatus.FAILED, str(exc)))
                 raise
             time.sleep(0.01)
         ran.append("two")
