@@ -43,9 +43,11 @@ GONE = "{name} is no longer in the registry"
 def recheck_drain(plan: Plan, controls: Controls) -> list[str]:
     """A backend drain is refused when the backend is drained already (someone else's drain
     finished while this one waited for the lock); a node drain leaves drained backends as they
-    are, so only a backend gone from the registry stops it."""
+    are, so only a backend gone from the registry, or the node gone from Kubernetes, stops it."""
     changed: list[str] = []
     node = plan.params.get("node")
+    if node and controls.kube is not None and controls.kube.node_unschedulable(str(node)) is None:
+        changed.append(f"node {node} no longer exists in Kubernetes")
     for name in [str(n) for n in plan.params.get("backends") or []]:
         record = controls.registry.backend(name)
         if record is None:

@@ -171,3 +171,17 @@ def test_a_node_drain_racing_an_undrain_never_leaves_it_active_on_a_cordoned_nod
         key = f"drain {outcomes['ann@h1'].status} / undrain {outcomes['bob@h2'].status}"
         tally[key] = tally.get(key, 0) + 1
     print(f"{TRIALS} trials: {tally}")
+
+
+def test_a_node_drain_of_a_node_that_left_the_cluster_is_refused(
+    world: tuple[redis.Redis, KubeStandIn, dict[str, Controls]],
+) -> None:
+    client, standin, consoles = world
+    snapshot, _ = read_registry(client)
+    plan = drain.plan_drain(snapshot, {"node": "gpu-b", "kube": True, "force": True})
+    assert plan.ok and plan.blast_radius.backends == ("b3",)
+    del standin.nodes["gpu-b"]  # removed from the cluster after the plan was made
+    outcome = execute(drain.apply_drain, plan, consoles["ann@h1"], lambda e: None)
+    assert outcome.status is OutcomeStatus.REFUSED, outcome
+    assert "node gpu-b no longer exists in Kubernetes" in outcome.message
+    assert client.hget("gpucon:backend:b3", "state") == "active"
