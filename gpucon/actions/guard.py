@@ -115,11 +115,18 @@ class _StepRecorder:
         )
 
 
-def _lock_refusal(plan: Plan, held: LockHeld) -> str:
-    """Who holds which lock since when, and, for a blast-radius lock, why this plan needs it."""
-    if held.target == plan.target:
-        return f"{held}; nothing was done"
-    return f"{plan.action} {plan.target} touches {held.target}: {held}; nothing was done"
+def _lock_refusal(plan: Plan, held: LockHeld, operator: str, ttl_s: float) -> str:
+    """Who holds which lock since when, and, for a blast-radius lock, why this plan needs it.
+    Held by this very operator: perhaps a run that was killed, whose lease runs out by itself."""
+    text = f"{held}; nothing was done"
+    if held.target != plan.target:
+        text = f"{plan.action} {plan.target} touches {held.target}: {text}"
+    if held.holder == operator:
+        text += (
+            f" (if that run of yours was interrupted, its lock lapses within {ttl_s:g} s: "
+            "then run it again)"
+        )
+    return text
 
 
 def _refusal(plan: Plan, controls: Controls, error: ActionError, message: str = "") -> Outcome:
@@ -174,7 +181,8 @@ def execute(
     try:
         leases = acquire_locks(controls, plan, lock_ttl_s)
     except LockHeld as held:
-        return _refusal(plan, controls, held, _lock_refusal(plan, held))
+        message = _lock_refusal(plan, held, controls.operator, lock_ttl_s)
+        return _refusal(plan, controls, held, message)
     except Exception as exc:  # the registry cannot be reached: nothing was done
         return _error(plan, f"could not take the locks for {plan.target}: {exc}; nothing was done")
     try:

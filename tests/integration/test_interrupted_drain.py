@@ -73,12 +73,16 @@ def test_killed_drain_reads_interrupted_and_the_rerun_converges(
     # its lock outlives it until the TTL lapses: while the holder's lock is there, "running"
     rows = audit_rows(capsys)
     assert (rows[0]["event"], rows[0]["status"]) == ("intent", "running")
+    # running it again at once: the dead run's lock is still there, and the message says why
+    assert main(["drain", "b1", "--yes"]) == 4
+    assert "its lock lapses within 15 s: then run it again" in capsys.readouterr().out
     client.pexpire("gpucon:lock:b1", 1)  # the TTL lapses (as it would 15 s later)
     time.sleep(0.05)
     rows = audit_rows(capsys)
     assert [(r["event"], r["status"]) for r in rows] == [
         ("intent", "interrupted"),
         ("step", "done"),
+        ("refused", "lock_held"),
     ]
     assert rows[0]["fleet"] == "default"
     assert main(["audit"]) == 0
