@@ -102,6 +102,16 @@ class StepTimeout(StepFailed):
     exit_code = ExitCode.TIMEOUT
 
 
+class LeaseLost(StepFailed):
+    """The action's lock could not be renewed (Redis unreachable, renewal late, taken over):
+    it stopped at a step boundary rather than act without it. Exit 5, like a failed step."""
+
+    def __init__(self, step: str, why: str) -> None:
+        ActionError.__init__(self, f"stopped before {step!r}: the lock was lost ({why})")
+        self.step = step
+        self.why = why
+
+
 def format_ts(ts: float) -> str:
     """A UTC timestamp as the operator reads it in messages and the audit log; a time no
     calendar can show (NaN, infinite, beyond year 9999) is named as it is, never raised."""

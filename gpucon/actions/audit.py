@@ -2,9 +2,13 @@
 
 Events of one action run, in order: ``intent`` (before the first step), one ``step`` per step
 result, then ``outcome``; ``refused`` stands alone when the action never started (lock held,
-failed precondition). Every record carries the time, the operator (user@host), the action,
-the target and the plan's digest. The file is the record of this operator's console; the
-stream (written through the registry control) is the fleet's shared record.
+failed precondition). Every record carries the time, the fleet, the operator (user@host), the
+action, the target and the plan's digest. The file is the record of this operator's console;
+the stream (written through the registry control) is the fleet's shared record.
+
+An intent with no outcome after it is a run that never finished: ``interrupted`` (the process
+was killed, the machine went away) unless its target's lock is still held by the same operator
+(``running``): ``run_statuses`` says which, for the CLI and the audit screen alike.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import contextlib
 import json
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -111,6 +115,14 @@ class AuditStreamReader:
         """The newest ``limit`` stream records, oldest first; raises when Redis cannot answer."""
         from gpucon.controls.registry import read_audit_stream
 
+        rows = read_audit_stream(self._connect(), limit)
+        return records_from_rows(rows)
+
+    def lock_holder(self, target: str) -> str | None:
+        """Who holds ``target``'s lock now (a read; raises when Redis cannot answer)."""
+        return lock_holders(self._connect())(target)
+
+    def _connect(self) -> Any:
         with self._lock:
             if self._client is None:
                 import redis
@@ -122,9 +134,7 @@ class AuditStreamReader:
                     socket_connect_timeout=self.timeout_s,
                     client_name=self.client_name,
                 )
-            client = self._client
-        rows = read_audit_stream(client, limit)
-        return records_from_rows(rows)
+            return self._client
 
     def close(self) -> None:
         with self._lock:
@@ -152,22 +162,91 @@ class RegistryAuditStream:
     def read(self, limit: int) -> list[AuditRecord]:
         return records_from_rows(self.registry.read_audit(limit))
 
+    def lock_holder(self, target: str) -> str | None:
+        """Who holds ``target``'s lock now, read over the registry's connection."""
+        client = getattr(self.registry, "client", None)
+        return None if client is None else lock_holders(client)(target)
+
     def close(self) -> None:
         """The registry belongs to the controls; they close it."""
 
 
-def format_record(record: AuditRecord) -> str:
-    """One line of the audit log as plain text (the CLI and the audit screen)."""
+INTERRUPTED = "interrupted"
+RUNNING = "running"
+
+
+def _run_key(record: AuditRecord) -> tuple[str, ...]:
+    return (record.fleet, record.operator, record.action, record.target, record.digest)
+
+
+def unfinished_intents(records: Sequence[AuditRecord]) -> set[int]:
+    """Indexes of the intents with no outcome after them (same fleet, operator, action, target
+    and plan). An outcome closes the latest open intent: runs of one plan on one target follow
+    each other under its lock, so a killed run stays open behind the rerun that finished."""
+    open_runs: dict[tuple[str, ...], list[int]] = {}
+    for i, record in enumerate(records):
+        if record.event == "intent":
+            open_runs.setdefault(_run_key(record), []).append(i)
+        elif record.event == "outcome":
+            waiting = open_runs.get(_run_key(record))
+            if waiting:
+                waiting.pop()
+    return {i for waiting in open_runs.values() for i in waiting}
+
+
+LockHolder = Callable[[str], str | None]  # target -> who holds its lock now (None: nobody)
+
+
+def run_statuses(records: Sequence[AuditRecord], holder: LockHolder | None = None) -> list[str]:
+    """The status to show for each record: its own, except an unfinished intent, which is
+    ``running`` while its operator still holds the target's lock and ``interrupted``
+    otherwise (``holder`` None: the locks cannot be read, so every unfinished intent reads
+    interrupted)."""
+    statuses = [r.status for r in records]
+    for i in sorted(unfinished_intents(records)):
+        held_by = None
+        if holder is not None:
+            try:
+                held_by = holder(records[i].target)
+            except Exception:  # no lock information (Redis down): ask no more, say interrupted
+                holder = None
+        statuses[i] = RUNNING if held_by == records[i].operator else INTERRUPTED
+    return statuses
+
+
+def lock_holders(client: Any) -> LockHolder:
+    """Reads who holds a target's lock (``GET gpucon:lock:TARGET``, a read), for
+    ``run_statuses``; the value names its holder."""
+    from gpucon.registry.keys import lock_key
+
+    def holder(target: str) -> str | None:
+        raw = client.get(lock_key(target))
+        if raw is None:
+            return None
+        text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+        try:
+            info = json.loads(text)
+        except json.JSONDecodeError:
+            return text
+        return str(info.get("holder", "?")) if isinstance(info, dict) else text
+
+    return holder
+
+
+def format_record(record: AuditRecord, status: str | None = None) -> str:
+    """One line of the audit log as plain text (the CLI); ``status`` replaces the record's
+    (an unfinished intent's ``interrupted``). A record without a fleet shows ``?``."""
     from gpucon.errors import format_ts
 
     parts: Iterable[str] = (
         format_ts(record.ts),
+        record.fleet or "?",
         record.operator,
         record.event,
         record.action,
         record.target,
         record.step,
-        record.status,
+        record.status if status is None else status,
         record.text,
         f"[{record.digest}]" if record.digest else "",
     )

@@ -1,7 +1,10 @@
 """The actions gpucon knows, by name: each one's tier, ``plan`` and ``apply``.
 
 An action module exposes ``plan(snapshot, params) -> Plan`` (pure) and
-``apply(plan, controls, progress) -> Outcome``; this catalog imports them when first asked for
+``apply(plan, controls, progress) -> Outcome``, and may expose ``recheck(plan, controls) ->
+list[str]``: the guard calls it under the locks, before the intent is written, to check the
+plan's preconditions again on fresh state (one text per precondition that no longer holds,
+naming what changed and who changed it); this catalog imports them when first asked for
 (the console's start-up never pays for an action it does not run).
 """
 
@@ -18,6 +21,7 @@ from gpucon.model.snapshot import Snapshot
 
 PlanFn = Callable[[Snapshot, Mapping[str, Any]], Plan]
 ApplyFn = Callable[[Plan, Controls, Progress], Outcome]
+RecheckFn = Callable[[Plan, Controls], list[str]]
 
 # name -> (tier, title)
 KNOWN: dict[str, tuple[Tier, str]] = {
@@ -64,3 +68,14 @@ def _functions(name: str) -> tuple[PlanFn, ApplyFn]:
     from gpucon.actions import probe
 
     return probe.plan, probe.apply
+
+
+def recheck_of(name: str) -> RecheckFn | None:
+    """The action's ``recheck``, or None when its module has none (or the action is unknown)."""
+    if name not in KNOWN:
+        return None
+    import importlib
+
+    module = importlib.import_module(f"gpucon.actions.{name}")
+    found: RecheckFn | None = getattr(module, "recheck", None)
+    return found

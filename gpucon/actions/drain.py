@@ -37,6 +37,7 @@ from gpucon.actions.plan import (
     StepStatus,
     Tier,
 )
+from gpucon.actions.recheck import recheck_drain
 from gpucon.actions.undrain import apply_undrain, plan_undrain
 from gpucon.controls.base import Controls
 from gpucon.errors import BadParams, StepFailed, StepTimeout, finite_number
@@ -77,8 +78,12 @@ def _others_serving(
 
 
 def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
-    """The drain plan for ``params["backend"]`` (or every backend of ``params["node"]``)."""
-    reason = text_param(params, "reason", DEFAULT_REASON) or DEFAULT_REASON
+    """The drain plan for ``params["backend"]`` (or every backend of ``params["node"]``).
+
+    Without a reason, a backend left ``draining`` by an interrupted drain keeps the reason
+    that drain gave: running the drain again finishes it.
+    """
+    given = text_param(params, "reason")
     timeout_s = finite_number("timeout_s", params.get("timeout_s", DEFAULT_TIMEOUT_S), minimum=0)
     if timeout_s <= 0:
         raise BadParams("timeout_s", f"must be > 0 seconds, got {timeout_s:g}")
@@ -92,6 +97,8 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     else:
         backends = (find_backend(snapshot, text_param(params, "backend")),)
         target = backends[0].name
+    resumed = [b.reason for b in backends if b.state is BackendState.DRAINING and b.reason]
+    reason = given or (resumed[0] if resumed else DEFAULT_REASON)
     names = tuple(b.name for b in backends)
 
     pre: list[Precondition] = []
@@ -305,6 +312,15 @@ def _drain_node(
 
 
 # the catalog looks these names up; undrain (its own module) is re-exported with drain
-__all__ = ["apply", "apply_drain", "apply_undrain", "plan", "plan_drain", "plan_undrain"]
+__all__ = [
+    "apply",
+    "apply_drain",
+    "apply_undrain",
+    "plan",
+    "plan_drain",
+    "plan_undrain",
+    "recheck",
+]
 plan = plan_drain
 apply = apply_drain
+recheck = recheck_drain

@@ -3,20 +3,25 @@
 ``execute(spec, plan, controls, progress)`` refuses a plan whose preconditions fail, takes the
 locks of the target and of every backend in the plan's blast radius (in sorted order, all or
 none: a node drain and an undrain of one of its backends on another console cannot both run),
-renews them in a background thread while the action runs (released only by their owner),
-writes the intent to the audit log before the first step, records each step's result as
-``apply`` reports it, and the outcome last. It always returns an ``Outcome``; the operator
-learns from it what happened and what state was left, whatever went wrong.
+renews them in a background thread while the action runs (``gpucon.actions.lease``), then,
+under the locks, checks the plan's preconditions again against fresh state (the action
+module's ``recheck(plan, controls)``: the registry, the node, the pod, not the snapshot the
+plan was made from) and refuses a plan the fleet has moved away from, naming what changed and
+who changed it. Only then does it write the intent to the audit log, record each step's result
+as ``apply`` reports it, and the outcome last. A lease that is lost (a renewal raised, was
+refused or is late) stops the action at its next step boundary. It always returns an
+``Outcome``; the operator learns from it what happened and what state was left.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from gpucon.actions.catalog import RecheckFn, recheck_of
+from gpucon.actions.lease import LockKeeper, acquire_locks, lock_targets, release_locks
 from gpucon.actions.plan import (
     Outcome,
     OutcomeStatus,
@@ -27,12 +32,14 @@ from gpucon.actions.plan import (
     StepStatus,
     status_for,
 )
-from gpucon.controls.base import Controls, LockLease
-from gpucon.errors import ActionError, LockHeld, Refused
+from gpucon.controls.base import Controls
+from gpucon.errors import ActionError, LeaseLost, LockHeld, Refused
 
 LOCK_TTL_S = 15.0
 
 ApplyFn = Callable[[Plan, Controls, Progress], Outcome]
+
+__all__ = ["LOCK_TTL_S", "ApplyFn", "RecheckFn", "execute", "lock_targets", "record_event"]
 
 
 def record_event(controls: Controls, plan: Plan, event: str, **fields: str) -> None:
@@ -57,9 +64,15 @@ class _StepRecorder:
     results: list[StepResult]
     started: dict[str, float]
     audit_errors: list[str]
+    keeper: LockKeeper | None = field(default=None)
+    stopped: set[str] = field(default_factory=set)  # steps the lost lease stopped
 
     def __call__(self, event: ProgressEvent) -> None:
         now = time.monotonic()
+        if event.status in (StepStatus.STARTED, StepStatus.RUNNING):
+            self._stop_if_lease_lost(event, now)
+        if event.status is StepStatus.FAILED and event.step in self.stopped:
+            return  # already recorded as stopped by the lost lease; apply reports it again
         if event.status is StepStatus.STARTED:
             self.started[event.step] = now
         elif event.status in (StepStatus.DONE, StepStatus.FAILED):
@@ -73,6 +86,24 @@ class _StepRecorder:
         with contextlib.suppress(Exception):  # a broken display must not break the action
             self.forward(event)
 
+    def _stop_if_lease_lost(self, event: ProgressEvent, now: float) -> None:
+        """A step boundary (a step starting, or a wait polling): raise LeaseLost there when
+        the locks can no longer be trusted, so nothing more is done without them."""
+        why = self.keeper.lost_why() if self.keeper is not None else None
+        if why is None:
+            return
+        lost = LeaseLost(event.step, why)
+        if event.status is StepStatus.RUNNING:  # the step had started: it failed
+            self.stopped.add(event.step)
+            took = now - self.started.get(event.step, now)
+            self.results.append(StepResult(event.step, False, str(lost), took))
+            failed = ProgressEvent(event.step, StepStatus.FAILED, str(lost))
+            with contextlib.suppress(Exception):
+                self._audit(failed)
+            with contextlib.suppress(Exception):
+                self.forward(failed)
+        raise lost
+
     def _audit(self, event: ProgressEvent) -> None:
         record_event(
             self.controls,
@@ -84,71 +115,18 @@ class _StepRecorder:
         )
 
 
-def lock_targets(plan: Plan) -> tuple[str, ...]:
-    """Every lock a plan needs: its target's and each blast-radius backend's, sorted.
-
-    One order for every console: two guards wanting overlapping sets meet at the first lock
-    they share, so one of them always gets all it needs.
-    """
-    return tuple(sorted({plan.target, *plan.blast_radius.backends}))
-
-
-def acquire_locks(controls: Controls, plan: Plan, ttl_s: float) -> list[LockLease]:
-    """All of ``lock_targets(plan)`` or none: on LockHeld (or any error) what was taken is
-    released before the error propagates. A backend's lock names the action and its target
-    ("drain node-a"), so a colleague refused on it learns which action holds it."""
-    taken: list[LockLease] = []
-    try:
-        for key in lock_targets(plan):
-            doing = plan.action if key == plan.target else f"{plan.action} {plan.target}"
-            taken.append(controls.registry.acquire_lock(key, controls.operator, doing, ttl_s))
-    except BaseException:
-        release_locks(controls, taken)
-        raise
-    return taken
-
-
-def release_locks(controls: Controls, leases: list[LockLease]) -> None:
-    for lease in reversed(leases):
-        with contextlib.suppress(Exception):  # otherwise it expires by its TTL
-            controls.registry.release_lock(lease)
-
-
-class _LockKeeper:
-    """Renews the leases every third of their TTL until stopped; notes which were lost."""
-
-    def __init__(self, controls: Controls, leases: list[LockLease], ttl_s: float) -> None:
-        self.controls = controls
-        self.leases = leases
-        self.ttl_s = ttl_s
-        self.lost: set[str] = set()
-        self._stop = threading.Event()
-        name = f"lock-renew:{leases[0].target}" if leases else "lock-renew"
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-
-    def __enter__(self) -> _LockKeeper:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=self.ttl_s)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.ttl_s / 3.0):
-            for lease in self.leases:
-                try:
-                    if not self.controls.registry.renew_lock(lease, self.ttl_s):
-                        self.lost.add(lease.target)
-                except Exception:  # a blip: try again at the next period, the TTL covers it
-                    continue
-
-
-def _lock_refusal(plan: Plan, held: LockHeld) -> str:
-    """Who holds which lock since when, and, for a blast-radius lock, why this plan needs it."""
-    if held.target == plan.target:
-        return f"{held}; nothing was done"
-    return f"{plan.action} {plan.target} touches {held.target}: {held}; nothing was done"
+def _lock_refusal(plan: Plan, held: LockHeld, operator: str, ttl_s: float) -> str:
+    """Who holds which lock since when, and, for a blast-radius lock, why this plan needs it.
+    Held by this very operator: perhaps a run that was killed, whose lease runs out by itself."""
+    text = f"{held}; nothing was done"
+    if held.target != plan.target:
+        text = f"{plan.action} {plan.target} touches {held.target}: {text}"
+    if held.holder == operator:
+        text += (
+            f" (if that run of yours was interrupted, its lock lapses within {ttl_s:g} s: "
+            "then run it again)"
+        )
+    return text
 
 
 def _refusal(plan: Plan, controls: Controls, error: ActionError, message: str = "") -> Outcome:
@@ -164,6 +142,26 @@ def _error(plan: Plan, message: str) -> Outcome:
     return Outcome(plan.action, plan.target, OutcomeStatus.ERROR, message, plan.digest)
 
 
+def _recheck(plan: Plan, controls: Controls, recheck: RecheckFn | None) -> Outcome | None:
+    """None when the plan's preconditions still hold on fresh state; else the refusal."""
+    check = recheck or recheck_of(plan.action)
+    if check is None:
+        return None
+    try:
+        changed = check(plan, controls)
+    except ActionError as error:
+        return _refusal(plan, controls, error, f"{error}; nothing was done")
+    except Exception as exc:  # the fresh state cannot be read: act on nothing stale
+        detail = f"{type(exc).__name__}: {exc}"
+        message = f"could not re-read {plan.target} under the lock ({detail}); nothing was done"
+        return _error(plan, message)
+    if not changed:
+        return None
+    why = "; ".join(changed)
+    message = f"the fleet changed since the plan was made: {why}; nothing was done"
+    return _refusal(plan, controls, Refused(message))
+
+
 def execute(
     apply: ApplyFn,
     plan: Plan,
@@ -171,53 +169,74 @@ def execute(
     progress: Progress,
     *,
     lock_ttl_s: float = LOCK_TTL_S,
+    recheck: RecheckFn | None = None,
 ) -> Outcome:
-    """Run ``apply(plan, controls, progress)`` under the guard; never raises ActionError."""
+    """Run ``apply(plan, controls, progress)`` under the guard; never raises ActionError.
+
+    ``recheck`` overrides the action module's own (``catalog.recheck_of(plan.action)``).
+    """
     if not plan.ok:
         failed = "; ".join(f"{p.name}: {p.text}" for p in plan.failed_preconditions)
         return _refusal(plan, controls, Refused(f"precondition failed: {failed}"))
     try:
         leases = acquire_locks(controls, plan, lock_ttl_s)
     except LockHeld as held:
-        return _refusal(plan, controls, held, _lock_refusal(plan, held))
+        message = _lock_refusal(plan, held, controls.operator, lock_ttl_s)
+        return _refusal(plan, controls, held, message)
     except Exception as exc:  # the registry cannot be reached: nothing was done
         return _error(plan, f"could not take the locks for {plan.target}: {exc}; nothing was done")
-    results: list[StepResult] = []
-    recorder = _StepRecorder(plan, controls, progress, results, {}, [])
-    stream_errors_before = len(controls.audit.stream_errors)
     try:
-        try:
-            record_event(
-                controls, plan, "intent", text=plan.summary or "; ".join(s.text for s in plan.steps)
-            )
-        except Exception as exc:  # an action that cannot be recorded does not run
-            return _error(plan, f"the audit log cannot be written ({exc}); nothing was done")
-        with _LockKeeper(controls, leases, lock_ttl_s) as keeper:
-            try:
-                outcome = apply(plan, controls, recorder)
-            except ActionError as error:
-                outcome = Outcome(
-                    plan.action, plan.target, status_for(error), str(error), plan.digest
-                )
-            except Exception as error:  # a bug or an unreachable system: still recorded
-                outcome = _error(plan, f"{type(error).__name__}: {error}")
-        notes = [*recorder.audit_errors, *controls.audit.stream_errors[stream_errors_before:]]
-        if keeper.lost:
-            lost = ", ".join(sorted(keeper.lost))
-            notes.append(f"the lock on {lost} expired while the action ran")
-        message = outcome.message + "".join(f" ({n})" for n in notes)
-        outcome = replace(outcome, steps=tuple(results), message=message)
-        try:
-            record_event(
-                controls,
-                plan,
-                "outcome",
-                status=str(outcome.status),
-                text=outcome.message + (f" — {outcome.state_left}" if outcome.state_left else ""),
-            )
-        except Exception as exc:
-            note = f" (the outcome is not in the audit log: {type(exc).__name__}: {exc})"
-            outcome = replace(outcome, message=outcome.message + note)
-        return outcome
+        with LockKeeper(controls, leases, lock_ttl_s) as keeper:
+            refused = _recheck(plan, controls, recheck)
+            if refused is not None:
+                return refused
+            return _run(apply, plan, controls, progress, keeper)
     finally:
         release_locks(controls, leases)
+
+
+def _run(
+    apply: ApplyFn, plan: Plan, controls: Controls, progress: Progress, keeper: LockKeeper
+) -> Outcome:
+    """Intent, the steps, the outcome: under locks the keeper holds."""
+    results: list[StepResult] = []
+    recorder = _StepRecorder(plan, controls, progress, results, {}, [], keeper)
+    stream_errors_before = len(controls.audit.stream_errors)
+    try:
+        record_event(
+            controls, plan, "intent", text=plan.summary or "; ".join(s.text for s in plan.steps)
+        )
+    except Exception as exc:  # an action that cannot be recorded does not run
+        return _error(plan, f"the audit log cannot be written ({exc}); nothing was done")
+    try:
+        outcome = apply(plan, controls, recorder)
+    except ActionError as error:
+        outcome = Outcome(plan.action, plan.target, status_for(error), str(error), plan.digest)
+    except Exception as error:  # a bug or an unreachable system: still recorded
+        outcome = _error(plan, f"{type(error).__name__}: {error}")
+    notes = [*recorder.audit_errors, *controls.audit.stream_errors[stream_errors_before:]]
+    details = dict(outcome.details)
+    lost = keeper.lost
+    if lost:
+        targets = ", ".join(sorted(lost))
+        if "the lock was lost" not in outcome.message:
+            notes.append(f"the lock on {targets} was lost while the action ran")
+        details["lease_lost"] = {
+            "targets": sorted(lost),
+            "why": keeper.lost_why() or "",
+            "at": keeper.lost_at,
+        }
+    message = outcome.message + "".join(f" ({n})" for n in notes)
+    outcome = replace(outcome, steps=tuple(results), message=message, details=details)
+    try:
+        record_event(
+            controls,
+            plan,
+            "outcome",
+            status=str(outcome.status),
+            text=outcome.message + (f" — {outcome.state_left}" if outcome.state_left else ""),
+        )
+    except Exception as exc:
+        note = f" (the outcome is not in the audit log: {type(exc).__name__}: {exc})"
+        outcome = replace(outcome, message=outcome.message + note)
+    return outcome

@@ -27,6 +27,7 @@ from gpucon.actions.plan import (
     StepStatus,
     Tier,
 )
+from gpucon.actions.recheck import recheck_rebalance
 from gpucon.actions.weights import basis_summary, propose
 from gpucon.controls.base import Controls
 from gpucon.errors import BadParams, finite_number
@@ -207,3 +208,4 @@ def apply_rebalance(plan: Plan, controls: Controls, progress: Progress) -> Outco
 
 plan = plan_rebalance
 apply = apply_rebalance
+recheck = recheck_rebalance  # the guard checks the plan again under the lock

@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpucon.actions.backends import describe_state, find_backend, node_backends, text_param
+from gpucon.actions.backends import (
+    backend_node,
+    describe_state,
+    find_backend,
+    node_backends,
+    text_param,
+)
 from gpucon.actions.headroom import alerts_warning
 from gpucon.actions.plan import (
     BlastRadius,
@@ -26,6 +32,7 @@ from gpucon.actions.plan import (
     StepStatus,
     Tier,
 )
+from gpucon.actions.recheck import recheck_undrain
 from gpucon.controls.base import Controls
 from gpucon.errors import BadParams, StepFailed, finite_number
 from gpucon.model.fleet import Backend, BackendState
@@ -77,6 +84,9 @@ def plan_undrain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
             "node": None,
             "reason": reason,
             "default_weight": default_weight,
+            # checked again under the lock where Kubernetes is configured (``recheck``)
+            "on_node": backend_node(snapshot, backend),
+            "pod": backend.pod,
         },
         summary=f"undrain {backend.name}: send it new work again",
         made_at=snapshot.taken_at,
@@ -207,3 +217,4 @@ def apply_undrain(plan: Plan, controls: Controls, progress: Progress) -> Outcome
 
 plan = plan_undrain
 apply = apply_undrain
+recheck = recheck_undrain

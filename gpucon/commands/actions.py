@@ -57,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
             help="this console's file and the fleet's stream merged by time, each marked with "
             "its origin (file, redis, file+redis) — what the audit screen shows",
         )
+        parser.add_argument(
+            "--demo", action="store_true", help="the demo's own audit file (audit-demo.jsonl)"
+        )
         return
     if command_name in ("drain", "undrain"):
         parser.add_argument("name", metavar="NAME", help="the backend (or, with --node, node)")
@@ -167,38 +170,69 @@ def _load_config(args: argparse.Namespace, *, allow_missing: bool = False) -> Gp
 
 
 def _run_audit(args: argparse.Namespace) -> int:
-    from gpucon.actions.audit import format_record, read_audit
-    from gpucon.controls.audit_log import AuditRecord
+    """The newest records, oldest first; an intent that never got its outcome reads
+    ``interrupted`` (or ``running`` while its operator still holds the target's lock)."""
+    from gpucon.actions.audit import read_audit
     from gpucon.errors import BadParams
 
     if args.limit <= 0:
         raise BadParams("--limit", f"must be a positive number, got {args.limit}")
-    if getattr(args, "all", False):
+    if getattr(args, "all", False) and not args.demo:
         return _print_merged_audit(args)
-    if args.stream:
+    if args.stream and not args.demo:
         records = _read_stream(args)
     else:
-        from gpucon.controls.base import audit_path_for
-
-        config = _load_config(args, allow_missing=True)
-        records = read_audit(audit_path_for(config), args.limit)
-    for record in records:
-        assert isinstance(record, AuditRecord)
-        print(json.dumps(record.to_dict()) if args.json else _safe(format_record(record)))
+        records = read_audit(_audit_file(args), args.limit)
+    _print_records(args, records, [None] * len(records))
     return 0
+
+
+def _audit_file(args: argparse.Namespace) -> Any:
+    from gpucon.controls.base import audit_path_for, demo_audit_path
+
+    config = _load_config(args, allow_missing=True)
+    return demo_audit_path(config) if args.demo else audit_path_for(config)
+
+
+def _print_records(args: argparse.Namespace, records: list[Any], origins: list[str | None]) -> None:
+    from gpucon.actions.audit import format_record, run_statuses
+
+    statuses = run_statuses(records, None if args.demo else _lock_holder(args))
+    for record, origin, status in zip(records, origins, statuses, strict=True):
+        if args.json:
+            row = {**record.to_dict(), "status": status}
+            print(json.dumps(row if origin is None else {**row, "origin": origin}))
+        else:
+            line = _safe(format_record(record, status))
+            print(line if origin is None else f"{origin:<10} {line}")
 
 
 def _print_merged_audit(args: argparse.Namespace) -> int:
-    from gpucon.actions.audit import format_record, merge_audit, read_audit
-    from gpucon.controls.base import audit_path_for
+    from gpucon.actions.audit import merge_audit, read_audit
 
-    local = read_audit(audit_path_for(_load_config(args, allow_missing=True)), args.limit)
-    for entry in merge_audit(local, _read_stream(args), args.limit):
-        if args.json:
-            print(json.dumps({**entry.record.to_dict(), "origin": entry.origin}))
-        else:
-            print(f"{entry.origin:<10} {_safe(format_record(entry.record))}")
+    local = read_audit(_audit_file(args), args.limit)
+    entries = merge_audit(local, _read_stream(args), args.limit)
+    _print_records(args, [e.record for e in entries], [e.origin for e in entries])
     return 0
+
+
+def _lock_holder(args: argparse.Namespace) -> Callable[[str], str | None] | None:
+    """Who holds a target's lock, read from the fleet's Redis (None: no Redis configured)."""
+    import redis
+
+    from gpucon.actions.audit import lock_holders
+
+    config = _load_config(args, allow_missing=True)
+    if config.fleet.redis is None:
+        return None
+    client = redis.Redis.from_url(
+        config.fleet.redis.url,
+        decode_responses=True,
+        socket_timeout=config.fleet.redis.timeout_s,
+        socket_connect_timeout=config.fleet.redis.timeout_s,
+        client_name="gpucon-audit-read",
+    )
+    return lock_holders(client)
 
 
 def _read_stream(args: argparse.Namespace) -> list[Any]:

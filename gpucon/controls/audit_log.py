@@ -2,9 +2,11 @@
 
 Events of one action run, in order: ``intent`` (before the first step), one ``step`` per step
 result, then ``outcome``; ``refused`` stands alone when the action never started (lock held,
-failed precondition). Every record carries the time, the operator (user@host), the action,
-the target and the plan's digest. The file is the record of this operator's console; the
-stream (``gpucon:audit``, written through the registry control) is the fleet's shared record.
+failed precondition). Every record carries the time, the fleet it acted on (the config's
+fleet name, or ``simulated`` for the demo), the operator (user@host), the action, the target
+and the plan's digest. The file is the record of this operator's console; the stream
+(``gpucon:audit``, written through the registry control) is the fleet's shared record. The
+demo writes its own file and no stream, so its actions never reach a live fleet's record.
 Reading and merging the two is ``gpucon.actions.audit``'s.
 """
 
@@ -52,6 +54,7 @@ class AuditRecord:
     status: str = ""
     step: str = ""
     text: str = ""
+    fleet: str = ""  # "" in records written before records named their fleet
 
     def to_dict(self) -> dict[str, JsonValue]:
         return {
@@ -64,6 +67,7 @@ class AuditRecord:
             "status": self.status,
             "step": self.step,
             "text": self.text,
+            "fleet": self.fleet,
         }
 
     @classmethod
@@ -86,6 +90,7 @@ class AuditRecord:
             status=text("status"),
             step=text("step"),
             text=text("text"),
+            fleet=text("fleet"),
         )
 
 
@@ -105,9 +110,12 @@ class AuditLog:
         path: Path,
         stream: StreamSink | None = None,
         clock: Callable[[], float] = time.time,
+        *,
+        fleet: str = "",
     ) -> None:
         self.path = path
         self.stream = stream
+        self.fleet = fleet  # named in every record
         self.clock = clock
         self.stream_errors: list[str] = []
         self._lock = threading.Lock()
@@ -139,6 +147,8 @@ class AuditLog:
         step: str = "",
         text: str = "",
     ) -> AuditRecord:
-        rec = AuditRecord(self.clock(), operator, event, action, target, digest, status, step, text)
+        rec = AuditRecord(
+            self.clock(), operator, event, action, target, digest, status, step, text, self.fleet
+        )
         self.write(rec)
         return rec

@@ -4,7 +4,8 @@
 place that builds one, and never in a read-only session (``ReadOnlyError``), so in read-only
 mode no object exists through which a write could be sent. The protocols are what the
 actions use: ``RegistryControl`` (the scheduler registry in Redis, or the simulator's),
-``KubeControl`` (cordon and evict, ``gpucon.controls.kube``) and ``Prober``.
+``KubeControl`` (cordon and evict, and the fresh reads of a node and of a backend's pods that
+the guard checks again under the lock, ``gpucon.controls.kube``) and ``Prober``.
 """
 
 from __future__ import annotations
@@ -103,6 +104,14 @@ class KubeControl(Protocol):
 
     def uncordon(self, node: str) -> None: ...
 
+    def node_unschedulable(self, node: str) -> bool | None:
+        """Whether ``node`` is cordoned now; None when there is no such node (reads)."""
+        ...
+
+    def backend_pods(self, backend: str) -> dict[str, str | None]:
+        """The running pods labelled for ``backend`` now: "namespace/name" -> node (reads)."""
+        ...
+
     def evict(
         self,
         pod: str,
@@ -178,3 +187,10 @@ def audit_path_for(config: GpuconConfig) -> Path:
     from gpucon.config import default_state_dir
 
     return config.audit_path or default_state_dir() / "audit.jsonl"
+
+
+def demo_audit_path(config: GpuconConfig) -> Path:
+    """The demo's own audit file, beside the live one (``audit-demo.jsonl``): the simulated
+    fleet's actions never land in a live fleet's record."""
+    live = audit_path_for(config)
+    return live.with_name(f"{live.stem}-demo{live.suffix}")

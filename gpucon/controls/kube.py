@@ -9,6 +9,7 @@ names the node or pod and carries the API's own message.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -17,6 +18,7 @@ from typing import Any
 
 from gpucon.config import KubeConfig
 from gpucon.sources.kube_objects import (
+    BACKEND_LABEL,
     GpuPod,
     api_client_from_config,
     describe_api_error,
@@ -138,6 +140,46 @@ class KubeControl:
             return [p for obj in body.get("items") or [] if (p := gpu_pod(obj)) is not None]
         except Exception as exc:
             raise KubeControlError(f"list pods on node {node}: {describe_api_error(exc)}") from exc
+
+    def node_unschedulable(self, node: str) -> bool | None:
+        """Whether ``node`` is cordoned now (a fresh read); None when there is no such node."""
+        from kubernetes import client
+
+        try:
+            resp = self._core().read_node(
+                node, _preload_content=False, _request_timeout=self.timeout_s
+            )
+            body = json.loads(resp.data)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise KubeControlError(f"read node {node}: {describe_api_error(exc)}") from exc
+        except Exception as exc:
+            raise KubeControlError(f"read node {node}: {describe_api_error(exc)}") from exc
+        return bool((body.get("spec") or {}).get("unschedulable"))
+
+    def backend_pods(self, backend: str) -> dict[str, str | None]:
+        """The running pods labelled for ``backend`` now: "namespace/name" -> their node."""
+        try:
+            body = list_json(
+                self._core().list_pod_for_all_namespaces,
+                label_selector=f"{BACKEND_LABEL}={backend}",
+                timeout_s=self.timeout_s,
+            )
+        except Exception as exc:
+            error = describe_api_error(exc)
+            raise KubeControlError(f"list pods of backend {backend}: {error}") from exc
+        pods: dict[str, str | None] = {}
+        for obj in body.get("items") or []:
+            meta = obj.get("metadata") or {}
+            if meta.get("deletionTimestamp") or (obj.get("status") or {}).get("phase") in (
+                "Succeeded",
+                "Failed",
+            ):
+                continue  # going or gone: it serves nothing
+            ref = f"{meta.get('namespace') or 'default'}/{meta.get('name') or '?'}"
+            pods[ref] = (obj.get("spec") or {}).get("nodeName")
+        return pods
 
     def evict(
         self,

@@ -33,9 +33,14 @@ def audit_path(app: Any) -> Path:
         return Path(controls.audit.path)
     config = getattr(app, "config", None)
     if config is not None:
-        from gpucon.controls.base import audit_path_for
+        from gpucon.controls.base import audit_path_for, demo_audit_path
 
-        return audit_path_for(config)
+        # the demo keeps its own file: a read-only demo shows that, not the live fleet's
+        return (
+            demo_audit_path(config)
+            if getattr(app, "mode", None) == "demo"
+            else audit_path_for(config)
+        )
     from gpucon.config import default_state_dir
 
     return default_state_dir() / "audit.jsonl"

@@ -3,8 +3,11 @@
 This console's JSONL file, and where the fleet has Redis the shared stream ``gpucon:audit``
 (other operators' actions too), merged by time (``gpucon.actions.audit.merge_audit``). Both
 are read in a thread worker (``r`` reads them again); the screen never blocks, and a stream
-that cannot be read is named in the header while the file's records are still shown. Every
-field comes from a file or stream others may have written into, so it is shown as ``Text``.
+that cannot be read is named in the header while the file's records are still shown. Each
+record names its fleet; an intent that never got its outcome shows ``interrupted`` (or
+``running`` while its operator still holds the target's lock, where the stream's Redis says
+so). Every field comes from a file or stream others may have written into, so it is shown as
+``Text``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from gpucon.actions.audit import (
     AuditStream,
     merge_audit,
     read_audit,
+    run_statuses,
 )
 from gpucon.controls.audit_log import AuditRecord
 from gpucon.errors import format_ts
@@ -42,6 +46,8 @@ STATUS_STYLES = {
     "error": "red",
     "refused": "yellow",
     "lock_held": "yellow",
+    "interrupted": "bold red",
+    "running": "cyan",
 }
 
 
@@ -54,7 +60,9 @@ def audit_text(
     *,
     stream: str | None = None,
     problems: tuple[str, ...] = (),
+    statuses: list[str] | None = None,
 ) -> Text:
+    """The screen's body; ``statuses`` (from ``run_statuses``) replace the records' own."""
     text = Text()
     where = clean(str(path)) + (f" + {clean(stream)}" if stream else "")
     text.append(f"Audit log  {where}  ({len(entries)} newest)\n", style="bold")
@@ -64,17 +72,20 @@ def audit_text(
     if not entries:
         text.append("no action has been recorded yet\n", style="dim")
     width = max((len(e.origin) for e in entries), default=0)
-    for entry in entries:
+    fleet_width = max((len(clean(e.record.fleet or "?")) for e in entries), default=0)
+    shown = statuses if statuses is not None else [e.record.status for e in entries]
+    for entry, status in zip(entries, shown, strict=True):
         r = entry.record
         text.append(format_ts(r.ts) + "  ", style="dim")
         text.append(f"{clean(entry.origin):<{width}}  ", style=ORIGIN_STYLES.get(entry.origin, ""))
+        text.append(f"{clean(r.fleet or '?'):<{fleet_width}}  ")
         text.append(clean(r.operator) + "  ")
         text.append(f"{clean(r.event):<8}", style=EVENT_STYLES.get(r.event, ""))
         text.append(f" {clean(r.action)} {clean(r.target)}")
         if r.step:
             text.append(f"  {clean(r.step)}")
-        if r.status:
-            text.append(f"  {clean(r.status)}", style=STATUS_STYLES.get(r.status, ""))
+        if status:
+            text.append(f"  {clean(status)}", style=STATUS_STYLES.get(status, ""))
         if r.text:
             text.append(f"  {clean(r.text)}")
         text.append(f"  [{clean(r.digest)}]\n", style="dim")
@@ -102,6 +113,7 @@ class AuditScreen(ModalScreen[None]):
         self.stream = stream
         self.entries: list[AuditEntry] = []
         self.records: list[AuditRecord] = []
+        self.statuses: list[str] = []
         self.loaded = False
 
     def compose(self) -> ComposeResult:
@@ -131,19 +143,31 @@ class AuditScreen(ModalScreen[None]):
             local = []
             problems.append(f"cannot read {self.path}: {type(exc).__name__}: {exc}")
         shared: list[AuditRecord] = []
+        holder = None
         if self.stream is not None:
             try:
                 shared = self.stream.read(self.limit)
+                holder = getattr(self.stream, "lock_holder", None)  # Redis answers: ask it
             except Exception as exc:  # Redis down or slow: the file's records still show
                 problems.append(f"cannot read {keys.AUDIT}: {type(exc).__name__}: {exc}")
         entries = merge_audit(local, shared, self.limit)
-        self.app.call_from_thread(self._show, entries, tuple(problems))
+        # who holds a lock now tells a running action from an interrupted one (a read)
+        statuses = run_statuses([e.record for e in entries], holder)
+        self.app.call_from_thread(self._show, entries, tuple(problems), statuses)
 
-    def _show(self, entries: list[AuditEntry], problems: tuple[str, ...] = ()) -> None:
+    def _show(
+        self,
+        entries: list[AuditEntry],
+        problems: tuple[str, ...] = (),
+        statuses: list[str] | None = None,
+    ) -> None:
         self.entries = entries
         self.records = [e.record for e in entries]
+        self.statuses = statuses if statuses is not None else [r.status for r in self.records]
         self.loaded = True
         stream = f"redis {keys.AUDIT}" if self.stream is not None else None
-        body = audit_text(entries, self.path, stream=stream, problems=problems)
+        body = audit_text(
+            entries, self.path, stream=stream, problems=problems, statuses=self.statuses
+        )
         self.query_one("#audit-body", Static).update(body)
         self.query_one("#audit-box", VerticalScroll).scroll_end(animate=False)

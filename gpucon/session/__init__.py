@@ -24,6 +24,7 @@ from gpucon.controls.base import (
     ReadOnlyError,
     audit_path_for,
     default_operator,
+    demo_audit_path,
 )
 from gpucon.errors import Refused
 from gpucon.hub import Hub
@@ -32,6 +33,10 @@ from gpucon.model.snapshot import Snapshot
 if TYPE_CHECKING:
     from gpucon.sim.fleet import SimFleet
     from gpucon.sim.runner import DemoFleetRunner
+
+
+# the fleet name the demo's audit records carry
+SIMULATED_FLEET = "simulated"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +65,9 @@ class Session:
         self._hub: Hub | None = None
         self.read_only = read_only
         self.sim_fleet = sim_fleet
-        self.audit_path = audit_path_for(config)
+        # the demo records its actions in a file of its own, never the live fleet's
+        demo = sim_fleet is not None
+        self.audit_path = demo_audit_path(config) if demo else audit_path_for(config)
         # None in read-only: no code path holds a way to build a writer
         self.controls_factory = None if read_only else controls_factory
         self._controls: Controls | None = None
@@ -81,7 +88,7 @@ class Session:
 
     @property
     def fleet_name(self) -> str:
-        return "simulated" if self.demo else self.config.fleet.name
+        return SIMULATED_FLEET if self.demo else self.config.fleet.name
 
     def controls(self) -> Controls:
         """The write side, built on first use; ReadOnlyError in a read-only session."""
@@ -187,14 +194,15 @@ def _demo_session(
 
 
 def demo_controls(config: GpuconConfig, fleet: SimFleet) -> Controls:
-    """The demo's write side: the simulated registry and prober, audited like a live one."""
+    """The demo's write side: the simulated registry and prober, audited like a live one but
+    in its own file (``audit-demo.jsonl``), with fleet ``simulated`` and no shared stream."""
     from gpucon.controls.audit_log import AuditLog
     from gpucon.sim.probe import SimProber
     from gpucon.sim.registry import SimRegistry
 
     return Controls(
         registry=SimRegistry(fleet),
-        audit=AuditLog(audit_path_for(config)),
+        audit=AuditLog(demo_audit_path(config), fleet=SIMULATED_FLEET),
         operator=config.operator or default_operator(),
         prober=SimProber(fleet),
     )
@@ -219,7 +227,7 @@ def live_controls(config: GpuconConfig, kube: KubeControl | None = None) -> Cont
         kube = build_kube_control(fleet.kube)
     return Controls(
         registry=registry,
-        audit=AuditLog(audit_path_for(config), stream=registry.append_audit),
+        audit=AuditLog(audit_path_for(config), stream=registry.append_audit, fleet=fleet.name),
         operator=config.operator or default_operator(),
         kube=kube,
         kube_namespace=(fleet.kube.namespace if fleet.kube else None) or "default",

@@ -78,12 +78,12 @@ def test_stale_rebalance_plan_is_refused_and_changes_nothing(
     assert f"made at registry version {version}" in outcome.message
     assert "plan again" in outcome.message
     assert weights(client) == before  # nothing written
+    # refused under the lock, before any intent: the rebalance never started
     log = read_audit(tmp_path / "audit.jsonl")
-    assert [(r.event, r.status) for r in log[-3:]] == [
-        ("intent", ""),
-        ("step", "failed"),
-        ("outcome", "refused"),
+    assert [(r.event, r.action, r.status) for r in log[-1:]] == [
+        ("refused", "rebalance", "refused")
     ]
+    assert [r.event for r in log if r.action == "rebalance"] == ["refused"]
 
 
 def test_rebalance_to_an_unknown_backend_is_refused_by_the_registry(

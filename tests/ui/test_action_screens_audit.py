@@ -53,7 +53,9 @@ def write_history(redis_url: str, audit_path: Path) -> None:
     """ann acts from this console (file and stream), bob from another (stream only), and an
     older demo action of ann's is in the file only."""
     registry = RedisRegistry.from_url(redis_url)
-    mine = AuditLog(audit_path, stream=registry.append_audit, clock=iter([100.0, 102.0]).__next__)
+    mine = AuditLog(
+        audit_path, stream=registry.append_audit, clock=iter([100.0, 102.0]).__next__, fleet="lab"
+    )
     theirs = AuditLog(
         audit_path.parent / "bob.jsonl", stream=registry.append_audit, clock=lambda: 101.0
     )
@@ -96,6 +98,19 @@ async def test_file_and_stream_merged_by_time_with_their_origin(
         assert "redis gpucon:audit" in lines[0]
         bob = next(line for line in lines if "bob@h2" in line)
         assert f" {ORIGIN_STREAM} " in bob and "probe b2" in bob
+        # intents without an outcome read interrupted; a finished run's intent does not
+        assert screen.statuses == ["interrupted", "", "interrupted", "ok"]
+        # (time, origin,) fleet (bob's record names none), operator, event, action, status
+        assert bob.split()[4:] == ["?", "bob@h2", "intent", "probe", "b2", "interrupted", "[d2]"]
+        ann = next(line for line in lines if "ann@h1" in line and "drain b1" in line)
+        assert ann.split()[4:6] == ["lab", "ann@h1"]
+        # while bob still holds b2's lock, his probe is running, not interrupted
+        lock = '{"holder": "bob@h2", "since": 101.0, "action": "probe", "token": "t"}'
+        locker = redis.Redis.from_url(redis_url)
+        locker.set("gpucon:lock:b2", lock, px=10_000)
+        locker.close()
+        await pilot.press("r")
+        await wait_until(pilot, lambda: screen.statuses[2] == "running")
         # another operator acts while the screen is open: r reads both again
         registry = RedisRegistry.from_url(redis_url)
         AuditLog(

@@ -62,8 +62,11 @@ async def test_drain_key_in_the_demo_drains_the_selected_backend(tmp_path: Path)
         await wait_for(pilot, lambda: not isinstance(app.screen, ProgressScreen))
         await pilot.press("A")
         await wait_for(pilot, lambda: isinstance(app.screen, AuditScreen))
-    events = [r.event for r in read_audit(tmp_path / "audit.jsonl")]
-    assert events[0] == "intent" and events[-1] == "outcome"
+    # the demo's own file, its fleet named; the live fleet's file is untouched
+    records = read_audit(tmp_path / "audit-demo.jsonl")
+    assert records[0].event == "intent" and records[-1].event == "outcome"
+    assert {r.fleet for r in records} == {"simulated"}
+    assert not (tmp_path / "audit.jsonl").exists()
 
 
 async def test_probe_key_in_the_demo_probes_any_backend(tmp_path: Path) -> None:
@@ -97,5 +100,5 @@ async def test_probe_key_in_the_demo_probes_any_backend(tmp_path: Path) -> None:
         shown = progress.outcome_text().plain
         assert "probe of bert-base-b0-gi2: 40/40 ok" in shown and "p95" in shown
         assert "probe" in progress.steps_text().plain and "report" in progress.steps_text().plain
-    records = read_audit(tmp_path / "audit.jsonl")
+    records = read_audit(tmp_path / "audit-demo.jsonl")
     assert records[0].event == "intent" and records[-1].status == "ok"

@@ -50,6 +50,7 @@ def test_session_controls_connect_lazily_and_names_operator(tmp_path: Path) -> N
     controls = open_session(cfg).controls()
     assert "@" in controls.operator
     assert controls.audit.path == tmp_path / "audit.jsonl"
+    assert controls.audit.fleet == "default"  # every record names the fleet it acted on
     assert controls.kube is None
     controls.close()
 

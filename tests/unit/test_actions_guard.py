@@ -128,14 +128,14 @@ def test_the_lock_is_held_and_renewed_while_the_action_runs(tmp_path: Path) -> N
     held: list[str] = []
 
     def slow(p: Plan, c: Controls, progress: Progress) -> Outcome:
-        time.sleep(0.5)  # longer than the lock's TTL: only renewal keeps it
+        time.sleep(1.0)  # longer than the lock's TTL: only renewal keeps it
         try:
             other.acquire_lock(p.target, "bob@h2", "noop", 1)
         except LockHeld as exc:
             held.append(exc.holder)
         return two_steps(p, c, progress)
 
-    outcome = execute(slow, plan(), c, lambda e: None, lock_ttl_s=0.2)
+    outcome = execute(slow, plan(), c, lambda e: None, lock_ttl_s=0.6)
     assert outcome.ok, outcome
     assert held == ["ann@h1"]
 
@@ -206,7 +206,7 @@ def test_every_lock_is_renewed_while_the_action_runs(tmp_path: Path) -> None:
     held: list[str] = []
 
     def slow(p: Plan, c: Controls, progress: Progress) -> Outcome:
-        time.sleep(0.5)  # longer than the locks' TTL: only renewal keeps them
+        time.sleep(1.0)  # longer than the locks' TTL: only renewal keeps them
         for key in ("b1", "b2", "node-a"):
             try:
                 bob.acquire_lock(key, "bob@h2", "noop", 1)
@@ -215,5 +215,5 @@ def test_every_lock_is_renewed_while_the_action_runs(tmp_path: Path) -> None:
         return two_steps(p, c, progress)
 
     node_plan = plan(target="node-a", backends=("b1", "b2"))
-    assert execute(slow, node_plan, c, lambda e: None, lock_ttl_s=0.2).ok
+    assert execute(slow, node_plan, c, lambda e: None, lock_ttl_s=0.6).ok
     assert held == ["b1", "b2", "node-a"]

@@ -65,7 +65,8 @@ def test_drain_in_the_demo_moves_traffic_and_undrain_restores(tmp_path: Path) ->
     assert b.owner == controls.operator
     fleet.step(10.0)
     assert fleet.backend(name).inflight == 0  # no new work reaches it
-    assert read_audit(tmp_path / "a.jsonl")[0].event == "intent"
+    assert read_audit(tmp_path / "a-demo.jsonl")[0].event == "intent"
+    assert not (tmp_path / "a.jsonl").exists()  # the demo never writes the live file
 
     undo = drain.plan_undrain(runner.snapshot(), {"backend": name})
     assert execute(drain.apply_undrain, undo, controls, lambda e: None).ok

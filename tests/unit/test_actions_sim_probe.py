@@ -109,7 +109,7 @@ def test_every_backend_is_a_target_in_the_demo_and_the_probe_measures_it(
     assert report["latency_ms"]["p99"] >= p50
     assert 40 < report["offered_rate"] < 80
     # the summary is a step result in the audit log, as for a live probe
-    steps = [r for r in read_audit(tmp_path / "audit.jsonl") if r.step == "report"]
+    steps = [r for r in read_audit(tmp_path / "audit-demo.jsonl") if r.step == "report"]
     assert steps and "30/30 ok" in steps[0].text
 
 
