@@ -180,7 +180,13 @@ def _hot_slot(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Se
             )
 
 
+# more backends than this that nothing vouches for make one alert, not one each: it is one cause
+# (a readiness source gone quiet), and a list of them would push the real alerts off the panel
+UNVOUCHED_ONE_BY_ONE = 3
+
+
 def _not_ready(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
+    unvouched: list[tuple[str, str]] = []
     for b in i.backends.values():
         if b.state is BackendState.DOWN:
             yield ("not_ready", b.name, Severity.CRITICAL, "backend down")
@@ -196,7 +202,19 @@ def _not_ready(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, S
         elif lv.disputed and lv.serving is None:
             yield ("not_ready", b.name, Severity.WARNING, f"readiness disputed: {lv.because}")
         elif lv.serving is None and b.state is BackendState.ACTIVE:
-            yield ("not_ready", b.name, Severity.INFO, f"nothing vouches: {lv.because}")
+            unvouched.append((b.name, lv.because))
+    if len(unvouched) <= UNVOUCHED_ONE_BY_ONE:
+        for name, because in unvouched:
+            yield ("not_ready", name, Severity.INFO, f"nothing vouches: {because}")
+        return
+    names = sorted(name for name, _ in unvouched)
+    shown = ", ".join(names[:UNVOUCHED_ONE_BY_ONE])
+    yield (
+        "not_ready",
+        "backends",
+        Severity.INFO,
+        f"nothing vouches for {len(names)} backends ({shown}, …): {unvouched[0][1]}",
+    )
 
 
 def _stale_source(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:

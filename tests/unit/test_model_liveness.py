@@ -264,3 +264,41 @@ def test_registry_ready_at_is_parsed_and_garbage_noted() -> None:
     bad, problems = parse_backend("b", {"state": "active", "ready_at": "yesterday"})
     assert bad.ready_at is None
     assert any("ready_at" in p for p in problems)
+
+
+def test_many_backends_nothing_vouches_for_make_one_alert_not_a_flood() -> None:
+    """A readiness source gone quiet leaves every backend unvouched: one alert says so,
+    instead of one each pushing the real causes off the alerts panel."""
+    from gpucon.model.alerts import (
+        UNVOUCHED_ONE_BY_ONE,
+        AlertInputs,
+        AlertThresholds,
+        derive_alerts,
+    )
+    from gpucon.model.history import History
+    from gpucon.model.liveness import BackendLiveness
+
+    def inputs(count: int) -> AlertInputs:
+        names = [f"b{n}" for n in range(count)]
+        return AlertInputs(
+            NOW,
+            {},
+            {n: Backend(n) for n in names},
+            {},
+            {},
+            {},
+            History(),
+            liveness={
+                n: BackendLiveness(n, serving=None, because="http check too old") for n in names
+            },
+        )
+
+    few = [
+        a
+        for a in derive_alerts(inputs(UNVOUCHED_ONE_BY_ONE), AlertThresholds())
+        if a.rule == "not_ready"
+    ]
+    assert sorted(a.target for a in few) == ["b0", "b1", "b2"]
+    many = [a for a in derive_alerts(inputs(11), AlertThresholds()) if a.rule == "not_ready"]
+    assert [a.target for a in many] == ["backends"]
+    assert "nothing vouches for 11 backends (b0, b1, b10, …)" in many[0].message
