@@ -1,16 +1,22 @@
 """A bounded traffic generator: XADD requests into the queue stream at a steady rate.
 
 Bounded by count and duration (both required); returns the entry ids it added so tests can
-check that each one is answered exactly once.
+check that each one is answered exactly once. Redis going away (stopped, killed, timing out)
+does not stop it: like a real client, a request that cannot be queued is dropped and counted
+(``on_drop``), and the next one is tried on time, so the lab's queue fills again as soon as
+Redis is back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 STREAM_MAXLEN = 100_000
 
@@ -32,11 +38,22 @@ class TrafficSpec:
             raise ValueError(f"traffic: max_duration_s must be > 0, got {self.max_duration_s!r}")
 
 
+def say_dropped(count: int, error: BaseException) -> None:
+    """The lab's report of requests Redis did not take: the first, then every 100th."""
+    if count == 1 or count % 100 == 0:
+        print(f"traffic: {count} request(s) dropped, Redis: {error}", file=sys.stderr, flush=True)
+
+
 async def generate(
-    client: aioredis.Redis, spec: TrafficSpec, stop: asyncio.Event | None = None
+    client: aioredis.Redis,
+    spec: TrafficSpec,
+    stop: asyncio.Event | None = None,
+    on_drop: Callable[[int, BaseException], None] = say_dropped,
 ) -> list[str]:
-    """Add entries at ``spec.rate_per_s`` until count, duration or ``stop``; returns their ids."""
+    """Add entries at ``spec.rate_per_s`` until count, duration or ``stop``; returns their ids
+    (a request Redis does not take is dropped: ``on_drop(dropped so far, error)``)."""
     ids: list[str] = []
+    dropped = 0
     interval = 1.0 / spec.rate_per_s
     start = time.monotonic()
     for n in range(spec.max_count):
@@ -53,11 +70,20 @@ async def generate(
                     break
                 except TimeoutError:
                     pass
-        entry_id = await client.xadd(
-            spec.stream,
-            {"model": spec.model, "prompt": f"lab request {n}", "sent_at": f"{time.time():.6f}"},
-            maxlen=STREAM_MAXLEN,
-            approximate=True,
-        )
+        try:
+            entry_id = await client.xadd(
+                spec.stream,
+                {
+                    "model": spec.model,
+                    "prompt": f"lab request {n}",
+                    "sent_at": f"{time.time():.6f}",
+                },
+                maxlen=STREAM_MAXLEN,
+                approximate=True,
+            )
+        except (RedisError, OSError) as error:  # Redis stopped or gone: drop it, go on
+            dropped += 1
+            on_drop(dropped, error)
+            continue
         ids.append(entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id))
     return ids
