@@ -31,6 +31,8 @@ from gpucon.lab.processes import ManagedProcess
 from gpucon.lab.traffic import TrafficSpec, generate
 from gpucon.model.alerts import Severity
 from gpucon.model.snapshot import Snapshot
+from gpucon.registry import keys
+from gpucon.registry.parse import parse_ready
 from gpucon.session import open_session
 from gpucon.sources.readiness import ReadinessSource
 from tests.helpers.lab_stack import set_ready, start_lab
@@ -123,11 +125,15 @@ def test_readiness_source_asks_each_backend_and_says_why_not(
 def test_scheduler_publishes_ready_and_ready_at(redis_url: str, tmp_path: Path) -> None:
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     with start_lab(redis_url, tmp_path / "lab", backends=2) as stack:
-        key = "gpucon:backend:lab-b1"
-        version = client.get("gpucon:registry:version")
+        version = client.get(keys.VERSION)
 
         def fields() -> dict[str, str]:
-            return {str(k): str(v) for k, v in client.hgetall(key).items()}
+            """lab-b1's verdict in the scheduler's shared readiness document."""
+            raw = client.get(keys.READY)
+            verdicts, problems = parse_ready(None if raw is None else str(raw))
+            assert problems == ()
+            ready, ready_at = verdicts.get("lab-b1", ("", "0"))
+            return {"ready": ready, "ready_at": ready_at}
 
         wait_for(lambda: fields().get("ready") == "1", 20, "ready=1 published")
         first_at = float(fields()["ready_at"])
@@ -136,7 +142,7 @@ def test_scheduler_publishes_ready_and_ready_at(redis_url: str, tmp_path: Path) 
         kill_hard(process_of(stack, "lab-b1"))
         wait_for(lambda: fields().get("ready") == "0", 10, "ready=0 published after the kill")
         # a health check is not a registry change: plans that recorded the version stay valid
-        assert client.get("gpucon:registry:version") == version
+        assert client.get(keys.VERSION) == version
     client.close()
 
 
