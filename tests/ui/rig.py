@@ -2,11 +2,12 @@
 
 ``Rig`` runs the hand-built fleet (tests/ui/fleet_fixture.py); ``sim_rig`` runs the simulator
 with a fixed seed. Both advance by polling and ticking the hub in the test's thread; the
-hub's background thread is never started.
+hub's background thread is never started. ``StaticFeed`` holds one snapshot a test read itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,19 @@ class Rig:
         if warmup:
             self.step(warmup)
         return GpuconApp(self.hub, autostart=False, clock=self.clock, **options)
+
+
+@dataclass
+class StaticFeed:
+    """A feed holding one snapshot the test read itself (from a real registry, say)."""
+
+    latest: Snapshot | None
+
+    def start(self, on_snapshot: Callable[[Snapshot], None]) -> None:
+        """Nothing to start: the test shows newer snapshots with ``app.show_snapshot``."""
+
+    def stop(self) -> None:
+        """Nothing runs."""
 
 
 def sim_rig(seed: int = 7, scenario: str | None = None, size: int | None = None) -> Rig:

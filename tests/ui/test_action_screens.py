@@ -27,14 +27,16 @@ from gpucon.actions.plan import (
     Tier,
 )
 from gpucon.actions.registry_snapshot import read_registry
+from gpucon.app import GpuconApp
 from gpucon.controls.base import Controls
 from gpucon.controls.registry import RedisRegistry
 from gpucon.lab.registration import BackendRecord, register_backends
 from gpucon.model.snapshot import Snapshot
-from gpucon.screens import actions_flow
 from gpucon.screens.audit import AuditScreen
+from gpucon.screens.fleet import ActionFleetScreen
 from gpucon.screens.plan import PlanScreen
 from gpucon.screens.progress import ProgressScreen
+from tests.ui.rig import StaticFeed
 
 SIZE = (120, 40)
 
@@ -54,10 +56,8 @@ def make_plan(tier: Tier, target: str = "b1", ok: bool = True) -> Plan:
 class Host(App[None]):
     """A bare app: the screens under test are pushed onto it; ``answers`` keeps dismissals."""
 
-    def __init__(self, controls: Any = None, snapshot: Snapshot | None = None) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.controls = controls
-        self.snapshot = snapshot
         self.answers: list[bool | None] = []
 
     def compose(self) -> ComposeResult:
@@ -254,6 +254,17 @@ def registry_client(redis_url: str) -> Iterator[redis.Redis]:
     c.close()
 
 
+def registry_app(snapshot: Snapshot, controls: Controls | None) -> GpuconApp:
+    """The console on a snapshot read from the real registry, writing through ``controls``."""
+    return GpuconApp(StaticFeed(snapshot), mode="live", autostart=False, controls=controls)
+
+
+def fleet_screen(app: GpuconApp) -> ActionFleetScreen:
+    screen = app.screen
+    assert isinstance(screen, ActionFleetScreen)
+    return screen
+
+
 async def wait_for(pilot: Any, check: Any, timeout_s: float = 5.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
@@ -268,9 +279,9 @@ async def test_drain_flow_from_key_to_drained_backend(
     registry = RedisRegistry.from_url(redis_url)
     controls = Controls(registry, AuditLog(tmp_path / "audit.jsonl"), "ui@test")
     snapshot, _ = read_registry(registry_client)
-    app = Host(controls, snapshot)
+    app = registry_app(snapshot, controls)
     async with app.run_test(size=SIZE) as pilot:
-        actions_flow.start_action(app, "drain", snapshot, "h/gpu0/gi1", "b1")
+        fleet_screen(app).start_action("drain", "h/gpu0/gi1", "b1")
         await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
         await pilot.pause()
         assert focused_id(app) == "cancel"
@@ -287,8 +298,8 @@ async def test_drain_flow_from_key_to_drained_backend(
         # cancel leaves everything as it was
         await pilot.press("escape")  # close the progress screen
         await wait_for(pilot, lambda: app.screen is not progress)
-        snapshot2, _ = read_registry(registry_client)
-        actions_flow.start_action(app, "undrain", snapshot2, None, "b1")
+        app.show_snapshot(read_registry(registry_client)[0])
+        fleet_screen(app).start_action("undrain", None, "b1")
         await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
         await pilot.pause()
         assert focused_id(app) == "cancel"
@@ -296,7 +307,7 @@ async def test_drain_flow_from_key_to_drained_backend(
         await pilot.pause()
         assert registry_client.hget("gpucon:backend:b1", "state") == "drained"
         # the audit screen shows what happened
-        actions_flow.start_action(app, "audit", None, None, None)
+        fleet_screen(app).start_action("audit", None, None)
         await wait_for(pilot, lambda: isinstance(app.screen, AuditScreen))
         audit = app.screen
         assert isinstance(audit, AuditScreen)
@@ -317,9 +328,9 @@ async def test_drain_flow_of_a_backend_named_with_markup(
     registry = RedisRegistry.from_url(redis_url)
     controls = Controls(registry, AuditLog(tmp_path / "audit.jsonl"), "ui@test")
     snapshot, _ = read_registry(registry_client)
-    app = Host(controls, snapshot)
+    app = registry_app(snapshot, controls)
     async with app.run_test(size=SIZE) as pilot:
-        actions_flow.start_action(app, "drain", snapshot, None, name)
+        fleet_screen(app).start_action("drain", None, name)
         await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
         await pilot.pause()
         assert label_of(app.screen.query_one("#confirm", Button)) == f"Drain {name}"
@@ -336,27 +347,30 @@ async def test_drain_flow_of_a_backend_named_with_markup(
     registry.close()
 
 
-@pytest.mark.parametrize(("read_only", "says"), [(True, "read-only"), (False, "no write path")])
-async def test_without_controls_actions_only_notify(read_only: bool, says: str) -> None:
-    app = Host(None, Snapshot(taken_at=0.0))
-    app.read_only = read_only  # type: ignore[attr-defined]
+async def test_without_controls_actions_only_notify() -> None:
+    app = registry_app(Snapshot(taken_at=0.0), None)
     async with app.run_test(size=SIZE) as pilot:
-        actions_flow.start_action(app, "drain", app.snapshot, None, "b1")
+        fleet_screen(app).start_action("drain", None, "b1")
         await pilot.pause()
         assert not isinstance(app.screen, PlanScreen)
-        assert any(says in n.message for n in app._notifications)
+        assert any("no write path" in n.message for n in app._notifications)
 
 
 @pytest.mark.integration
-async def test_bad_selection_is_refused_with_the_field(registry_client: redis.Redis) -> None:
+async def test_bad_selection_is_refused_with_the_field(
+    registry_client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
     snapshot, _ = read_registry(registry_client)
-    app = Host(object(), snapshot)
+    registry = RedisRegistry.from_url(redis_url)
+    controls = Controls(registry, AuditLog(tmp_path / "audit.jsonl"), "ui@test")
+    app = registry_app(snapshot, controls)
     async with app.run_test(size=SIZE) as pilot:
-        actions_flow.start_action(app, "drain", snapshot, None, "ghost")
+        fleet_screen(app).start_action("drain", None, "ghost")
         await wait_for(pilot, lambda: bool(list(app._notifications)))
         message = next(iter(app._notifications)).message
         assert "backend: unknown backend 'ghost'" in message
         assert drain.plan_drain(snapshot, {"backend": "b1"}).ok
+    registry.close()
 
 
 async def test_a_long_plan_scrolls_and_its_buttons_stay_on_an_80x24_terminal() -> None:

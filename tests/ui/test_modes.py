@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
 import time
-import types
 from pathlib import Path
 from typing import Any
 
@@ -68,31 +66,27 @@ async def test_noc_is_read_only_high_contrast_and_cycles_pages() -> None:
         assert not screen.has_class("-alerts-page") and screen.page == 0
 
 
-async def test_action_keys_hand_over_to_the_actions_flow(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[tuple[Any, ...]] = []
-    flow = types.ModuleType("gpucon.screens.actions_flow")
-    flow.start_action = lambda *args: calls.append(args)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "gpucon.screens.actions_flow", flow)
+async def test_action_keys_hand_over_to_the_fleet_screen_s_action_flow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[tuple[str, str | None, str | None]] = []
+
+    def start_action(
+        screen: ActionFleetScreen, name: str, slot_id: str | None, backend: str | None
+    ) -> None:
+        calls.append((name, slot_id, backend))
+
+    monkeypatch.setattr(ActionFleetScreen, "start_action", start_action)
     app = Rig().app()
     async with app.run_test(size=SIZE) as pilot:
         assert type(app.screen) is ActionFleetScreen
         table = table_of(app)
         await pilot.press("d")
-        assert len(calls) == 1
-        got_app, name, snapshot, slot_id, backend = calls[0]
-        assert (got_app, name, snapshot) == (app, "drain", app.snapshot)
-        assert (slot_id, backend) == table.cursor_key
-        await pilot.press("u", "b", "p", "A")
-        assert [c[1] for c in calls] == ["drain", "undrain", "rebalance", "probe", "audit"]
-
-
-async def test_action_without_flow_says_not_available(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "gpucon.screens.actions_flow", None)  # import fails
-    app = Rig().app()
-    async with app.run_test(size=SIZE) as pilot:
-        app.start_action("drain", "x", "y")
-        await pilot.pause()
-        assert any("not available yet" in n.message for n in app._notifications)
+        key = table.cursor_key
+        assert key is not None
+        assert calls == [("drain", key[0], key[1] or None)]  # the selected row's slot, backend
+        await pilot.press("u", "b", "p")
+        assert [c[0] for c in calls] == ["drain", "undrain", "rebalance", "probe"]
 
 
 async def test_themes_are_registered_with_app_variables() -> None:
