@@ -10,13 +10,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from gpucon.actions.plan import BadParams, Outcome, Plan, Progress, Tier
 from gpucon.controls.base import Controls
 from gpucon.model.snapshot import Snapshot
 
-PlanFn = Callable[[Snapshot, Mapping[str, Any]], Plan]
+PlanFn = Callable[[Snapshot, Mapping[str, object]], Plan]
 ApplyFn = Callable[[Plan, Controls, Progress], Outcome]
 
 # name -> (module, tier, title)

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the verb's parser is built for every gpucon command: import lazily
     from gpucon.actions.plan import Outcome, Plan, Progress, ProgressEvent
-    from gpucon.config import ProbeTarget
+    from gpucon.config import GpuconConfig, ProbeTarget
+    from gpucon.controls.base import Controls
     from gpucon.model.snapshot import Snapshot
 
 PROGRESS_EVERY_S = 0.1
@@ -47,11 +48,15 @@ def _sim_target(snapshot: Snapshot, name: str) -> ProbeTarget:
     )
 
 
-def _target(snapshot: Snapshot, params: Mapping[str, Any]) -> ProbeTarget:
+def _target(snapshot: Snapshot, params: Mapping[str, object]) -> ProbeTarget:
     from gpucon.actions.plan import BadParams
+    from gpucon.config import ProbeTarget
 
     name = params.get("target")
-    targets: Sequence[ProbeTarget] = params.get("probe_targets") or ()
+    given = params.get("probe_targets") or ()
+    if not isinstance(given, Sequence) or not all(isinstance(t, ProbeTarget) for t in given):
+        raise BadParams("probe_targets", "expected the config's probe targets")
+    targets: Sequence[ProbeTarget] = given
     if not isinstance(name, str) or not name.strip():
         raise BadParams("target", "which probe target? (a name from the config's probe_targets)")
     if params.get("simulated"):
@@ -63,7 +68,7 @@ def _target(snapshot: Snapshot, params: Mapping[str, Any]) -> ProbeTarget:
     raise BadParams("target", f"{name!r} is not a configured probe target (known: {known})")
 
 
-def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
+def plan(snapshot: Snapshot, params: Mapping[str, object]) -> Plan:
     """The probe plan; refuses unknown targets and out-of-bounds params before anything runs."""
     from gpucon.actions.plan import BadParams, BlastRadius, Plan, Precondition, Step, Tier
     from gpucon.controls.probe import check_bounds
@@ -164,7 +169,7 @@ def summary_line(report: Mapping[str, Any]) -> str:
     )
 
 
-def apply(plan: Plan, controls: Any, progress: Progress) -> Outcome:
+def apply(plan: Plan, controls: Controls, progress: Progress) -> Outcome:
     """Run the planned probe (blocking: call from a worker thread, never the UI thread)."""
     from gpucon.actions.plan import Outcome, OutcomeStatus, ProgressEvent, StepStatus
     from gpucon.config import ProbeTarget
@@ -186,8 +191,8 @@ def apply(plan: Plan, controls: Any, progress: Progress) -> Outcome:
         progress(ProgressEvent("probe", StepStatus.RUNNING, text, fraction))
 
     progress(ProgressEvent("probe", StepStatus.STARTED, plan.steps[0].text))
-    prober = getattr(controls, "prober", None)
-    if prober is None or bool(p.get("simulated")) != bool(getattr(prober, "simulated", False)):
+    prober = controls.prober
+    if prober is None or bool(p.get("simulated")) != prober.simulated:
         # the probe is the only write path to a backend's requests: without a probe control
         # (read-only) nothing is sent, and a demo plan never reaches a live fleet's backends
         text = (
@@ -239,7 +244,7 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
     )
 
 
-def params_from_args(args: argparse.Namespace, config: Any) -> dict[str, Any]:
+def params_from_args(args: argparse.Namespace, config: GpuconConfig) -> dict[str, Any]:
     fleet = config.fleet
     demo = bool(getattr(args, "demo", False))
     params: dict[str, Any] = {

@@ -189,7 +189,7 @@ class KubeControl:
             report(f"pod {ref} evicted (attempt {attempt})")
             return
 
-    def _retry_delay(self, attempt: int, exc: Any) -> float:
+    def _retry_delay(self, attempt: int, exc: Exception) -> float:
         delay = min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
         headers = getattr(exc, "headers", None) or {}
         try:
