@@ -244,10 +244,10 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
     )
 
 
-def params_from_args(args: argparse.Namespace, config: GpuconConfig) -> dict[str, Any]:
+def params_from_args(args: argparse.Namespace, config: GpuconConfig) -> dict[str, object]:
     fleet = config.fleet
     demo = bool(getattr(args, "demo", False))
-    params: dict[str, Any] = {
+    params: dict[str, object] = {
         "target": args.target,
         "probe_targets": () if demo else fleet.probe_targets,
         "via_queue": bool(args.via_queue),

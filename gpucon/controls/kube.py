@@ -89,7 +89,7 @@ class KubeControl:
                 self._api = client.CoreV1Api(api_client_from_config(self.kubeconfig, self.context))
             return self._api
 
-    def _patch_node(self, node: str, body: dict[str, Any], what: str) -> None:
+    def _patch_node(self, node: str, body: dict[str, object], what: str) -> None:
         try:
             self._core().patch_node(node, body, _request_timeout=self.timeout_s)
         except Exception as exc:
