@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from gpucon.model.alerts import AlertInputs, AlertThresholds, Severity, derive_alerts
 from gpucon.model.fleet import (
@@ -20,7 +21,7 @@ from gpucon.model.history import History, sustained
 T = AlertThresholds()
 
 
-def history_of(key: str, values: list[float | None], start: float = 0.0) -> History:
+def history_of(key: str, values: Sequence[float | None], start: float = 0.0) -> History:
     h = History(capacity=200)
     for i, v in enumerate(values):
         h = h.append(start + i, {key: v})
