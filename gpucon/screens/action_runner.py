@@ -15,6 +15,7 @@ cancelled, since a half-applied action must still report how it ended.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from functools import partial
 
@@ -98,6 +99,14 @@ class ActionFinished(Message):
         self.outcome = outcome
 
 
+def post_from_thread(target: MessagePump, message: Message) -> None:
+    """Post from a worker thread. ``post_message`` is thread-safe and a no-op once the target
+    has closed; only a console quitting at that very moment (its loop closed) raises, and the
+    action in hand must not fail for it: it is audited whether or not anyone watches."""
+    with contextlib.suppress(RuntimeError):
+        target.post_message(message)
+
+
 class ProgressSink:
     """Turns the guard's progress callbacks into ``ActionProgress`` messages."""
 
@@ -106,7 +115,7 @@ class ProgressSink:
         self.report_to = report_to
 
     def __call__(self, event: ProgressEvent) -> None:
-        self.report_to.post_message(ActionProgress(self.plan, event))
+        post_from_thread(self.report_to, ActionProgress(self.plan, event))
 
 
 def make_plan(
@@ -187,11 +196,10 @@ class ActionRunner:
         except Exception as error:  # ActionError, or the registry could not be read
             message = PlanFailed(spec.name, error)
         if not get_current_worker().is_cancelled:  # a newer plan superseded this one
-            self.host.post_message(message)
+            post_from_thread(self.host, message)
 
     def _apply(
         self, spec: ActionSpec, plan: Plan, controls: Controls, report_to: MessagePump
     ) -> None:
         outcome = run_guarded(spec, plan, controls, ProgressSink(plan, report_to))
-        # post_message is thread-safe, and a no-op once the screen or the app has closed
-        report_to.post_message(ActionFinished(plan, outcome))
+        post_from_thread(report_to, ActionFinished(plan, outcome))
