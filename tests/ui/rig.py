@@ -7,9 +7,12 @@ hub's background thread is never started. ``StaticFeed`` holds one snapshot a te
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+from textual.pilot import Pilot
 
 from gpucon.app import GpuconApp
 from gpucon.hub import Hub
@@ -19,6 +22,8 @@ from gpucon.sources.base import Source
 from gpucon.sources.sim import SimSource
 from gpucon.widgets.slot_table import SlotTable
 from tests.ui.fleet_fixture import FrozenClock, HandSource
+
+R = TypeVar("R")
 
 
 @dataclass
@@ -63,6 +68,22 @@ class StaticFeed:
 
     def stop(self) -> None:
         """Nothing runs."""
+
+
+async def wait_until(
+    pilot: Pilot[R],
+    check: Callable[[], bool],
+    timeout_s: float = 10.0,
+    step: Callable[[], object] | None = None,
+) -> None:
+    """Let the app run until ``check()`` holds (``step()`` between looks), or fail at the
+    deadline: tests wait on conditions, never on fixed sleeps."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out waiting"
+        if step is not None:
+            step()
+        await pilot.pause(0.02)
 
 
 def sim_rig(seed: int = 7, scenario: str | None = None, size: int | None = None) -> Rig:

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from textual.app import App, ComposeResult
 from textual.message import Message
-from textual.pilot import Pilot
 from textual.widgets import Button, Static
 
 from gpucon.actions.audit import read_audit
@@ -47,10 +44,9 @@ from gpucon.screens.fleet import ActionFleetScreen
 from gpucon.screens.progress import ProgressScreen
 from gpucon.sim.fleet import SimFleet, build_sim_fleet
 from gpucon.sources.sim import SimSource
-from tests.ui.rig import sim_rig
+from tests.ui.rig import sim_rig, wait_until
 
 SIZE = (140, 40)
-R = TypeVar("R")
 
 
 class Host(App[None]):
@@ -92,13 +88,6 @@ def snapshot_of(fleet: SimFleet) -> Snapshot:
     return DemoFleetRunner(fleet).snapshot()
 
 
-async def wait_for(pilot: Pilot[R], check: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await pilot.pause(0.02)
-
-
 def step_plan(target: str = "b1") -> Plan:
     return Plan(
         action="check",
@@ -129,7 +118,7 @@ async def test_plan_failed_names_the_field(fleet: SimFleet, controls: Controls) 
     app = Host()
     async with app.run_test(size=SIZE) as pilot:
         ActionRunner(app).plan(get_action("drain"), snapshot_of(fleet), {"backend": "x"}, controls)
-        await wait_for(pilot, lambda: bool(app.got))
+        await wait_until(pilot, lambda: bool(app.got))
         [message] = app.got
         assert isinstance(message, PlanFailed)
         assert isinstance(message.error, BadParams) and message.field == "backend"
@@ -148,7 +137,7 @@ async def test_plan_ready_carries_the_plan_made_off_the_ui_thread(
     app = Host()
     async with app.run_test(size=SIZE) as pilot:
         ActionRunner(app).plan(spec_with(plan), snapshot_of(fleet), {"target": "b7"}, controls)
-        await wait_for(pilot, lambda: bool(app.got))
+        await wait_until(pilot, lambda: bool(app.got))
         [message] = app.got
         assert isinstance(message, PlanReady)
         assert message.plan.target == "b7" and message.spec.name == "check"
@@ -164,7 +153,7 @@ async def test_an_error_that_is_not_an_action_error_is_named_with_its_type(
     app = Host()
     async with app.run_test(size=SIZE) as pilot:
         ActionRunner(app).plan(spec_with(plan), snapshot_of(fleet), {}, controls)
-        await wait_for(pilot, lambda: bool(app.got))
+        await wait_until(pilot, lambda: bool(app.got))
         [message] = app.got
         assert isinstance(message, PlanFailed) and message.field is None
         assert message.text == "check: ConnectionError: registry unreachable"
@@ -188,11 +177,11 @@ async def test_a_newer_plan_supersedes_one_still_being_made(
         runner = ActionRunner(app)
         snapshot = snapshot_of(fleet)
         first = runner.plan(spec_with(plan), snapshot, {"target": "old"}, controls)
-        await wait_for(pilot, first_started.is_set)  # the worker starts from the event loop
+        await wait_until(pilot, first_started.is_set)  # the worker starts from the event loop
         runner.plan(spec_with(plan), snapshot, {"target": "new"}, controls)
-        await wait_for(pilot, lambda: bool(app.got))
+        await wait_until(pilot, lambda: bool(app.got))
         release.set()
-        await wait_for(pilot, lambda: first.is_finished)
+        await wait_until(pilot, lambda: first.is_finished)
         await pilot.pause(0.1)
         assert [m.plan.target for m in app.got if isinstance(m, PlanReady)] == ["new"]
         assert len(app.got) == 1
@@ -216,7 +205,7 @@ async def test_apply_reports_each_step_then_the_outcome_to_the_progress_screen(
         screen = ProgressScreen(plan)
         app.push_screen(screen)
         ActionRunner(app).apply(spec_with(apply=apply), plan, controls, screen)
-        await wait_for(pilot, lambda: screen.finished)
+        await wait_until(pilot, lambda: screen.finished)
         assert screen.outcome is not None and screen.outcome.ok
         assert steps_seen == ["one", "two"]
         steps = screen.steps_text().plain
@@ -240,7 +229,7 @@ async def test_an_apply_that_raises_still_finishes_with_an_outcome(
         screen = ProgressScreen(plan)
         app.push_screen(screen)
         ActionRunner(app).apply(spec_with(apply=apply), plan, controls, screen)
-        await wait_for(pilot, lambda: screen.finished)
+        await wait_until(pilot, lambda: screen.finished)
         assert screen.outcome is not None and not screen.outcome.ok
         assert "the registry went away" in screen.outcome_text().plain
         assert not screen.query_one("#close", Button).disabled  # it can be closed now
@@ -258,7 +247,7 @@ async def test_action_finished_reaches_the_screen_and_unlocks_close() -> None:
         )
         outcome = Outcome("check", "node-a", OutcomeStatus.TIMEOUT, "timed out", plan.digest)
         screen.post_message(ActionFinished(plan, outcome))
-        await wait_for(pilot, lambda: screen.finished)
+        await wait_until(pilot, lambda: screen.finished)
         await pilot.pause()
         assert screen.outcome is outcome
         assert "TIMEOUT: timed out" in str(screen.query_one("#progress-outcome", Static).render())
@@ -291,11 +280,11 @@ async def test_the_fleet_screen_names_the_field_of_a_bad_selection(tmp_path: Pat
         screen = app.screen
         assert isinstance(screen, ActionFleetScreen)
         screen.start_action("drain", None, None)  # a row with no backend
-        await wait_for(pilot, lambda: bool(list(app._notifications)))
+        await wait_until(pilot, lambda: bool(list(app._notifications)))
         messages = [n.message for n in app._notifications]
         assert messages == ["drain: backend: the selected row has no backend"]
         screen.start_action("undrain", None, "ghost")  # planned in a worker: refused there
-        await wait_for(pilot, lambda: len(list(app._notifications)) == 2)
+        await wait_until(pilot, lambda: len(list(app._notifications)) == 2)
         assert "undrain: backend: unknown backend 'ghost'" in list(app._notifications)[-1].message
         assert app.screen is screen  # no plan screen for a plan that failed
 

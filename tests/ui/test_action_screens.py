@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import pytest
 import redis
@@ -36,9 +35,10 @@ from gpucon.screens.audit import AuditScreen
 from gpucon.screens.fleet import ActionFleetScreen
 from gpucon.screens.plan import PlanScreen
 from gpucon.screens.progress import ProgressScreen
-from tests.ui.rig import StaticFeed
+from tests.ui.rig import StaticFeed, wait_until
 
 SIZE = (120, 40)
+R = TypeVar("R")
 
 
 def make_plan(tier: Tier, target: str = "b1", ok: bool = True) -> Plan:
@@ -71,7 +71,7 @@ def label_of(button: Button) -> str:
     return label.plain
 
 
-def focused_id(app: App[Any]) -> str | None:
+def focused_id(app: App[R]) -> str | None:
     return app.focused.id if app.focused is not None else None
 
 
@@ -265,13 +265,6 @@ def fleet_screen(app: GpuconApp) -> ActionFleetScreen:
     return screen
 
 
-async def wait_for(pilot: Any, check: Any, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await pilot.pause(0.05)
-
-
 @pytest.mark.integration
 async def test_drain_flow_from_key_to_drained_backend(
     registry_client: redis.Redis, redis_url: str, tmp_path: Path
@@ -282,25 +275,25 @@ async def test_drain_flow_from_key_to_drained_backend(
     app = registry_app(snapshot, controls)
     async with app.run_test(size=SIZE) as pilot:
         fleet_screen(app).start_action("drain", "h/gpu0/gi1", "b1")
-        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await wait_until(pilot, lambda: isinstance(app.screen, PlanScreen))
         await pilot.pause()
         assert focused_id(app) == "cancel"
         assert str(app.screen.query_one("#confirm", Button).label) == "Drain b1"
         await pilot.click("#confirm")
-        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
+        await wait_until(pilot, lambda: isinstance(app.screen, ProgressScreen))
         progress = app.screen
         assert isinstance(progress, ProgressScreen)
-        await wait_for(pilot, lambda: progress.finished)
+        await wait_until(pilot, lambda: progress.finished)
         assert progress.outcome is not None and progress.outcome.ok
         assert registry_client.hget("gpucon:backend:b1", "state") == "drained"
         steps = str(progress.query_one("#progress-steps", Static).render())
         assert "draining:b1" in steps and "drained:b1" in steps
         # cancel leaves everything as it was
         await pilot.press("escape")  # close the progress screen
-        await wait_for(pilot, lambda: app.screen is not progress)
+        await wait_until(pilot, lambda: app.screen is not progress)
         app.show_snapshot(read_registry(registry_client)[0])
         fleet_screen(app).start_action("undrain", None, "b1")
-        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await wait_until(pilot, lambda: isinstance(app.screen, PlanScreen))
         await pilot.pause()
         assert focused_id(app) == "cancel"
         await pilot.press("enter")  # Cancel has focus
@@ -308,10 +301,10 @@ async def test_drain_flow_from_key_to_drained_backend(
         assert registry_client.hget("gpucon:backend:b1", "state") == "drained"
         # the audit screen shows what happened
         fleet_screen(app).start_action("audit", None, None)
-        await wait_for(pilot, lambda: isinstance(app.screen, AuditScreen))
+        await wait_until(pilot, lambda: isinstance(app.screen, AuditScreen))
         audit = app.screen
         assert isinstance(audit, AuditScreen)
-        await wait_for(pilot, lambda: bool(audit.records))
+        await wait_until(pilot, lambda: bool(audit.records))
         text = str(audit.query_one("#audit-body", Static).render())
         assert "intent" in text and "ui@test" in text and "drained:b1" in text
     assert read_audit(tmp_path / "audit.jsonl")[0].event == "intent"
@@ -331,14 +324,14 @@ async def test_drain_flow_of_a_backend_named_with_markup(
     app = registry_app(snapshot, controls)
     async with app.run_test(size=SIZE) as pilot:
         fleet_screen(app).start_action("drain", None, name)
-        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await wait_until(pilot, lambda: isinstance(app.screen, PlanScreen))
         await pilot.pause()
         assert label_of(app.screen.query_one("#confirm", Button)) == f"Drain {name}"
         await pilot.click("#confirm")
-        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
+        await wait_until(pilot, lambda: isinstance(app.screen, ProgressScreen))
         progress = app.screen
         assert isinstance(progress, ProgressScreen)
-        await wait_for(pilot, lambda: progress.finished)
+        await wait_until(pilot, lambda: progress.finished)
         await pilot.pause()
         assert progress.outcome is not None and progress.outcome.ok
         assert name in str(progress.query_one("#progress-title", Static).render())
@@ -366,7 +359,7 @@ async def test_bad_selection_is_refused_with_the_field(
     app = registry_app(snapshot, controls)
     async with app.run_test(size=SIZE) as pilot:
         fleet_screen(app).start_action("drain", None, "ghost")
-        await wait_for(pilot, lambda: bool(list(app._notifications)))
+        await wait_until(pilot, lambda: bool(list(app._notifications)))
         message = next(iter(app._notifications)).message
         assert "backend: unknown backend 'ghost'" in message
         assert drain.plan_drain(snapshot, {"backend": "b1"}).ok

@@ -5,9 +5,7 @@ the UI thread; a stream that cannot be read is named while the file's records st
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
@@ -27,7 +25,7 @@ from gpucon.controls.base import Controls
 from gpucon.controls.registry import RedisRegistry
 from gpucon.screens.actions_flow import audit_stream
 from gpucon.screens.audit import AuditScreen
-from tests.ui.rig import StaticFeed
+from tests.ui.rig import StaticFeed, wait_until
 
 pytestmark = pytest.mark.integration
 SIZE = (180, 40)
@@ -70,13 +68,6 @@ def write_history(redis_url: str, audit_path: Path) -> None:
     )
     local_only.record(operator="ann@h1", event="intent", action="drain", target="x", digest="d0")
     registry.close()
-
-
-async def wait_until(pilot: Any, check: Any, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await pilot.pause(0.02)
 
 
 async def test_file_and_stream_merged_by_time_with_their_origin(

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from gpucon.app import ACTIONS, READ_ONLY_ACTIONS, known_binding_ids
+from gpucon.app import ACTIONS, READ_ONLY_ACTIONS, GpuconApp, known_binding_ids
 from gpucon.screens.fleet import ActionFleetScreen, FleetScreen
 from tests.ui.fleet_fixture import HandSource
 from tests.ui.rig import Rig, table_of
@@ -16,7 +15,7 @@ from tests.ui.rig import Rig, table_of
 SIZE = (160, 45)
 
 
-def binding_ids(app: Any) -> set[str]:
+def binding_ids(app: GpuconApp) -> set[str]:
     return {a.binding.id for a in app.screen.active_bindings.values() if a.binding.id}
 
 
