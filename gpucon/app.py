@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
@@ -41,6 +41,13 @@ class SnapshotFeed(Protocol):
     def start(self, on_snapshot: Callable[[Snapshot], None]) -> None: ...
 
     def stop(self) -> None: ...
+
+
+@runtime_checkable
+class ShowsSnapshot(Protocol):
+    """A screen that shows fleet data (the fleet and detail screens)."""
+
+    def show_snapshot(self, snapshot: Snapshot) -> None: ...
 
 
 class GpuconApp(App[int]):
@@ -211,9 +218,8 @@ class GpuconApp(App[int]):
         self.snapshot = snapshot
         with self.batch_update():
             for screen in self.screen_stack:
-                show = getattr(screen, "show_snapshot", None)
-                if show is not None and screen.is_mounted:
-                    show(snapshot)
+                if isinstance(screen, ShowsSnapshot) and screen.is_mounted:
+                    screen.show_snapshot(snapshot)
 
     # -- navigation and actions ------------------------------------------------------------
 
