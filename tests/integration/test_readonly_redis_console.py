@@ -12,14 +12,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
 from gpucon.app import GpuconApp
+from gpucon.controls.sim_registry import build_sim_controls
 from gpucon.hub import Hub
 from gpucon.lab.registration import BackendRecord, register_backends
+from gpucon.sim.fleet import build_sim_fleet
 from gpucon.sources.redisq import RedisQueueSource
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -138,13 +141,17 @@ def dump(client: redis.Redis) -> dict[str, Any]:
 
 
 async def test_read_only_console_sends_no_write_to_redis(
-    seeded: redis.Redis, redis_url: str
+    seeded: redis.Redis, redis_url: str, tmp_path: Path
 ) -> None:
     before = dump(seeded)
     calls_before = command_calls(seeded)
     source = RedisQueueSource(url=redis_url, cadence_s=0.1, timeout_s=1.0, client_name=CLIENT_NAME)
     hub = Hub([source], refresh_s=0.1)
-    app = GpuconApp(hub, mode="live", read_only=True, controls=object())
+    # controls that could write (to the simulator): a read-only console drops them unused
+    controls = build_sim_controls(
+        build_sim_fleet(7), read_only=False, audit_path=tmp_path / "audit.jsonl"
+    )
+    app = GpuconApp(hub, mode="live", read_only=True, controls=controls)
     with CommandRecorder(redis_url) as recorder:
         async with app.run_test(size=(160, 45)) as pilot:
             deadline = time.monotonic() + 10
