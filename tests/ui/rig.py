@@ -8,13 +8,15 @@ hub's background thread is never started. ``StaticFeed`` holds one snapshot a te
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypedDict, TypeVar, Unpack
 
 from textual.pilot import Pilot
 
 from gpucon.app import GpuconApp
+from gpucon.config import GpuconConfig
+from gpucon.controls.base import Controls
 from gpucon.hub import Hub
 from gpucon.model.snapshot import Snapshot
 from gpucon.sim import DEMO_SLO_P95_MS
@@ -24,6 +26,22 @@ from gpucon.widgets.slot_table import SlotTable
 from tests.ui.fleet_fixture import FrozenClock, HandSource
 
 R = TypeVar("R")
+
+
+class AppOptions(TypedDict, total=False):
+    """What a test may set on the app beyond the rig's feed and clock."""
+
+    mode: str
+    read_only: bool
+    noc: bool
+    theme: str | None
+    keys: Mapping[str, str] | None
+    controls: Controls | None
+    controls_factory: Callable[[], Controls] | None
+    fleet_name: str
+    default_slo_ms: float
+    page_s: float
+    config: GpuconConfig | None
 
 
 @dataclass
@@ -50,7 +68,7 @@ class Rig:
         assert snapshot is not None
         return snapshot
 
-    def app(self, warmup: int = 30, **options: Any) -> GpuconApp:
+    def app(self, warmup: int = 30, **options: Unpack[AppOptions]) -> GpuconApp:
         """The app on this rig's hub after ``warmup`` ticks."""
         if warmup:
             self.step(warmup)

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from gpucon.app import ACTIONS, READ_ONLY_ACTIONS, GpuconApp, known_binding_ids
+from gpucon.controls.base import Controls
+from gpucon.controls.sim_registry import build_sim_controls
 from gpucon.screens.fleet import ActionFleetScreen, FleetScreen
+from gpucon.sim.fleet import build_sim_fleet
 from tests.ui.fleet_fixture import HandSource
 from tests.ui.rig import Rig, table_of
 
@@ -19,8 +22,16 @@ def binding_ids(app: GpuconApp) -> set[str]:
     return {a.binding.id for a in app.screen.active_bindings.values() if a.binding.id}
 
 
-async def test_read_only_has_no_action_bindings_and_no_controls() -> None:
-    app = Rig().app(read_only=True, controls=object())
+@pytest.fixture
+def controls(tmp_path: Path) -> Controls:
+    """Controls that could write (to a simulated fleet): read-only and NOC consoles drop them."""
+    return build_sim_controls(
+        build_sim_fleet(7), read_only=False, audit_path=tmp_path / "audit.jsonl"
+    )
+
+
+async def test_read_only_has_no_action_bindings_and_no_controls(controls: Controls) -> None:
+    app = Rig().app(read_only=True, controls=controls)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert app.controls is None
@@ -39,9 +50,9 @@ async def test_read_only_has_no_action_bindings_and_no_controls() -> None:
         assert "Drain" not in titles
 
 
-async def test_noc_is_read_only_high_contrast_and_cycles_pages() -> None:
+async def test_noc_is_read_only_high_contrast_and_cycles_pages(controls: Controls) -> None:
     rig = Rig(source=HandSource(hosts=8))
-    app = rig.app(noc=True, controls=object(), page_s=3600)
+    app = rig.app(noc=True, controls=controls, page_s=3600)
     async with app.run_test(size=(160, 30)) as pilot:
         await pilot.pause()
         assert app.read_only and app.controls is None
@@ -138,12 +149,12 @@ async def test_source_not_read_yet_shows_waiting_not_down() -> None:
 
 
 async def test_read_only_console_still_opens_the_audit_log(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, controls: Controls
 ) -> None:
     from gpucon.screens.audit import AuditScreen
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    app = Rig().app(read_only=True, controls=object())
+    app = Rig().app(read_only=True, controls=controls)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         await pilot.press("A")
