@@ -46,13 +46,6 @@ def audit_stream(
     return None
 
 
-def why_no_controls(read_only: bool) -> str:
-    """Why an action key did nothing: the console may not write, or could not build a way to."""
-    if read_only:
-        return "read-only, no action can write"
-    return "no write path was built for this fleet (is its [redis] registry configured?)"
-
-
 def params_for(
     name: str,
     snapshot: Snapshot,

@@ -167,6 +167,9 @@ class FleetScreen(Screen[None]):
             table.show_page(self.page)
 
 
+NO_WRITE_PATH = "no write path was built for this fleet (is its [redis] registry configured?)"
+
+
 class ActionFleetScreen(FleetScreen):
     """The fleet screen with the action keys; built only when controls may exist."""
 
@@ -203,12 +206,12 @@ class ActionFleetScreen(FleetScreen):
             return
         from gpucon.actions.catalog import get_action
         from gpucon.actions.plan import ActionError
-        from gpucon.screens.actions_flow import params_for, why_no_controls
+        from gpucon.screens.actions_flow import params_for
 
         app = self.gpucon
         controls = app.controls
-        if controls is None:
-            self.say(f"{name}: {why_no_controls(app.read_only)}", "warning")
+        if controls is None:  # this screen exists only where writes may: they could not be built
+            self.say(f"{name}: {NO_WRITE_PATH}", "warning")
             return
         snapshot = app.snapshot
         if snapshot is None:
