@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Any
 
 from gpucon.model.merge import merge_readings
 from gpucon.model.snapshot import Snapshot
-
-if TYPE_CHECKING:
-    from gpucon.sim.fleet import SimFleet
 
 WARMUP_S = 30.0
 
 
 class DemoFleetRunner:
-    def __init__(self, fleet: SimFleet, speed: float = 5.0, tick_s: float = 0.05) -> None:
+    def __init__(self, fleet: Any, speed: float = 5.0, tick_s: float = 0.05) -> None:
         self.fleet = fleet
         self.speed = speed
         self.tick_s = tick_s

@@ -14,13 +14,13 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gpucon.actions.plan import JsonValue, Refused
 
 if TYPE_CHECKING:
     from gpucon.actions.audit import AuditLog
-    from gpucon.config import GpuconConfig, KubeConfig, ProbeTarget
+    from gpucon.config import GpuconConfig, ProbeTarget
     from gpucon.controls.probe import ProbeBounds, ProbeProgress, ProbeResult
 
 
@@ -212,7 +212,7 @@ def build_controls(
     if fleet.redis is None:
         raise Refused(f"fleet {fleet.name!r} has no [redis] section: there is no registry to steer")
     registry = RedisRegistry.from_url(fleet.redis.url, timeout_s=fleet.redis.timeout_s)
-    kube_control = kube
+    kube_control: Any = kube
     if kube_control is None and fleet.kube is not None:
         kube_control = _build_kube(fleet.kube)
     namespace = (fleet.kube.namespace if fleet.kube else None) or "default"
@@ -228,7 +228,7 @@ def build_controls(
     )
 
 
-def _build_kube(kube_config: KubeConfig) -> KubeControl | None:
+def _build_kube(kube_config: Any) -> KubeControl | None:
     """The kube engineer's KubeControl when it is built; None while it is not."""
     import importlib
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from gpucon.model.fleet import Backend, Gpu, LatencyStats, NodeInfo, QueueStats, Slot
@@ -27,7 +27,7 @@ def _is_unknown(value: object) -> bool:
 
 def overlay(base: T, extra: T) -> T:
     """``base`` with each unknown field filled from ``extra`` (both the same dataclass)."""
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}
     for f in dataclasses.fields(base):  # type: ignore[arg-type]
         if _is_unknown(getattr(base, f.name)):
             value = getattr(extra, f.name)
