@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from functools import partial
+from typing import Any
 
 from gpucon.actions.backends import (
     capacity_share_pct,
@@ -71,7 +72,7 @@ def _others_serving(
     return checks
 
 
-def plan_drain(snapshot: Snapshot, params: Mapping[str, object]) -> Plan:
+def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     """The drain plan for ``params["backend"]`` (or every backend of ``params["node"]``)."""
     reason = text_param(params, "reason", DEFAULT_REASON) or DEFAULT_REASON
     timeout_s = finite_number("timeout_s", params.get("timeout_s", DEFAULT_TIMEOUT_S), minimum=0)

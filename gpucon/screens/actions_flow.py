@@ -8,12 +8,20 @@ plans and applies it off the UI thread.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
-from gpucon.actions.audit import AuditStream, AuditStreamReader, RegistryAuditStream, StreamRegistry
+from gpucon.actions.audit import AuditStream, AuditStreamReader, RegistryAuditStream
 from gpucon.actions.plan import BadParams
 from gpucon.config import GpuconConfig
 from gpucon.controls.base import Controls
 from gpucon.model.snapshot import Snapshot
+
+
+@runtime_checkable
+class StreamRegistry(Protocol):
+    """A registry control that can read the fleet's audit stream (the Redis one can)."""
+
+    def read_audit(self, limit: int) -> list[dict[str, str]]: ...
 
 
 def audit_path(controls: Controls | None, config: GpuconConfig | None) -> Path:
