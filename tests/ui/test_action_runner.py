@@ -188,7 +188,7 @@ async def test_a_newer_plan_supersedes_one_still_being_made(
 
 
 async def test_apply_reports_each_step_then_the_outcome_to_the_progress_screen(
-    fleet: SimFleet, controls: Controls, tmp_path: Path
+    controls: Controls,
 ) -> None:
     steps_seen: list[str] = []
 
@@ -213,7 +213,7 @@ async def test_apply_reports_each_step_then_the_outcome_to_the_progress_screen(
         assert "OK: all done" in screen.outcome_text().plain
         assert any("check b1: ok" in n.message for n in app._notifications)
     # it ran under the guard: intent and outcome are in the audit log
-    events = [r.event for r in read_audit(tmp_path / "audit.jsonl")]
+    events = [r.event for r in read_audit(Path(controls.audit.path))]
     assert events[0] == "intent" and events[-1] == "outcome"
 
 
