@@ -1,18 +1,18 @@
-"""The gpucon App: wiring only. Snapshots in, screens out, actions handed to the actions flow.
+"""The gpucon App: wiring only. Snapshots in, screens out; the fleet screen runs the actions.
 
 ``GpuconApp`` is built the same way by the console command (``gpucon.commands.console``) and
 by the tests: give it a feed (the Hub, or anything with ``latest``/``start``/``stop``). The hub
 calls back from its own thread; each snapshot becomes one replaceable message, applied inside
 ``batch_update``.
 In read-only and NOC modes ``controls`` is always None and no action binding is registered.
+The fleet screen plans and applies actions through ``gpucon.screens.action_runner``.
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
@@ -23,6 +23,10 @@ from gpucon.model.snapshot import Snapshot
 from gpucon.screens.fleet import ActionFleetScreen, FleetScreen
 from gpucon.themes import CSS_PATH, THEMES, VARIABLE_DEFAULTS, resolve_theme
 from gpucon.widgets.slot_rows import COLUMNS
+
+if TYPE_CHECKING:  # not imported for the first frame: the write side is built a second later
+    from gpucon.config import GpuconConfig
+    from gpucon.controls.base import Controls
 
 ACTIONS = ("drain", "undrain", "rebalance", "probe", "audit")
 # what a read-only console may still open: the audit screen only reads
@@ -38,6 +42,13 @@ class SnapshotFeed(Protocol):
     def start(self, on_snapshot: Callable[[Snapshot], None]) -> None: ...
 
     def stop(self) -> None: ...
+
+
+@runtime_checkable
+class ShowsSnapshot(Protocol):
+    """A screen that shows fleet data (the fleet and detail screens)."""
+
+    def show_snapshot(self, snapshot: Snapshot) -> None: ...
 
 
 class GpuconApp(App[int]):
@@ -66,14 +77,14 @@ class GpuconApp(App[int]):
         noc: bool = False,
         theme: str | None = None,
         keys: Mapping[str, str] | None = None,
-        controls: Any = None,
-        controls_factory: Callable[[], Any] | None = None,
+        controls: Controls | None = None,
+        controls_factory: Callable[[], Controls] | None = None,
         clock: Callable[[], float] = time.time,
         autostart: bool = True,
         fleet_name: str = "",
         default_slo_ms: float = 2500.0,
         page_s: float = 10.0,
-        config: Any = None,
+        config: GpuconConfig | None = None,
     ) -> None:
         super().__init__()
         self.feed = feed
@@ -103,7 +114,7 @@ class GpuconApp(App[int]):
         self._set_theme(theme or ("gpucon-noc" if noc else "gpucon-dark"))
 
     @property
-    def controls(self) -> Any:
+    def controls(self) -> Controls | None:
         """The write side, or None (read-only, or it could not be built).
 
         Built from ``controls_factory`` on first use; the app asks for it a second after it
@@ -208,9 +219,8 @@ class GpuconApp(App[int]):
         self.snapshot = snapshot
         with self.batch_update():
             for screen in self.screen_stack:
-                show = getattr(screen, "show_snapshot", None)
-                if show is not None and screen.is_mounted:
-                    show(snapshot)
+                if isinstance(screen, ShowsSnapshot) and screen.is_mounted:
+                    screen.show_snapshot(snapshot)
 
     # -- navigation and actions ------------------------------------------------------------
 
@@ -243,19 +253,19 @@ class GpuconApp(App[int]):
         current = names.index(self.theme) if self.theme in names else -1
         self.theme = names[(current + 1) % len(names)]
 
-    def start_action(self, name: str, slot_id: str | None, backend_name: str | None) -> None:
-        """Hand an action to the actions flow (gpucon.screens.actions_flow) when it exists."""
-        if name not in ACTIONS or (self.read_only and name not in READ_ONLY_ACTIONS):
-            self.notify("read-only: actions are off", severity="warning")
-            return
-        try:
-            flow = importlib.import_module("gpucon.screens.actions_flow")
-        except ModuleNotFoundError as exc:
-            if exc.name != "gpucon.screens.actions_flow":
-                raise
-            self.notify(f"{name}: not available yet", severity="warning", markup=False)
-            return
-        flow.start_action(self, name, self.snapshot, slot_id, backend_name)
+    def open_audit(self) -> None:
+        """The audit log: this console's file, and the fleet's stream where Redis is set up.
+        It only reads, so it opens in every mode."""
+        from gpucon.screens.actions_flow import audit_path, audit_stream
+        from gpucon.screens.audit import AuditScreen
+
+        controls = self.controls
+        self.push_screen(
+            AuditScreen(
+                audit_path(self.mode, controls, self.config),
+                stream=audit_stream(self.mode, controls, self.config),
+            )
+        )
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

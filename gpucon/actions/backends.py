@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Mapping
-from typing import Any
 
 from gpucon.controls.base import Controls
 from gpucon.errors import BadParams
@@ -17,7 +16,7 @@ from gpucon.model.ids import parse_slot_id
 from gpucon.model.snapshot import Snapshot
 
 
-def text_param(params: Mapping[str, Any], name: str, default: str | None = None) -> str | None:
+def text_param(params: Mapping[str, object], name: str, default: str | None = None) -> str | None:
     value = params.get(name, default)
     if value is None:
         return None

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from gpucon.actions.plan import Outcome, Plan, Progress, Tier
 from gpucon.controls.base import Controls
 from gpucon.errors import BadParams
 from gpucon.model.snapshot import Snapshot
 
-PlanFn = Callable[[Snapshot, Mapping[str, Any]], Plan]
+PlanFn = Callable[[Snapshot, Mapping[str, object]], Plan]
 ApplyFn = Callable[[Plan, Controls, Progress], Outcome]
 RecheckFn = Callable[[Plan, Controls], list[str]]
 
@@ -72,10 +71,16 @@ def _functions(name: str) -> tuple[PlanFn, ApplyFn]:
 
 def recheck_of(name: str) -> RecheckFn | None:
     """The action's ``recheck``, or None when its module has none (or the action is unknown)."""
-    if name not in KNOWN:
-        return None
-    import importlib
+    if name == "drain":
+        from gpucon.actions import drain
 
-    module = importlib.import_module(f"gpucon.actions.{name}")
-    found: RecheckFn | None = getattr(module, "recheck", None)
-    return found
+        return drain.recheck
+    if name == "undrain":
+        from gpucon.actions import undrain
+
+        return undrain.recheck
+    if name == "rebalance":
+        from gpucon.actions import rebalance
+
+        return rebalance.recheck
+    return None  # a probe changes no state: nothing to check again

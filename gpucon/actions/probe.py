@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the verb's parser is built for every gpucon command: import lazily
     from gpucon.actions.plan import Outcome, Plan, Progress
     from gpucon.config import ProbeTarget
+    from gpucon.controls.base import Controls
     from gpucon.model.snapshot import Snapshot
 
 PROGRESS_EVERY_S = 0.1
@@ -162,7 +163,7 @@ def summary_line(report: Mapping[str, Any]) -> str:
     )
 
 
-def apply(plan: Plan, controls: Any, progress: Progress) -> Outcome:
+def apply(plan: Plan, controls: Controls, progress: Progress) -> Outcome:
     """Run the planned probe (blocking: call from a worker thread, never the UI thread)."""
     from gpucon.actions.plan import Outcome, OutcomeStatus, ProgressEvent, StepStatus
     from gpucon.config import ProbeTarget
@@ -184,8 +185,8 @@ def apply(plan: Plan, controls: Any, progress: Progress) -> Outcome:
         progress(ProgressEvent("probe", StepStatus.RUNNING, text, fraction))
 
     progress(ProgressEvent("probe", StepStatus.STARTED, plan.steps[0].text))
-    prober = getattr(controls, "prober", None)
-    if prober is None or bool(p.get("simulated")) != bool(getattr(prober, "simulated", False)):
+    prober = controls.prober
+    if prober is None or bool(p.get("simulated")) != prober.simulated:
         # the probe is the only write path to a backend's requests: without a probe control
         # (read-only) nothing is sent, and a demo plan never reaches a live fleet's backends
         text = (

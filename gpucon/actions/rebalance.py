@@ -12,7 +12,6 @@ at; apply writes every weight in one MULTI and refuses if the registry moved sin
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from gpucon.actions.backends import text_param
 from gpucon.actions.plan import (
@@ -54,7 +53,7 @@ def propose_weights(snapshot: Snapshot) -> tuple[dict[str, float], str]:
     return {p.name: p.new for p in proposals}, basis_summary(proposals)
 
 
-def validate_weights(snapshot: Snapshot, weights: Mapping[str, object]) -> dict[str, float]:
+def validate_weights(snapshot: Snapshot, weights: object) -> dict[str, float]:
     """Weights as floats; BadParams naming ``weights.NAME`` for anything wrong."""
     if not isinstance(weights, Mapping) or not weights:
         raise BadParams("weights", "give at least one backend's weight (name=weight)")
@@ -88,7 +87,7 @@ def _shift_pct(old: Mapping[str, float], new: Mapping[str, float]) -> float | No
     return 50.0 * moved
 
 
-def plan_rebalance(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
+def plan_rebalance(snapshot: Snapshot, params: Mapping[str, object]) -> Plan:
     explicit = params.get("weights")
     reasons: dict[str, str] = {}
     if explicit is not None:

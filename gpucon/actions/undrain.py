@@ -10,7 +10,6 @@ The plan WARNs about alerts firing on the backends or their slots (``gpucon.acti
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from gpucon.actions.backends import (
     backend_node,
@@ -49,7 +48,7 @@ def _restore_step(name: str, default_weight: float) -> Step:
     )
 
 
-def plan_undrain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
+def plan_undrain(snapshot: Snapshot, params: Mapping[str, object]) -> Plan:
     """Return a draining/drained backend (or node, with ``node``) to service."""
     reason = text_param(params, "reason", "undrained with gpucon") or ""
     default_weight = finite_number("default_weight", params.get("default_weight", 1.0), minimum=0.0)
@@ -95,7 +94,7 @@ def plan_undrain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
 
 def _plan_node(
     snapshot: Snapshot,
-    params: Mapping[str, Any],
+    params: Mapping[str, object],
     node: str,
     reason: str,
     default_weight: float,
@@ -201,7 +200,7 @@ def apply_undrain(plan: Plan, controls: Controls, progress: Progress) -> Outcome
         message = f"node {node} uncordoned" + (f"; active again: {restored}" if restored else "")
     else:
         message = f"{names[0]} is active again with weight {weights[names[0]]:g}"
-    details: dict[str, Any] = {"weights": weights}
+    details: dict[str, object] = {"weights": weights}
     if not node:
         details["weight"] = weights[names[0]]
     return Outcome(

@@ -91,7 +91,7 @@ class KubeControl:
                 self._api = client.CoreV1Api(api_client_from_config(self.kubeconfig, self.context))
             return self._api
 
-    def _patch_node(self, node: str, body: dict[str, Any], what: str) -> None:
+    def _patch_node(self, node: str, body: dict[str, object], what: str) -> None:
         try:
             self._core().patch_node(node, body, _request_timeout=self.timeout_s)
         except Exception as exc:
@@ -231,7 +231,7 @@ class KubeControl:
             report(f"pod {ref} evicted (attempt {attempt})")
             return
 
-    def _retry_delay(self, attempt: int, exc: Any) -> float:
+    def _retry_delay(self, attempt: int, exc: Exception) -> float:
         delay = min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
         headers = getattr(exc, "headers", None) or {}
         try:

@@ -110,7 +110,7 @@ class ProbeResult:
     def failed(self) -> int:
         return sum(self.errors.values())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "target": self.target,
             "mode": self.mode,

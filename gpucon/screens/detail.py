@@ -6,7 +6,7 @@ Updated with every snapshot while open."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -22,6 +22,9 @@ from gpucon.widgets.liveness_text import liveness_text
 from gpucon.widgets.panels import StatusBar, TextPanel
 from gpucon.widgets.plot import Plot
 from gpucon.widgets.safe_text import safe
+
+if TYPE_CHECKING:
+    from gpucon.app import GpuconApp
 
 
 def _field(text: Text, label: str, value: object, width: int = 48) -> None:
@@ -185,8 +188,12 @@ class DetailScreen(Screen[None]):
         self.default_slo_ms = default_slo_ms
         self._backend_names: tuple[str, ...] = ()
 
+    @property
+    def gpucon(self) -> GpuconApp:
+        return self.app  # type: ignore[return-value]
+
     def compose(self) -> ComposeResult:
-        yield StatusBar(self.badges, fleet_name=getattr(self.app, "fleet_name", ""), id="status")
+        yield StatusBar(self.badges, fleet_name=self.gpucon.fleet_name, id="status")
         with VerticalScroll(id="detail-body"):
             yield TextPanel(id="detail-info")
             yield TextPanel(id="detail-health")
@@ -197,7 +204,7 @@ class DetailScreen(Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        snapshot = getattr(self.app, "snapshot", None)
+        snapshot = self.gpucon.snapshot
         if snapshot is not None:
             self.show_snapshot(snapshot)
 

@@ -1,8 +1,10 @@
 """The fleet screen: status bar, slot table, queue, GPU/node and alert panels, the `/` filter.
 
-``FleetScreen`` holds no action bindings at all (read-only and NOC use it as is);
-``ActionFleetScreen`` adds drain, undrain, rebalance, probe and audit, which hand over to
-``app.start_action``. In NOC mode the screen cycles table pages and an alerts page.
+``FleetScreen`` holds no action bindings at all (read-only and NOC use it as is; its audit
+key only reads); ``ActionFleetScreen`` adds drain, undrain, rebalance and probe: it plans
+them through an ``ActionRunner`` (thread workers), shows the ``PlanReady`` plan for
+confirmation and hands the confirmed plan back to the runner, whose progress goes to the
+progress screen. In NOC mode the screen cycles table pages and an alerts page.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Input
 
@@ -22,11 +25,13 @@ from gpucon.model.snapshot import Snapshot
 from gpucon.widgets.health_panel import HealthPanel
 from gpucon.widgets.keybar import KeyBar
 from gpucon.widgets.panels import AlertsPanel, QueuePanel, StatusBar
+from gpucon.widgets.safe_text import clean
 from gpucon.widgets.slot_rows import RowBuilder
 from gpucon.widgets.slot_table import SlotTable
 
 if TYPE_CHECKING:
     from gpucon.app import GpuconApp
+    from gpucon.screens.action_runner import ActionRunner, PlanFailed, PlanReady
 
 
 class FleetScreen(Screen[None]):
@@ -135,7 +140,7 @@ class FleetScreen(Screen[None]):
         box.focus()
 
     def action_audit(self) -> None:
-        self.gpucon.start_action("audit", None, None)
+        self.gpucon.open_audit()
 
     def action_clear_filter(self) -> None:
         box = next(self.query("#filter").results(Input), None)
@@ -176,6 +181,9 @@ class FleetScreen(Screen[None]):
             table.show_page(self.page)
 
 
+NO_WRITE_PATH = "no write path was built for this fleet (is its [redis] registry configured?)"
+
+
 class ActionFleetScreen(FleetScreen):
     """The fleet screen with the action keys; built only when controls may exist."""
 
@@ -185,8 +193,73 @@ class ActionFleetScreen(FleetScreen):
         Binding("b", "act('rebalance')", "Rebalance", id="rebalance"),
         Binding("p", "act('probe')", "Probe", id="probe"),
     ]
+    _runner: ActionRunner | None = None
+
+    @property
+    def runner(self) -> ActionRunner:
+        """Built on the first action: its modules are not needed for the first frame."""
+        if self._runner is None:
+            from gpucon.screens.action_runner import ActionRunner
+
+            self._runner = ActionRunner(self)
+        return self._runner
 
     def action_act(self, name: str) -> None:
         key = self.table.cursor_key
         slot_id, backend = key if key is not None else (None, "")
-        self.gpucon.start_action(name, slot_id, backend or None)
+        self.start_action(name, slot_id, backend or None)
+
+    def say(self, message: str, severity: SeverityLevel = "information") -> None:
+        self.notify(clean(message), title="gpucon", severity=severity, markup=False)
+
+    def start_action(self, name: str, slot_id: str | None, backend_name: str | None) -> None:
+        """Plan ``name`` for the selection off the UI thread: ``PlanReady`` or ``PlanFailed``
+        comes back. Without controls it only says why nothing can be done."""
+        if name == "audit":
+            self.gpucon.open_audit()
+            return
+        from gpucon.actions.catalog import get_action
+        from gpucon.errors import ActionError
+        from gpucon.screens.actions_flow import params_for
+
+        app = self.gpucon
+        controls = app.controls
+        if controls is None:  # this screen exists only where writes may: they could not be built
+            self.say(f"{name}: {NO_WRITE_PATH}", "warning")
+            return
+        snapshot = app.snapshot
+        if snapshot is None:
+            self.say(f"{name}: no fleet data yet", "warning")
+            return
+        try:
+            spec = get_action(name)
+            params = params_for(
+                name, snapshot, slot_id, backend_name, controls=controls, config=app.config
+            )
+        except ActionError as error:
+            self.runner.fail(name, error)
+            return
+        self.runner.plan(spec, snapshot, params, controls)
+
+    def on_plan_failed(self, message: PlanFailed) -> None:
+        message.stop()
+        self.say(message.text, "error")
+
+    def on_plan_ready(self, message: PlanReady) -> None:
+        """Show the plan; on confirmation, apply it with its progress on a progress screen."""
+        from gpucon.screens.plan import PlanScreen
+        from gpucon.screens.progress import ProgressScreen
+
+        message.stop()
+        spec, plan = message.spec, message.plan
+
+        def confirmed(answer: bool | None) -> None:
+            controls = self.gpucon.controls
+            if not answer or controls is None:
+                self.say(f"{plan.action} {plan.target}: cancelled, nothing changed")
+                return
+            progress = ProgressScreen(plan)
+            self.app.push_screen(progress)
+            self.runner.apply(spec, plan, controls, progress)
+
+        self.app.push_screen(PlanScreen(plan), callback=confirmed)

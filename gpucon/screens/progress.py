@@ -1,14 +1,15 @@
 """The progress screen: each step of a running action as it happens, then the outcome.
 
-The action runs in a thread worker; it hands events here with ``app.call_from_thread``
-(``add_event``, then ``finish``). A step that reports updates (a drain counting down in-flight
-requests) replaces its own line instead of adding one per update. The screen cannot be closed
+The action runs in a thread worker (``gpucon.screens.action_runner``), which posts its steps
+here as ``ActionProgress`` messages and its outcome as one ``ActionFinished``. A step that
+reports updates (a drain counting down in-flight requests) replaces its own line instead of
+adding one per update. The screen cannot be closed
 while the action runs (the action is not cancelled by closing a window); it can afterwards.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -19,6 +20,9 @@ from textual.widgets import Button, Static
 
 from gpucon.actions.plan import Outcome, Plan, ProgressEvent, StepStatus
 from gpucon.widgets.safe_text import clean
+
+if TYPE_CHECKING:
+    from gpucon.screens.action_runner import ActionFinished, ActionProgress
 
 MARKS = {
     StepStatus.STARTED: ("…", "bold"),
@@ -112,6 +116,21 @@ class ProgressScreen(ModalScreen[None]):
     def finish(self, outcome: Outcome) -> None:
         self.outcome = outcome
         self._show_progress()
+
+    def on_action_progress(self, message: ActionProgress) -> None:
+        message.stop()
+        self.add_event(message.event)
+
+    def on_action_finished(self, message: ActionFinished) -> None:
+        message.stop()
+        outcome = message.outcome
+        self.finish(outcome)
+        self.notify(
+            clean(f"{message.plan.action} {message.plan.target}: {outcome.status}"),
+            title="gpucon",
+            severity="information" if outcome.ok else "error",
+            markup=False,
+        )
 
     def action_close(self) -> None:
         if self.finished:

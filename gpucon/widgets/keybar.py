@@ -8,12 +8,15 @@ with ``App.get_key_display``), the same theme colours, the command-palette key l
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.style import Style
 from rich.text import Text
 from textual.screen import Screen
 from textual.widgets import Static
+
+if TYPE_CHECKING:
+    from textual.theme import Theme
 
 
 class KeyBar(Static):
@@ -29,7 +32,7 @@ class KeyBar(Static):
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
         self._bindings_changed(self.screen)
 
-    def _theme_changed(self, _theme: Any) -> None:
+    def _theme_changed(self, _theme: Theme) -> None:
         self._shown = None
         self._bindings_changed(self.screen)
 
@@ -37,7 +40,7 @@ class KeyBar(Static):
         colour = self.app.theme_variables.get(variable)
         return Style.parse(f"{'bold ' if bold else ''}{colour or ''}".strip() or "none")
 
-    def _bindings_changed(self, screen: Screen[Any]) -> None:
+    def _bindings_changed(self, screen: Screen[object]) -> None:
         if not self.is_attached or screen is not self.screen:
             return
         key_style = self._style("footer-key-foreground", bold=True)

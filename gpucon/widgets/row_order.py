@@ -6,14 +6,17 @@ Pure (no Textual). Unknown values sort last in both directions; ties keep row-ke
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TypeAlias
 
 from gpucon.model.fleet import BackendState
 from gpucon.widgets.slot_rows import RowKey, RowValues
 
 _STATE_RANK = {s.value: i for i, s in enumerate(BackendState)}
 
-SORT_VALUE: Mapping[str, Callable[[RowValues], Any]] = {
+# what a column sorts by (None, a value no source reports, sorts last in both directions)
+SortValue: TypeAlias = str | int | float | tuple[float, float]
+
+SORT_VALUE: Mapping[str, Callable[[RowValues], SortValue | None]] = {
     "host": lambda r: r.host or None,
     "gpu": lambda r: r.gpu or None,
     "slot": lambda r: r.slot_id,
@@ -35,11 +38,11 @@ def search_text(row: RowValues) -> str:
     return f"{row.slot_id}\n{row.host}\n{row.slot}\n{row.backend}\n{row.model}".lower()
 
 
-def _first(item: tuple[Any, RowKey]) -> Any:
+def _first(item: tuple[SortValue, RowKey]) -> SortValue:
     return item[0]
 
 
-def _second(item: tuple[Any, RowKey]) -> RowKey:
+def _second(item: tuple[SortValue, RowKey]) -> RowKey:
     return item[1]
 
 
@@ -84,7 +87,7 @@ class RowOrder:
         if needle:
             items = [(k, v) for k, v in items if needle in search_text(v)]  # type: ignore[assignment]
         value = SORT_VALUE[self.sort_key]
-        known: list[tuple[Any, RowKey]] = []
+        known: list[tuple[SortValue, RowKey]] = []
         unknown: list[RowKey] = []
         for k, v in items:
             sv = value(v)

@@ -14,16 +14,20 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
 from gpucon.app import GpuconApp
+from gpucon.config import GpuconConfig
 from gpucon.hub import Hub
 from gpucon.lab.registration import BackendRecord, register_backends
 from gpucon.model.reading import Reading
 from gpucon.registry import keys
+from gpucon.session import demo_controls
+from gpucon.sim.fleet import build_sim_fleet
 from gpucon.sources.redisq import RedisQueueSource
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -178,13 +182,15 @@ def dump(client: redis.Redis) -> dict[str, Any]:
 
 
 async def test_read_only_console_sends_no_write_to_redis(
-    seeded: redis.Redis, redis_url: str
+    seeded: redis.Redis, redis_url: str, tmp_path: Path
 ) -> None:
     before = dump(seeded)
     calls_before = command_calls(seeded)
     source = CountingSource(url=redis_url, cadence_s=0.1, timeout_s=1.0, client_name=CLIENT_NAME)
     hub = Hub([source], refresh_s=0.1)
-    app = GpuconApp(hub, mode="live", read_only=True, controls=object())
+    # controls that could write (to the simulator): a read-only console drops them unused
+    controls = demo_controls(GpuconConfig(audit_path=tmp_path / "audit.jsonl"), build_sim_fleet(7))
+    app = GpuconApp(hub, mode="live", read_only=True, controls=controls)
     with CommandRecorder(redis_url) as recorder:
         async with app.run_test(size=(160, 45)) as pilot:
             deadline = time.monotonic() + 10

@@ -2,15 +2,21 @@
 
 ``Rig`` runs the hand-built fleet (tests/ui/fleet_fixture.py); ``sim_rig`` runs the simulator
 with a fixed seed. Both advance by polling and ticking the hub in the test's thread; the
-hub's background thread is never started.
+hub's background thread is never started. ``StaticFeed`` holds one snapshot a test read itself.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict, TypeVar, Unpack
+
+from textual.pilot import Pilot
 
 from gpucon.app import GpuconApp
+from gpucon.config import GpuconConfig
+from gpucon.controls.base import Controls
 from gpucon.hub import Hub
 from gpucon.model.snapshot import Snapshot
 from gpucon.sim import DEMO_RATE_WINDOW, DEMO_SLO_P95_MS
@@ -18,6 +24,24 @@ from gpucon.sim.source import SimSource
 from gpucon.sources.base import Source
 from gpucon.widgets.slot_table import SlotTable
 from tests.ui.fleet_fixture import FrozenClock, HandSource
+
+R = TypeVar("R")
+
+
+class AppOptions(TypedDict, total=False):
+    """What a test may set on the app beyond the rig's feed and clock."""
+
+    mode: str
+    read_only: bool
+    noc: bool
+    theme: str | None
+    keys: Mapping[str, str] | None
+    controls: Controls | None
+    controls_factory: Callable[[], Controls] | None
+    fleet_name: str
+    default_slo_ms: float
+    page_s: float
+    config: GpuconConfig | None
 
 
 @dataclass
@@ -49,11 +73,40 @@ class Rig:
         assert snapshot is not None
         return snapshot
 
-    def app(self, warmup: int = 30, **options: Any) -> GpuconApp:
+    def app(self, warmup: int = 30, **options: Unpack[AppOptions]) -> GpuconApp:
         """The app on this rig's hub after ``warmup`` ticks."""
         if warmup:
             self.step(warmup)
         return GpuconApp(self.hub, autostart=False, clock=self.clock, **options)
+
+
+@dataclass
+class StaticFeed:
+    """A feed holding one snapshot the test read itself (from a real registry, say)."""
+
+    latest: Snapshot | None
+
+    def start(self, on_snapshot: Callable[[Snapshot], None]) -> None:
+        """Nothing to start: the test shows newer snapshots with ``app.show_snapshot``."""
+
+    def stop(self) -> None:
+        """Nothing runs."""
+
+
+async def wait_until(
+    pilot: Pilot[R],
+    check: Callable[[], bool],
+    timeout_s: float = 10.0,
+    step: Callable[[], object] | None = None,
+) -> None:
+    """Let the app run until ``check()`` holds (``step()`` between looks), or fail at the
+    deadline: tests wait on conditions, never on fixed sleeps."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out waiting"
+        if step is not None:
+            step()
+        await pilot.pause(0.02)
 
 
 def sim_rig(seed: int = 7, scenario: str | None = None, size: int | None = None) -> Rig:

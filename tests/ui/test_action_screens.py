@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import pytest
 import redis
@@ -27,18 +26,21 @@ from gpucon.actions.plan import (
     Tier,
 )
 from gpucon.actions.registry_snapshot import read_registry
+from gpucon.app import GpuconApp
 from gpucon.controls.audit_log import AuditLog
 from gpucon.controls.base import Controls
 from gpucon.controls.registry import RedisRegistry
 from gpucon.lab.registration import BackendRecord, register_backends
 from gpucon.model.snapshot import Snapshot
 from gpucon.registry import keys
-from gpucon.screens import actions_flow
 from gpucon.screens.audit import AuditScreen
+from gpucon.screens.fleet import ActionFleetScreen
 from gpucon.screens.plan import PlanScreen
 from gpucon.screens.progress import ProgressScreen
+from tests.ui.rig import StaticFeed, wait_until
 
 SIZE = (120, 40)
+R = TypeVar("R")
 
 
 def make_plan(tier: Tier, target: str = "b1", ok: bool = True) -> Plan:
@@ -56,10 +58,8 @@ def make_plan(tier: Tier, target: str = "b1", ok: bool = True) -> Plan:
 class Host(App[None]):
     """A bare app: the screens under test are pushed onto it; ``answers`` keeps dismissals."""
 
-    def __init__(self, controls: Any = None, snapshot: Snapshot | None = None) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.controls = controls
-        self.snapshot = snapshot
         self.answers: list[bool | None] = []
 
     def compose(self) -> ComposeResult:
@@ -73,7 +73,7 @@ def label_of(button: Button) -> str:
     return label.plain
 
 
-def focused_id(app: App[Any]) -> str | None:
+def focused_id(app: App[R]) -> str | None:
     return app.focused.id if app.focused is not None else None
 
 
@@ -256,11 +256,15 @@ def registry_client(redis_url: str) -> Iterator[redis.Redis]:
     c.close()
 
 
-async def wait_for(pilot: Any, check: Any, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await pilot.pause(0.05)
+def registry_app(snapshot: Snapshot, controls: Controls | None) -> GpuconApp:
+    """The console on a snapshot read from the real registry, writing through ``controls``."""
+    return GpuconApp(StaticFeed(snapshot), mode="live", autostart=False, controls=controls)
+
+
+def fleet_screen(app: GpuconApp) -> ActionFleetScreen:
+    screen = app.screen
+    assert isinstance(screen, ActionFleetScreen)
+    return screen
 
 
 @pytest.mark.integration
@@ -270,39 +274,39 @@ async def test_drain_flow_from_key_to_drained_backend(
     registry = RedisRegistry.from_url(redis_url)
     controls = Controls(registry, AuditLog(tmp_path / "audit.jsonl"), "ui@test")
     snapshot, _ = read_registry(registry_client)
-    app = Host(controls, snapshot)
+    app = registry_app(snapshot, controls)
     async with app.run_test(size=SIZE) as pilot:
-        actions_flow.start_action(app, "drain", snapshot, "h/gpu0/gi1", "b1")
-        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        fleet_screen(app).start_action("drain", "h/gpu0/gi1", "b1")
+        await wait_until(pilot, lambda: isinstance(app.screen, PlanScreen))
         await pilot.pause()
         assert focused_id(app) == "cancel"
         assert str(app.screen.query_one("#confirm", Button).label) == "Drain b1"
         await pilot.click("#confirm")
-        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
+        await wait_until(pilot, lambda: isinstance(app.screen, ProgressScreen))
         progress = app.screen
         assert isinstance(progress, ProgressScreen)
-        await wait_for(pilot, lambda: progress.finished)
+        await wait_until(pilot, lambda: progress.finished)
         assert progress.outcome is not None and progress.outcome.ok
         assert registry_client.hget(keys.backend_key("b1"), "state") == "drained"
         steps = str(progress.query_one("#progress-steps", Static).render())
         assert "draining:b1" in steps and "drained:b1" in steps
         # cancel leaves everything as it was
         await pilot.press("escape")  # close the progress screen
-        await wait_for(pilot, lambda: app.screen is not progress)
-        snapshot2, _ = read_registry(registry_client)
-        actions_flow.start_action(app, "undrain", snapshot2, None, "b1")
-        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await wait_until(pilot, lambda: app.screen is not progress)
+        app.show_snapshot(read_registry(registry_client)[0])
+        fleet_screen(app).start_action("undrain", None, "b1")
+        await wait_until(pilot, lambda: isinstance(app.screen, PlanScreen))
         await pilot.pause()
         assert focused_id(app) == "cancel"
         await pilot.press("enter")  # Cancel has focus
         await pilot.pause()
         assert registry_client.hget(keys.backend_key("b1"), "state") == "drained"
         # the audit screen shows what happened
-        actions_flow.start_action(app, "audit", None, None, None)
-        await wait_for(pilot, lambda: isinstance(app.screen, AuditScreen))
+        fleet_screen(app).start_action("audit", None, None)
+        await wait_until(pilot, lambda: isinstance(app.screen, AuditScreen))
         audit = app.screen
         assert isinstance(audit, AuditScreen)
-        await wait_for(pilot, lambda: bool(audit.records))
+        await wait_until(pilot, lambda: bool(audit.records))
         text = str(audit.query_one("#audit-body", Static).render())
         assert "intent" in text and "ui@test" in text and "drained:b1" in text
     assert read_audit(tmp_path / "audit.jsonl")[0].event == "intent"
@@ -319,17 +323,17 @@ async def test_drain_flow_of_a_backend_named_with_markup(
     registry = RedisRegistry.from_url(redis_url)
     controls = Controls(registry, AuditLog(tmp_path / "audit.jsonl"), "ui@test")
     snapshot, _ = read_registry(registry_client)
-    app = Host(controls, snapshot)
+    app = registry_app(snapshot, controls)
     async with app.run_test(size=SIZE) as pilot:
-        actions_flow.start_action(app, "drain", snapshot, None, name)
-        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        fleet_screen(app).start_action("drain", None, name)
+        await wait_until(pilot, lambda: isinstance(app.screen, PlanScreen))
         await pilot.pause()
         assert label_of(app.screen.query_one("#confirm", Button)) == f"Drain {name}"
         await pilot.click("#confirm")
-        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
+        await wait_until(pilot, lambda: isinstance(app.screen, ProgressScreen))
         progress = app.screen
         assert isinstance(progress, ProgressScreen)
-        await wait_for(pilot, lambda: progress.finished)
+        await wait_until(pilot, lambda: progress.finished)
         await pilot.pause()
         assert progress.outcome is not None and progress.outcome.ok
         assert name in str(progress.query_one("#progress-title", Static).render())
@@ -338,27 +342,30 @@ async def test_drain_flow_of_a_backend_named_with_markup(
     registry.close()
 
 
-@pytest.mark.parametrize(("read_only", "says"), [(True, "read-only"), (False, "no write path")])
-async def test_without_controls_actions_only_notify(read_only: bool, says: str) -> None:
-    app = Host(None, Snapshot(taken_at=0.0))
-    app.read_only = read_only  # type: ignore[attr-defined]
+async def test_without_controls_actions_only_notify() -> None:
+    app = registry_app(Snapshot(taken_at=0.0), None)
     async with app.run_test(size=SIZE) as pilot:
-        actions_flow.start_action(app, "drain", app.snapshot, None, "b1")
+        fleet_screen(app).start_action("drain", None, "b1")
         await pilot.pause()
         assert not isinstance(app.screen, PlanScreen)
-        assert any(says in n.message for n in app._notifications)
+        assert any("no write path" in n.message for n in app._notifications)
 
 
 @pytest.mark.integration
-async def test_bad_selection_is_refused_with_the_field(registry_client: redis.Redis) -> None:
+async def test_bad_selection_is_refused_with_the_field(
+    registry_client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
     snapshot, _ = read_registry(registry_client)
-    app = Host(object(), snapshot)
+    registry = RedisRegistry.from_url(redis_url)
+    controls = Controls(registry, AuditLog(tmp_path / "audit.jsonl"), "ui@test")
+    app = registry_app(snapshot, controls)
     async with app.run_test(size=SIZE) as pilot:
-        actions_flow.start_action(app, "drain", snapshot, None, "ghost")
-        await wait_for(pilot, lambda: bool(list(app._notifications)))
+        fleet_screen(app).start_action("drain", None, "ghost")
+        await wait_until(pilot, lambda: bool(list(app._notifications)))
         message = next(iter(app._notifications)).message
         assert "backend: unknown backend 'ghost'" in message
         assert drain.plan_drain(snapshot, {"backend": "b1"}).ok
+    registry.close()
 
 
 async def test_a_long_plan_scrolls_and_its_buttons_stay_on_an_80x24_terminal() -> None:

@@ -5,41 +5,39 @@ the UI thread; a stream that cannot be read is named while the file's records st
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
-from textual.app import App, ComposeResult
 from textual.widgets import Static
 
 from gpucon.actions.audit import ORIGIN_BOTH, ORIGIN_FILE, ORIGIN_STREAM, AuditStreamReader
+from gpucon.app import GpuconApp
 from gpucon.config import FleetConfig, GpuconConfig, RedisConfig
 from gpucon.controls.audit_log import AuditLog, AuditRecord
 from gpucon.controls.base import Controls
 from gpucon.controls.registry import RedisRegistry
 from gpucon.registry import keys
-from gpucon.screens import actions_flow
+from gpucon.screens.actions_flow import audit_stream
 from gpucon.screens.audit import AuditScreen
+from tests.ui.rig import StaticFeed, wait_until
 
 pytestmark = pytest.mark.integration
 SIZE = (180, 40)
 
 
-class Host(App[None]):
-    def __init__(
-        self, config: GpuconConfig | None, mode: str = "live", controls: Any = None
-    ) -> None:
-        super().__init__()
-        if config is not None:
-            self.config = config
-        self.mode = mode
-        self.controls = controls
-        self.read_only = True
-
-    def compose(self) -> ComposeResult:
-        yield Static("host")
+def console(
+    config: GpuconConfig | None, controls: Controls | None = None, mode: str = "live"
+) -> GpuconApp:
+    """A live console (read-only unless it has controls) with no fleet data yet."""
+    return GpuconApp(
+        StaticFeed(None),
+        mode=mode,
+        read_only=controls is None,
+        controls=controls,
+        config=config,
+        autostart=False,
+    )
 
 
 def config_for(audit_path: Path, redis_url: str | None) -> GpuconConfig:
@@ -69,21 +67,14 @@ def write_history(redis_url: str, audit_path: Path) -> None:
     registry.close()
 
 
-async def wait_until(pilot: Any, check: Any, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await pilot.pause(0.02)
-
-
 async def test_file_and_stream_merged_by_time_with_their_origin(
     redis_url: str, tmp_path: Path
 ) -> None:
     audit_path = tmp_path / "audit.jsonl"
     write_history(redis_url, audit_path)
-    app = Host(config_for(audit_path, redis_url))
+    app = console(config_for(audit_path, redis_url))
     async with app.run_test(size=SIZE) as pilot:
-        actions_flow.start_action(app, "audit", None, None, None)
+        app.open_audit()
         await wait_until(pilot, lambda: isinstance(app.screen, AuditScreen) and app.screen.loaded)
         screen = app.screen
         assert isinstance(screen, AuditScreen)
@@ -129,9 +120,9 @@ async def test_a_stream_that_cannot_be_read_is_named_and_the_file_still_shows(
     AuditLog(audit_path, clock=lambda: 10.0).record(
         operator="ann@h1", event="intent", action="drain", target="b1", digest="d1"
     )
-    app = Host(config_for(audit_path, "redis://127.0.0.1:1/0"))  # nothing listens there
+    app = console(config_for(audit_path, "redis://127.0.0.1:1/0"))  # nothing listens there
     async with app.run_test(size=SIZE) as pilot:
-        actions_flow.start_action(app, "audit", None, None, None)
+        await pilot.press("A")
         await wait_until(pilot, lambda: isinstance(app.screen, AuditScreen) and app.screen.loaded)
         screen = app.screen
         assert isinstance(screen, AuditScreen)
@@ -157,7 +148,7 @@ class SlowStream(AuditStreamReader):
 async def test_the_stream_is_read_off_the_ui_thread(tmp_path: Path) -> None:
     release = threading.Event()
     stream = SlowStream(release)
-    app = Host(config_for(tmp_path / "audit.jsonl", None))
+    app = console(config_for(tmp_path / "audit.jsonl", None))
     async with app.run_test(size=SIZE) as pilot:
         app.push_screen(AuditScreen(tmp_path / "audit.jsonl", stream=stream))
         await pilot.pause(0.2)
@@ -172,10 +163,9 @@ async def test_the_stream_is_read_off_the_ui_thread(tmp_path: Path) -> None:
 
 
 async def test_no_stream_without_redis_or_in_the_demo(redis_url: str, tmp_path: Path) -> None:
-    assert actions_flow.audit_stream(Host(config_for(tmp_path / "a", None))) is None
-    demo = Host(config_for(tmp_path / "a", redis_url), mode="demo")
-    assert actions_flow.audit_stream(demo) is None
-    live = actions_flow.audit_stream(Host(config_for(tmp_path / "a", redis_url)))
+    assert audit_stream("live", None, config_for(tmp_path / "a", None)) is None
+    assert audit_stream("demo", None, config_for(tmp_path / "a", redis_url)) is None
+    live = audit_stream("live", None, config_for(tmp_path / "a", redis_url))
     assert isinstance(live, AuditStreamReader) and live.url == redis_url
     client = redis.Redis.from_url(redis_url)
     try:
@@ -193,10 +183,10 @@ async def test_without_its_config_a_live_console_reads_the_stream_through_its_re
     write_history(redis_url, audit_path)
     registry = RedisRegistry.from_url(redis_url)
     controls = Controls(registry, AuditLog(audit_path, stream=registry.append_audit), "ann@h1")
-    app = Host(None, controls=controls)
+    app = console(None, controls=controls)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            actions_flow.start_action(app, "audit", None, None, None)
+            await pilot.press("A")
             await wait_until(
                 pilot, lambda: isinstance(app.screen, AuditScreen) and app.screen.loaded
             )
@@ -211,9 +201,9 @@ async def test_without_its_config_a_live_console_reads_the_stream_through_its_re
 async def test_an_unreadable_file_is_named_not_left_reading(tmp_path: Path) -> None:
     audit_path = tmp_path / "audit.jsonl"
     audit_path.mkdir()  # a directory where the file should be
-    app = Host(config_for(audit_path, None))
+    app = console(config_for(audit_path, None))
     async with app.run_test(size=SIZE) as pilot:
-        actions_flow.start_action(app, "audit", None, None, None)
+        app.open_audit()
         await wait_until(pilot, lambda: isinstance(app.screen, AuditScreen) and app.screen.loaded)
         text = str(app.screen.query_one("#audit-body", Static).render())
         assert "cannot read" in text and "IsADirectoryError" in text

@@ -158,9 +158,11 @@ async def test_a_changed_value_repaints_only_its_cells() -> None:
         painted: list[Region] = []
         original = table.refresh
 
-        def spy(*regions: Region, **kwargs: bool) -> object:
+        def spy(
+            *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False
+        ) -> SlotTable:
             painted.extend(regions)
-            return original(*regions, **kwargs)
+            return original(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
         table.refresh = spy  # type: ignore[method-assign,assignment]
         backends = dict(snap.backends)

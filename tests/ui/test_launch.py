@@ -5,11 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from gpucon.commands.cli import build_parser, main
+
+if TYPE_CHECKING:
+    from gpucon.app import GpuconApp
 
 
 def test_launch_module_imports_no_textual() -> None:
@@ -59,7 +62,7 @@ def test_bad_arguments_exit_2_with_a_message(
     assert message in capsys.readouterr().err
 
 
-def _launch(argv: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+def _launch(argv: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> GpuconApp:
     """Run ``gpucon ARGV`` up to the point the app would start; return the app."""
     from gpucon.app import GpuconApp
 
@@ -130,10 +133,13 @@ def test_no_subcommand_is_live_with_its_defaults(
     config = _write_config(tmp_path, LIVE_CONFIG)
     app = _launch(["--config", str(config)], monkeypatch, tmp_path)
     assert app.mode == "live" and app.fleet_name == "default"
-    assert app.feed.refresh_s == 3.0  # the config's refresh, as `live` would take it
+    from gpucon.hub import Hub
+
+    assert isinstance(app.feed, Hub) and app.feed.refresh_s == 3.0  # the config's, as `live`
     assert app.page_s == 10.0
     # the actions flow finds the probe targets and the audit stream's Redis in it
-    assert app.config is not None and app.config.fleet.redis.url == "redis://127.0.0.1:9/0"
+    redis_config = app.config.fleet.redis if app.config is not None else None
+    assert redis_config is not None and redis_config.url == "redis://127.0.0.1:9/0"
     app = _launch(["--read-only", f"--config={config}"], monkeypatch, tmp_path)
     assert app.mode == "live" and app.read_only and app.controls is None
 

@@ -2,28 +2,35 @@
 
 from __future__ import annotations
 
-import sys
 import time
-import types
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from gpucon.app import ACTIONS, READ_ONLY_ACTIONS, known_binding_ids
+from gpucon.app import ACTIONS, READ_ONLY_ACTIONS, GpuconApp, known_binding_ids
+from gpucon.config import GpuconConfig
+from gpucon.controls.base import Controls
 from gpucon.screens.fleet import ActionFleetScreen, FleetScreen
+from gpucon.session import demo_controls
+from gpucon.sim.fleet import build_sim_fleet
 from tests.ui.fleet_fixture import HandSource
 from tests.ui.rig import Rig, table_of
 
 SIZE = (160, 45)
 
 
-def binding_ids(app: Any) -> set[str]:
+def binding_ids(app: GpuconApp) -> set[str]:
     return {a.binding.id for a in app.screen.active_bindings.values() if a.binding.id}
 
 
-async def test_read_only_has_no_action_bindings_and_no_controls() -> None:
-    app = Rig().app(read_only=True, controls=object())
+@pytest.fixture
+def controls(tmp_path: Path) -> Controls:
+    """Controls that could write (to a simulated fleet): read-only and NOC consoles drop them."""
+    return demo_controls(GpuconConfig(audit_path=tmp_path / "audit.jsonl"), build_sim_fleet(7))
+
+
+async def test_read_only_has_no_action_bindings_and_no_controls(controls: Controls) -> None:
+    app = Rig().app(read_only=True, controls=controls)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert app.controls is None
@@ -42,9 +49,9 @@ async def test_read_only_has_no_action_bindings_and_no_controls() -> None:
         assert "Drain" not in titles
 
 
-async def test_noc_is_read_only_high_contrast_and_cycles_pages() -> None:
+async def test_noc_is_read_only_high_contrast_and_cycles_pages(controls: Controls) -> None:
     rig = Rig(source=HandSource(hosts=8))
-    app = rig.app(noc=True, controls=object(), page_s=3600)
+    app = rig.app(noc=True, controls=controls, page_s=3600)
     async with app.run_test(size=(160, 30)) as pilot:
         await pilot.pause()
         assert app.read_only and app.controls is None
@@ -68,31 +75,27 @@ async def test_noc_is_read_only_high_contrast_and_cycles_pages() -> None:
         assert not screen.has_class("-alerts-page") and screen.page == 0
 
 
-async def test_action_keys_hand_over_to_the_actions_flow(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[tuple[Any, ...]] = []
-    flow = types.ModuleType("gpucon.screens.actions_flow")
-    flow.start_action = lambda *args: calls.append(args)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "gpucon.screens.actions_flow", flow)
+async def test_action_keys_hand_over_to_the_fleet_screen_s_action_flow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[tuple[str, str | None, str | None]] = []
+
+    def start_action(
+        screen: ActionFleetScreen, name: str, slot_id: str | None, backend: str | None
+    ) -> None:
+        calls.append((name, slot_id, backend))
+
+    monkeypatch.setattr(ActionFleetScreen, "start_action", start_action)
     app = Rig().app()
     async with app.run_test(size=SIZE) as pilot:
         assert type(app.screen) is ActionFleetScreen
         table = table_of(app)
         await pilot.press("d")
-        assert len(calls) == 1
-        got_app, name, snapshot, slot_id, backend = calls[0]
-        assert (got_app, name, snapshot) == (app, "drain", app.snapshot)
-        assert (slot_id, backend) == table.cursor_key
-        await pilot.press("u", "b", "p", "A")
-        assert [c[1] for c in calls] == ["drain", "undrain", "rebalance", "probe", "audit"]
-
-
-async def test_action_without_flow_says_not_available(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "gpucon.screens.actions_flow", None)  # import fails
-    app = Rig().app()
-    async with app.run_test(size=SIZE) as pilot:
-        app.start_action("drain", "x", "y")
-        await pilot.pause()
-        assert any("not available yet" in n.message for n in app._notifications)
+        key = table.cursor_key
+        assert key is not None
+        assert calls == [("drain", key[0], key[1] or None)]  # the selected row's slot, backend
+        await pilot.press("u", "b", "p")
+        assert [c[0] for c in calls] == ["drain", "undrain", "rebalance", "probe"]
 
 
 async def test_themes_are_registered_with_app_variables() -> None:
@@ -145,12 +148,12 @@ async def test_source_not_read_yet_shows_waiting_not_down() -> None:
 
 
 async def test_read_only_console_still_opens_the_audit_log(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, controls: Controls
 ) -> None:
     from gpucon.screens.audit import AuditScreen
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    app = Rig().app(read_only=True, controls=object())
+    app = Rig().app(read_only=True, controls=controls)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         await pilot.press("A")
