@@ -272,3 +272,7 @@ def test_snapshot_gives_each_backend_on_one_server_its_own_latency(
     assert gpus[H100]["temperature_c"] == 83.0 and gpus[H100]["xid_last"] == 79
     assert (gpus[H100]["power_w"], gpus[H100]["power_limit_w"]) == (612.5, 650.0)
     assert gpus[H100]["util_pct"] == 97.0
+    # DCGM's last XID raises the XID alert on that GPU alone (the MIG GPU's 0 is "none")
+    xids = [a for a in doc["alerts"] if a["rule"] == "xid"]
+    assert [(a["severity"], H100 in a["message"]) for a in xids] == [("critical", True)]
+    assert "XID 79" in xids[0]["message"]
