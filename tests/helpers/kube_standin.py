@@ -154,6 +154,7 @@ class KubeStandIn:
         self.pdbs: dict[tuple[str, str], Obj] = {}
         self.daemonsets: dict[tuple[str, str], Obj] = {}
         self.requests: list[RecordedRequest] = []
+        self.answers: list[tuple[str, str, int]] = []  # (method, path, status code) in order
         self.evictions_refused_first = 0
         self.forbid_watches = False  # answer 403 to watches (RBAC granting list but not watch)
         self.bookmark_interval_s = 60.0  # a real server sends one about every minute
@@ -310,7 +311,7 @@ class KubeStandIn:
         phase: str = "Running",
         *,
         ready: bool | None = None,
-        grace_s: float = 0.0,
+        grace_s: int = 0,
         owner: tuple[str, str] | None = ("ReplicaSet", ""),
         empty_dir: bool = False,
     ) -> Obj:
@@ -377,7 +378,7 @@ class KubeStandIn:
             self._emit("pods", "MODIFIED", pod)
             return dict(pod)
 
-    def delete_pod(self, namespace: str, name: str, grace_s: float | None = None) -> Obj:
+    def delete_pod(self, namespace: str, name: str, grace_s: int | None = None) -> Obj:
         """Delete gracefully: Terminating for the grace period (the pod's own unless given),
         then DELETED. Returns the pod as the DELETE answer shows it."""
         with self._cond:
@@ -385,14 +386,14 @@ class KubeStandIn:
             meta = pod["metadata"]
             if meta.get("deletionTimestamp"):
                 return copy.deepcopy(pod)  # already terminating: a second delete changes nothing
-            grace = float(pod["spec"].get("terminationGracePeriodSeconds") or 0)
+            grace = int(pod["spec"].get("terminationGracePeriodSeconds") or 0)
             grace = grace if grace_s is None else grace_s
             if grace <= 0:
                 del self.pods[(namespace, name)]
                 self._emit("pods", "DELETED", pod)
                 return copy.deepcopy(pod)
             meta["deletionTimestamp"] = timestamp(time.time() + grace)
-            meta["deletionGracePeriodSeconds"] = int(grace) if grace == int(grace) else grace
+            meta["deletionGracePeriodSeconds"] = grace
             self._emit("pods", "MODIFIED", pod)
             timer = threading.Timer(grace, self._finish_deletion, (namespace, name, meta["uid"]))
             timer.daemon = True
@@ -435,6 +436,14 @@ class KubeStandIn:
                 },
                 "spec": spec,
             }
+
+    def update_pdb(self, namespace: str, name: str, spec_patch: Obj) -> None:
+        """Change a budget (``{"minAvailable": 1}``); evictions read it at once."""
+        with self._cond:
+            pdb = self.pdbs[(namespace, name)]
+            pdb["spec"] = merge_patch(pdb["spec"], spec_patch)
+            self._rv += 1
+            pdb["metadata"]["resourceVersion"] = str(self._rv)
 
     def add_daemonset(self, namespace: str, name: str) -> None:
         with self._cond:

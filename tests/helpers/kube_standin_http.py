@@ -95,12 +95,17 @@ class Handler(BaseHTTPRequestHandler):
         return split.path, query, body
 
     def _send(self, code: int, body: Obj) -> None:
+        self._answered(code)
         data = json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _answered(self, code: int) -> None:
+        with self.standin._cond:
+            self.standin.answers.append((self.command, urlsplit(self.path).path, code))
 
     def _not_found(self, path: str) -> None:
         self._send(404, status_body(404, "NotFound", f"the server could not find {path}"))
@@ -145,6 +150,10 @@ class Handler(BaseHTTPRequestHandler):
         if pdbs and len(parts) in (4, 6):
             namespace = parts[4] if len(parts) == 6 else None
             return self._list_or_watch("poddisruptionbudgets", namespace, query)
+        if parts[:4] == ["apis", "policy", "v1", "namespaces"] and len(parts) == 7:
+            pdb = st.pdbs.get((parts[4], parts[6]))
+            pdb = st.pdb_with_status(pdb) if pdb is not None else None
+            return self._object_or_404(pdb, "poddisruptionbudgets.policy", parts[6])
         daemonset = parts[:4] == ["apis", "apps", "v1", "namespaces"] and len(parts) == 7
         if daemonset and parts[5] == "daemonsets":
             ds = st.daemonsets.get((parts[4], parts[6]))
@@ -220,6 +229,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(403, status_body(403, "Forbidden", message))
         since_text = query.get("resourceVersion", "")
         since = int(since_text) if since_text.isdigit() else 0
+        self._answered(200)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -339,6 +349,6 @@ class Handler(BaseHTTPRequestHandler):
             grace_text = query.get("gracePeriodSeconds")
             if isinstance(body, dict) and body.get("gracePeriodSeconds") is not None:
                 grace_text = str(body["gracePeriodSeconds"])
-            grace = float(grace_text) if grace_text else None
+            grace = int(float(grace_text)) if grace_text else None
             return self._send(200, self.standin.delete_pod(parts[3], parts[5], grace))
         self._not_found(path)
