@@ -155,6 +155,7 @@ class KubeStandIn:
         self.daemonsets: dict[tuple[str, str], Obj] = {}
         self.requests: list[RecordedRequest] = []
         self.answers: list[tuple[str, str, int]] = []  # (method, path, status code) in order
+        self.bookmarks_sent: list[tuple[str, int]] = []  # (collection, resourceVersion)
         self.evictions_refused_first = 0
         self.forbid_watches = False  # answer 403 to watches (RBAC granting list but not watch)
         self.bookmark_interval_s = 60.0  # a real server sends one about every minute
@@ -480,6 +481,13 @@ class KubeStandIn:
         with self._cond:
             self._bookmark_generation += 1
             self._cond.notify_all()
+
+    def event_log(self, collection: str) -> list[tuple[str, Obj]]:
+        """(type, object) of every watch event still in the history, oldest first."""
+        with self._cond:
+            return [
+                (e.type, copy.deepcopy(e.obj)) for e in self._events if e.collection == collection
+            ]
 
     def recorded(self, method: str | None = None, path: str | None = None) -> list[RecordedRequest]:
         with self._cond:

@@ -272,6 +272,7 @@ class Handler(BaseHTTPRequestHandler):
                 }
                 if not self._chunk({"type": "BOOKMARK", "object": bookmark}):
                     return
+                st.bookmarks_sent.append((collection, st._rv))
             left = deadline - now
             if left <= 0:
                 break
