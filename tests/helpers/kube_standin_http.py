@@ -25,7 +25,7 @@ from tests.helpers.kube_selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from tests.helpers.kube_standin import TOKEN, RecordedRequest, status_body
+from tests.helpers.kube_standin_objects import TOKEN, RecordedRequest, status_body
 
 if TYPE_CHECKING:
     from tests.helpers.kube_standin import KubeStandIn
