@@ -441,18 +441,23 @@ class KubeStandIn:
                 return 404, status_body(404, "NotFound", f'pods "{name}" not found')
             if pod["metadata"].get("deletionTimestamp"):
                 return 201, status_body(201, "", "")  # already going: no budget is spent again
-            blocking = self._blocking_pdb(pod)
+            # as the real server: a pod that is not running (Pending, finished) spends no budget
+            running = pod["status"].get("phase") == "Running"
+            blocking = self._blocking_pdb(pod) if running else None
             if blocking is None and self.evictions_refused_first > 0:
                 self.evictions_refused_first -= 1
                 matching = self._matching_pdbs(pod)
                 blocking = matching[0] if matching else {"metadata": {"name": "stand-in-budget"}}
             if blocking is not None:
-                pdb_name = blocking["metadata"]["name"]
-                message = (
-                    "Cannot evict pod as it would violate the pod's disruption budget. "
-                    f"The disruption budget {pdb_name} needs more healthy pods."
+                # the real server's words: the budget is named only in the cause
+                status = self.pdb_with_status(blocking)["status"] if "spec" in blocking else {}
+                cause = (
+                    f"The disruption budget {blocking['metadata']['name']} needs "
+                    f"{status.get('desiredHealthy', 1)} healthy pods and has "
+                    f"{status.get('currentHealthy', 0)} currently"
                 )
-                causes = [{"reason": "DisruptionBudget", "message": message}]
+                message = "Cannot evict pod as it would violate the pod's disruption budget."
+                causes = [{"reason": "DisruptionBudget", "message": cause}]
                 return 429, status_body(429, "TooManyRequests", message, causes=causes)
             self.delete_pod(namespace, name)
             return 201, status_body(201, "", "")

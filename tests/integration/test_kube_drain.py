@@ -152,7 +152,11 @@ def test_node_drain_waits_out_a_terminating_pod_before_the_budget_allows_the_nex
     assert evictions["llm-1"][0] == 429 and evictions["llm-1"][-1] == 201
     assert set(evictions["llm-1"][:-1]) == {429}
     refusals = [e.text for e in events if "refused" in e.text]
-    assert refusals and "llm-budget needs more healthy pods" in refusals[0]
+    assert (
+        refusals
+        and "The disruption budget llm-budget needs 2 healthy pods and has 2 currently"
+        in refusals[0]
+    )
     # llm-0 went through Terminating (a MODIFIED event carrying its deletionTimestamp)
     history = standin.event_log("pods")
     llm0 = [
