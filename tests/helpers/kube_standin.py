@@ -5,12 +5,12 @@ No Kubernetes API server can run here, so tests talk to this one through the off
 ``kubernetes`` client, or ``kubectl``, configured from a real kubeconfig (``write_kubeconfig``:
 ``https://`` server, ``certificate-authority-data`` of a throwaway CA, a bearer token). The HTTP
 side is in ``kube_standin_http``, discovery and TLS in ``kube_discovery``, selectors in
-``kube_selectors``. It serves:
+``kube_selectors``, object shapes in ``kube_standin_objects``. It serves:
 
 - discovery: ``/version``, ``/api``, ``/apis``, ``/api/v1``, ``/apis/policy/v1``,
   ``/apis/apps/v1`` (``pods/eviction`` names group ``policy``, version ``v1``).
 - ``GET /api/v1/nodes``, ``/api/v1/pods``, ``/api/v1/namespaces/{ns}/pods`` (+ single objects),
-  ``/apis/policy/v1[/namespaces/{ns}]/poddisruptionbudgets`` (status computed live) and
+  ``/apis/policy/v1[/namespaces/{ns}]/poddisruptionbudgets[/{name}]`` (status computed live),
   ``/apis/apps/v1/namespaces/{ns}/daemonsets/{name}``. Lists honour ``labelSelector`` (full
   set-based grammar), ``fieldSelector`` (``metadata.name``, ``metadata.namespace``,
   ``spec.nodeName``, ``status.phase``; ``=``/``!=``) and ``limit``/``continue`` paging (a
@@ -22,22 +22,30 @@ side is in ``kube_standin_http``, discovery and TLS in ``kube_discovery``, selec
   410 ``Expired`` Status.
 - ``PATCH /api/v1/nodes/{name}``: strategic-merge / merge patches (``null`` deletes a key).
 - ``POST /api/v1/namespaces/{ns}/pods/{name}/eviction`` (policy/v1 Eviction): 429
-  ``TooManyRequests`` with a Status body while a PodDisruptionBudget would be violated (health
-  counted by the pods' ``Ready`` condition; a pod being deleted is not healthy), or for the first
-  ``evictions_refused_first`` calls. Otherwise the pod is deleted gracefully: it turns
-  Terminating (``deletionTimestamp``, a MODIFIED event) and is DELETED after its
-  ``terminationGracePeriodSeconds`` (``add_pod(grace_s=...)``; 0 deletes it at once).
+  ``TooManyRequests`` with the real Status (the budget named in ``details.causes``) while a
+  PodDisruptionBudget would be violated (health counted by the pods' ``Ready`` condition; a pod
+  being deleted is not healthy; a pod not Running spends no budget), or for the first
+  ``evictions_refused_first`` calls. A pod already Terminating is accepted again. Otherwise
+  the pod is deleted gracefully: it turns Terminating (``deletionTimestamp``, a MODIFIED event)
+  and is DELETED after its ``terminationGracePeriodSeconds`` (``add_pod(grace_s=...)``; 0
+  deletes it at once).
 - ``DELETE /api/v1/namespaces/{ns}/pods/{name}`` (graceful too; ``gracePeriodSeconds`` honoured).
 
-Every request is recorded (method, path, query, body) so tests can assert what was sent.
+Every request is recorded (``requests``: method, path, query, body), with its answer's status
+code (``answers``), the bookmarks sent (``bookmarks_sent``) and the watch events still in the
+history (``event_log()``), so tests can assert what was sent and in what order.
 
 Where it still differs from a real API server:
 
 - Only nodes, pods, PodDisruptionBudgets (read-only) and DaemonSets (read-only) exist; no
   namespaces, ReplicaSets or other kinds, and nothing recreates an evicted pod.
-- No Table form (``as=Table``): kubectl prints its plain-list fallback columns; no protobuf,
-  no aggregated discovery (kubectl falls back to the legacy documents), no OpenAPI documents.
-- One bearer token, no RBAC (``forbid_watches`` only imitates a watch forbidden by RBAC), no
+- No Table form (``as=Table``): kubectl prints its plain-list fallback columns (NAME, AGE, no
+  STATUS); no protobuf, no aggregated discovery (kubectl falls back to the legacy documents), no
+  OpenAPI documents, no ``kubectl explain``/``apply``/``edit``.
+- Nodes are only patched (no PUT, no status subresource writes); pods are only read, evicted and
+  deleted (no create, no PATCH); ``kubectl delete --grace-period`` is read, ``--force`` not.
+- One bearer token, a throwaway CA for ``127.0.0.1``/``localhost`` (no client certificates,
+  no exec/OIDC auth), no RBAC (``forbid_watches`` only imitates a watch forbidden by RBAC), no
   admission, no server-side apply, no ``dryRun``, no ``resourceVersion`` preconditions on writes.
 - Pages after the first are read from the current state, not from a consistent snapshot at the
   first page's resourceVersion; ``resourceVersionMatch`` is ignored.
@@ -46,7 +54,11 @@ Where it still differs from a real API server:
   ``unhealthyPodEvictionPolicy`` is not read.
 - Graceful deletion has no kubelet: the pod's phase and containers do not change while it is
   Terminating, and nothing but the grace period ends it (no finalizers).
-- Bookmarks carry the server's current resourceVersion; ``sendInitialEvents`` is not served.
+- Bookmarks carry the server's current resourceVersion; ``sendInitialEvents`` is not served;
+  watches of PodDisruptionBudgets are not served (lists are), nor events or pod logs.
+- Field selectors know only the fields named above; a real server knows a few more per kind.
+- Grace periods are whole seconds (as the API's type is); the stand-in's default is 0, where a
+  real pod's is 30.
 """
 
 from __future__ import annotations

@@ -212,3 +212,19 @@ def test_drain_still_blocked_at_its_timeout_fails(
     )
     assert ("ml", "llm-0") in standin.pods and ("ml", "llm-1") in standin.pods
     assert standin.nodes["gpu-a"]["spec"]["unschedulable"] is True  # left cordoned, as kubectl does
+
+
+def test_delete_waits_out_the_grace_period(env: dict[str, str], standin: KubeStandIn) -> None:
+    started = time.monotonic()
+    rc, out, err = kubectl(env, "delete", "pod", "-n", "ml", "llm-0", "--grace-period=1")
+    assert (rc, out) == (0, 'pod "llm-0" deleted\n'), err
+    assert time.monotonic() - started >= 0.9  # kubectl waited (a watch) for the DELETED event
+    assert ("ml", "llm-0") not in standin.pods
+    history = [
+        (kind, bool(obj["metadata"].get("deletionTimestamp")))
+        for kind, obj in standin.event_log("pods")
+        if obj["metadata"]["name"] == "llm-0"
+    ]
+    assert history[-2:] == [("MODIFIED", True), ("DELETED", True)]
+    rc, _, err = kubectl(env, "delete", "pod", "-n", "ml", "llm-0")
+    assert rc == 1 and 'Error from server (NotFound): pods "llm-0" not found' in err
