@@ -52,7 +52,8 @@ def api_client_from_config(kubeconfig: str | None, context: str | None) -> Any:
 
 
 def describe_api_error(exc: BaseException) -> str:
-    """An API error as ``HTTP 429 TooManyRequests: <the API's message>``; others as usual."""
+    """An API error as ``HTTP 429 TooManyRequests: <the API's message> (<its causes>)``;
+    others as usual."""
     status = getattr(exc, "status", None)
     body = getattr(exc, "body", None)
     if isinstance(status, int) and status > 0:
@@ -63,7 +64,12 @@ def describe_api_error(exc: BaseException) -> str:
                 parsed = json.loads(body)
                 reason = parsed.get("reason") or reason
                 message = parsed.get("message") or ""
-            except (ValueError, AttributeError):
+                # the eviction's 429 names the budget only in its causes
+                causes = (parsed.get("details") or {}).get("causes") or []
+                said = [c["message"] for c in causes if isinstance(c, dict) and c.get("message")]
+                if said and message:
+                    message = f"{message} ({'; '.join(str(m) for m in said)})"
+            except (ValueError, AttributeError, TypeError):
                 message = str(body)[:200]
         return f"HTTP {status} {reason}: {message}" if message else f"HTTP {status} {reason}"
     if type(exc).__module__.startswith("urllib3"):

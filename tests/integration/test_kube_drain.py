@@ -133,3 +133,36 @@ def test_node_drain_stops_when_the_budget_never_allows_it(
     assert standin.nodes["gpu-a"]["spec"]["unschedulable"] is True  # left cordoned, visibly
     assert client.hget(keys.backend_key("b1"), "state") == "drained"
     assert standin.recorded("DELETE") == []
+
+
+def test_node_drain_waits_out_a_terminating_pod_before_the_budget_allows_the_next(
+    standin: KubeStandIn, client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    """An evicted pod stays Terminating for its grace period and is not healthy meanwhile, so
+    the budget refuses the next eviction until it is gone; the drain retries through that."""
+    standin.update_pod("ml", "llm-0", {"spec": {"terminationGracePeriodSeconds": 1}})
+    standin.add_pdb("ml", "llm-budget", {"app": "llm"}, max_unavailable=1)
+    status, message, events = drain_node(standin, client, redis_url, tmp_path, timeout_s=10.0)
+    assert status is OutcomeStatus.OK, message
+    evictions = {
+        pod: [code for method, path, code in standin.answers if path.endswith(f"/{pod}/eviction")]
+        for pod in ("llm-0", "llm-1")
+    }
+    assert evictions["llm-0"] == [201]  # accepted at once: it turned Terminating
+    assert evictions["llm-1"][0] == 429 and evictions["llm-1"][-1] == 201
+    assert set(evictions["llm-1"][:-1]) == {429}
+    refusals = [e.text for e in events if "refused" in e.text]
+    assert (
+        refusals
+        and "The disruption budget llm-budget needs 2 healthy pods and has 2 currently"
+        in refusals[0]
+    )
+    # llm-0 went through Terminating (a MODIFIED event carrying its deletionTimestamp)
+    history = standin.event_log("pods")
+    llm0 = [
+        (kind, bool(obj["metadata"].get("deletionTimestamp")))
+        for kind, obj in history
+        if obj["metadata"]["name"] == "llm-0"
+    ]
+    assert llm0[-2:] == [("MODIFIED", True), ("DELETED", True)]
+    assert ("ml", "llm-0") not in standin.pods and ("ml", "llm-2") in standin.pods

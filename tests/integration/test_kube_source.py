@@ -419,3 +419,34 @@ def test_a_watch_that_keeps_failing_backs_off_instead_of_polling(
     assert reading.error is not None and "HTTP 403 Forbidden" in reading.error
     # backoff 0.05, 0.1, 0.2, 0.4 s ...: a handful of LISTs per resource in a second, not 20
     assert len(lists(standin)) <= 2 * 6
+
+
+@pytest.mark.parametrize("bookmarked", [True, False])
+def test_bookmarks_keep_a_quiet_pod_watch_current_across_a_compaction(
+    source: KubeSource, standin: KubeStandIn, bookmarked: bool
+) -> None:
+    """Only nodes change; the pod watch hears nothing but, asked for bookmarks, still learns
+    the new resourceVersion, so a compaction just behind it costs no new LIST of pods."""
+    assert source.read().health is Health.OK
+    wait_until(lambda: len(watches(standin)) == 2, what="the two watches")
+    assert all(r.query.get("allowWatchBookmarks") == "true" for r in watches(standin))
+    for i in range(3):
+        standin.update_node("gpu-a", {"metadata": {"labels": {"turn": str(i)}}})
+    latest = standin.resource_version
+    if bookmarked:
+        standin.send_bookmarks()
+        wait_until(
+            lambda: ("pods", latest) in standin.bookmarks_sent, what="a bookmark for the pods"
+        )
+    standin.expire_resource_versions(up_to=latest - 1)  # ends the watches, as compaction may
+    wait_until(lambda: len(watches(standin)) + len(lists(standin)) >= 5, what="the resumed watch")
+    standin.add_pod("ml", "llm-f-0", "gpu-a", {MIG: "1"}, labels={"gpucon.io/backend": "llm-f"})
+    reading = read_until(source, lambda r: "llm-f" in {b.name for b in r.backends})
+    assert reading.health is Health.OK, reading.error
+    pod_lists = [r for r in lists(standin) if r.path == "/api/v1/pods"]
+    pod_watches = [r for r in watches(standin) if r.path == "/api/v1/pods"]
+    if bookmarked:
+        assert len(pod_lists) == 1  # resumed from the bookmark's version: no 410, no LIST
+        assert pod_watches[-1].query["resourceVersion"] == str(latest)
+    else:
+        assert len(pod_lists) == 2  # its version was compacted away: 410, then a new LIST
