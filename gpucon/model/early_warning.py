@@ -4,7 +4,8 @@
   ("full in 4.8 min"): WARN below ``mem_full_warn_s``, CRIT below ``mem_full_crit_s``.
 - ``queue_growth``: a stream's waiting count growing (least-squares slope over the window),
   with the oldest entry's age ("queue growing 1.2/s over 10 s, 24 waiting, oldest 3.2 s").
-- ``p95_trend``: a backend's p95 above ``p95_near_slo_pct`` of its SLO and rising.
+- ``p95_trend``: a backend's p95 above ``p95_near_slo_pct`` of its SLO and rising: above the
+  window's first sample by ``p95_rise_pct`` of the SLO, and so is the least-squares line.
 
 Each message says the trend it saw and over how long. Every rule first tests the newest
 samples (``History.last``/``back``, O(1)), and fits a line only on the few series that pass,
@@ -44,15 +45,13 @@ def memory_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
     if n < t.mem_trend_rises + 1:
         return
     window_times = times[len(times) - n :]
-    for slot in i.slots.values():
+    # most slots: flat over the window (or unknown), decided without reading it
+    keys = {f"slot:{sid}:mem_used": sid for sid in i.slots}
+    for key in i.history.rose(keys, n - 1):
+        slot = i.slots[keys[key]]
         total = slot.mem_total_mib
-        if total is None:
-            continue
-        key = f"slot:{slot.id}:mem_used"
         newest = i.history.last(key)
-        oldest = i.history.back(key, n - 1)
-        # most slots: flat over the window (or unknown), decided without reading it
-        if newest is None or oldest is None or newest <= oldest:
+        if total is None or newest is None:
             continue
         ts, vs = known_points(window_times, i.history.tail(key, n))
         start = _growing_since(vs)
@@ -129,7 +128,13 @@ def p95_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
         if p95 is None:
             continue
         slo = i.slo_p95_ms.get(name, t.default_slo_p95_ms)
+        rise_ms = slo * t.p95_rise_pct / 100.0
         if not near * slo <= p95 <= slo:  # over it: the p95_slo alert says so
+            continue
+        key = f"backend:{name}:p95"
+        first = i.history.back(key, n - 1)
+        # rising: above the window's first sample by the rise asked for (then the fit agrees)
+        if first is None or p95 - first < rise_ms:
             continue
         b = i.backends.get(name)
         if b is not None and b.state in _NOT_TAKING_WORK:
@@ -137,12 +142,9 @@ def p95_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
         lv = i.liveness.get(name)
         if lv is not None and lv.serving is False:
             continue
-        ts, vs = known_points(window_times, i.history.tail(f"backend:{name}:p95", n))
+        ts, vs = known_points(window_times, i.history.tail(key, n))
         rate = slope(ts, vs)
-        if rate is None or len(ts) < 3:
-            continue
-        rise = rate * (ts[-1] - ts[0])
-        if rise < slo * t.p95_rise_pct / 100.0:
+        if rate is None or len(ts) < 3 or rate * (ts[-1] - ts[0]) < rise_ms:
             continue
         at_slo = (slo - p95) / rate
         yield (

@@ -73,8 +73,8 @@ def _name(processes: tuple[ComputeProcess, ...]) -> str:
 def noisy_neighbour(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
     noisy: list[Slot] = []
     for slot in i.slots.values():
-        held = i.history.last(f"slot:{slot.id}:cotenant_mem")
-        if held is not None and slot.processes:
+        # a co-tenant makes at least two processes: most slots are decided by that
+        if len(slot.processes) > 1 and i.history.last(f"slot:{slot.id}:cotenant_mem") is not None:
             noisy.append(slot)
     if not noisy:
         return
