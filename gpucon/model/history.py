@@ -188,7 +188,7 @@ class History:
                 continue
             i = count - int(column[0])  # type: ignore[arg-type]
             j = i - ticks
-            if 0 < j and i < len(column):
+            if j > 0 and i < len(column):
                 new, old = column[i], column[j]
                 if new is not None and old is not None and new > old:
                     out.append(key)

@@ -76,7 +76,7 @@ def noisy(n: int, level: float, seed: int = 1) -> list[float]:
 
 def test_p95_rising_with_a_co_tenant_names_it_and_the_correlation() -> None:
     # 20 s calm at ~6 s p95; then train_lora.py appears and the p95 climbs 6 → 8 s in 5 s
-    p95 = noisy(20, 6000.0) + [6300.0, 6700.0, 7100.0, 7500.0, 8000.0]
+    p95 = [*noisy(20, 6000.0), 6300.0, 6700.0, 7100.0, 7500.0, 8000.0]
     co: list[float | None] = [None] * 20 + [3800.0] * 5
     h, now = run(p95, co)
     (alert,) = derive(h, now)
@@ -99,7 +99,7 @@ def test_p95_rising_with_a_co_tenant_names_it_and_the_correlation() -> None:
         # the co-tenant is there, the p95 does not move: no hint
         (noisy(25, 6000.0), [None] * 20 + [3800.0] * 5),
         # the p95 rises with no co-tenant in sight (load): no hint
-        (noisy(20, 6000.0) + [6300.0, 6700.0, 7100.0, 7500.0, 8000.0], [None] * 25),
+        ([*noisy(20, 6000.0), 6300.0, 6700.0, 7100.0, 7500.0, 8000.0], [None] * 25),
         # the p95 rose long before the co-tenant came, flat since: weak r, no rise with it
         ([6000.0] * 5 + noisy(20, 8000.0), [None] * 22 + [3800.0] * 3),
     ],
