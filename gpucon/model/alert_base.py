@@ -70,8 +70,8 @@ class AlertThresholds:
     mem_full_crit_s: float = 300.0
     # early warning, queue: the waiting count's least-squares slope over the window at least
     # this many entries a second, and at least ``queue_growth_min_waiting`` waiting now
-    queue_growth_window_s: float = 10.0
-    queue_growth_per_s: float = 0.5
+    queue_growth_window_s: float = 30.0
+    queue_growth_per_s: float = 0.25
     queue_growth_min_waiting: float = 10.0
     # early warning, p95: above this percent of its SLO and rising (least squares over the
     # window, by at least ``p95_rise_pct`` of the SLO across it)
@@ -160,6 +160,11 @@ def fmt(value: float, unit: str) -> str:
     return f"{value:.0f}{unit}" if abs(value) >= 10 else f"{value:.1f}{unit}"
 
 
+def fmt_ms(value: float) -> str:
+    """A latency as people read it: ``"850 ms"``, ``"2.4 s"``."""
+    return f"{value / 1000:.1f} s" if value >= 1000 else f"{value:.0f} ms"
+
+
 def fmt_duration(seconds: float) -> str:
     """``"45 s"``, ``"4.8 min"``, ``"2.5 h"``: the unit a person reads a horizon in."""
     if seconds < 90:
@@ -180,4 +185,5 @@ __all__ = [
     "cause_of",
     "fmt",
     "fmt_duration",
+    "fmt_ms",
 ]

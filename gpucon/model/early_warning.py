@@ -23,6 +23,7 @@ from gpucon.model.alert_base import (
     Severity,
     fmt,
     fmt_duration,
+    fmt_ms,
 )
 from gpucon.model.fleet import BackendState
 from gpucon.model.trends import known_points, slope, ticks_within
@@ -151,7 +152,7 @@ def p95_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
             "p95_trend",
             name,
             Severity.WARNING,
-            f"p95 {fmt(p95, ' ms')} is {100 * p95 / slo:.0f}% of SLO {fmt(slo, ' ms')}, "
+            f"p95 {fmt_ms(p95)} is {100 * p95 / slo:.0f}% of SLO {fmt_ms(slo)}, "
             f"rising {fmt(rate, ' ms/s')} over {ts[-1] - ts[0]:.0f}s "
             f"(at SLO in ~{fmt_duration(at_slo)})",
         )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpucon.model.alert_base import AlertInputs, AlertThresholds, Found, Severity, fmt
+from gpucon.model.alert_base import AlertInputs, AlertThresholds, Found, Severity, fmt_ms
 from gpucon.model.cotenants import foreign_processes
 from gpucon.model.fleet import ComputeProcess, Slot
 from gpucon.model.history import Sample
@@ -114,7 +114,7 @@ def noisy_neighbour(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
             slot.id,
             Severity.WARNING,
             f"co-tenant {_name(foreign)}: p95 of {name} rose "
-            f"{fmt(before, ' ms')} → {fmt(now, ' ms')} with its memory, "
+            f"{fmt_ms(before)} → {fmt_ms(now)} with its memory, "
             f"r = {r:.2f} over {span:.0f}s",
         )
 

@@ -136,7 +136,7 @@ def test_a_growing_queue_is_named_with_its_rate_and_wait() -> None:
     alerts = derive_alerts(inputs(len(waiting) - 1.0, h, queues={q.stream: q}), T)
     (alert,) = [a for a in alerts if a.rule == "queue_growth"]
     assert alert.target == "gen:queue" and alert.severity is Severity.WARNING
-    assert "queue growing" in alert.message and "/s over 10s" in alert.message
+    assert "queue growing" in alert.message and "/s over 15s" in alert.message
     assert "20 waiting" in alert.message and "oldest 3.2 s" in alert.message
 
 

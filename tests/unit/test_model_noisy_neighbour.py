@@ -82,7 +82,7 @@ def test_p95_rising_with_a_co_tenant_names_it_and_the_correlation() -> None:
     (alert,) = derive(h, now)
     assert alert.target == SLOT and alert.severity is Severity.WARNING
     assert "python3 train_lora.py (pid 31337, 3.7 GiB)" in alert.message
-    assert "p95 of sdxl-vm" in alert.message and "8000 ms" in alert.message
+    assert "p95 of sdxl-vm" in alert.message and "→ 8.0 s" in alert.message
     r = float(alert.message.split("r = ")[1].split()[0])
     assert r >= T.noisy_min_r and "over 24s" in alert.message
     # it holds while the co-tenant stays, though a flat series no longer correlates
