@@ -6,12 +6,16 @@ The hub reads the simulated fleet once a tick, as ``gpucon demo --refresh 1`` do
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
+from gpucon.commands.snapshot import snapshot_document
 from gpucon.hub import Hub
-from gpucon.model.alerts import Alert, Cause, Severity
+from gpucon.model.alerts import Alert, Cause, Severity, group_alerts
+from gpucon.model.snapshot import Snapshot
 from gpucon.sim import DEMO_SLO_P95_MS
 from gpucon.sim.scenarios import INCIDENT_START_S, ROGUE_MIB
 from gpucon.sim.source import SimSource
@@ -33,17 +37,22 @@ class Seen:
     alert: Alert
 
 
-def first_alerts(scenario: str | None, seconds: int, seed: int = 7) -> list[Seen]:
-    """Each alert key the first time it fires, with how many ticks after the fault."""
+def demo(scenario: str | None, seconds: int, seed: int = 7) -> Iterator[tuple[float, Snapshot]]:
+    """Each tick's snapshot, with how many ticks after the fault it was taken."""
     clock = FrozenClock()
     source = SimSource.for_demo(seed=seed, scenario=scenario, clock=clock)
     hub = Hub([source], clock=clock, slo_p95_ms_by_model=DEMO_SLO_P95_MS)
-    seen: dict[str, Seen] = {}
     for _ in range(seconds):
         clock.t += 1.0
         hub.poll_once()
         snapshot = hub.tick()
-        after = source.fleet.virtual_time - INCIDENT_START_S
+        yield source.fleet.virtual_time - INCIDENT_START_S, snapshot
+
+
+def first_alerts(scenario: str | None, seconds: int, seed: int = 7) -> list[Seen]:
+    """Each alert key the first time it fires, with how many ticks after the fault."""
+    seen: dict[str, Seen] = {}
+    for after, snapshot in demo(scenario, seconds, seed):
         for alert in snapshot.alerts:
             seen.setdefault(alert.key, Seen(after, alert))
     return sorted(seen.values(), key=lambda s: s.after_s)
@@ -55,6 +64,18 @@ def test_backend_down_is_named_within_two_ticks_and_leads_the_symptoms() -> None
     assert first.alert.key == "not_ready:sdxl-c0" and first.alert.cause is Cause.FAULT
     assert 0 < first.after_s <= 2
     assert first.alert.severity is Severity.CRITICAL
+
+
+def test_the_down_backend_stays_first_once_its_symptoms_fire_and_json_says_why() -> None:
+    *_, (after, snapshot) = demo("backend-down", 60)
+    assert after == 49 and len(snapshot.alerts) > 1
+    assert snapshot.alerts[0].key == "not_ready:sdxl-c0"
+    assert any(a.cause is Cause.SYMPTOM for a in snapshot.alerts[1:])
+    groups = group_alerts(snapshot.alerts)
+    assert groups[0].target == "sdxl-c0" and len(groups) <= len(snapshot.alerts)
+    doc = json.loads(json.dumps(snapshot_document(snapshot, "demo")))["alerts"]
+    assert list(doc[0]) == ["key", "rule", "target", "severity", "message", "since", "cause"]
+    assert doc[0]["severity"] == "critical" and doc[0]["cause"] == "fault"
 
 
 def test_noisy_neighbour_names_the_co_tenant_within_five_ticks() -> None:
