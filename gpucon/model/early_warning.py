@@ -25,7 +25,8 @@ from gpucon.model.alert_base import (
     fmt_duration,
     fmt_ms,
 )
-from gpucon.model.fleet import BackendState
+from gpucon.model.cotenants import foreign_memory_mib, foreign_processes
+from gpucon.model.fleet import BackendState, Slot
 from gpucon.model.trends import known_points, slope, ticks_within
 
 
@@ -77,8 +78,21 @@ def memory_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
             slot.id,
             severity,
             f"memory full in {fmt_duration(horizon)}: +{fmt(rate, ' MiB/s')} over "
-            f"{span:.0f}s, {free / 1024:.2f} GiB free of {total / 1024:.1f}",
+            f"{span:.0f}s, {free / 1024:.2f} GiB free of {total / 1024:.1f}"
+            f"{_co_tenant_note(i, slot)}",
         )
+
+
+def _co_tenant_note(i: AlertInputs, slot: Slot) -> str:
+    """Who else holds memory on the slot, when a co-tenant does (it may be the one growing)."""
+    if i.history.last(f"slot:{slot.id}:cotenant_mem") is None:
+        return ""
+    serving = sum(1 for b in i.backends.values() if b.slot_id == slot.id)
+    foreign = foreign_processes(slot.processes, serving)
+    if not foreign:
+        return ""
+    held = foreign_memory_mib(foreign) / 1024
+    return f"; co-tenant {foreign[0].name or '?'} (pid {foreign[0].pid}) holds {held:.1f} GiB"
 
 
 def queue_growth(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:

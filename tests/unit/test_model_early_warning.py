@@ -95,6 +95,7 @@ def test_a_growing_slot_is_full_in_minutes_and_the_alert_says_the_trend() -> Non
     # (10 GiB - 4 GiB - 100 MiB) / 20 MiB/s = 302 s: above the 5 min CRIT horizon, WARN
     assert alert.severity is Severity.WARNING and alert.target == s.id
     assert "full in 5.0 min" in alert.message and "+20 MiB/s" in alert.message
+    assert "co-tenant" not in alert.message
     faster = AlertThresholds(mem_full_crit_s=400.0)
     alerts = derive_alerts(inputs(now, h, slots={s.id: s}), faster)
     assert [a.severity for a in alerts if a.rule == "memory_trend"] == [Severity.CRITICAL]

@@ -125,3 +125,18 @@ def test_the_co_tenant_sample_is_taken_only_while_there_is_one() -> None:
 
     assert f"slot:{SLOT}:cotenant_mem" not in history_samples(fleet(False))
     assert history_samples(fleet(True))[f"slot:{SLOT}:cotenant_mem"] == 3800.0
+
+
+def test_memory_growing_on_a_slot_with_a_co_tenant_names_it() -> None:
+    h = History(capacity=120)
+    for k in range(10):
+        grown = 15000.0 + 500.0 * max(0, k - 5)
+        sample: dict[str, float | None] = {f"slot:{SLOT}:mem_used": grown}
+        if k > 5:
+            sample[f"slot:{SLOT}:cotenant_mem"] = 3800.0
+        h = h.append(float(k), sample)
+    slot = Slot(SLOT, SlotKind.VM, mem_used_mib=17000.0, mem_total_mib=24576.0,
+                processes=(*SERVERS, ROGUE))  # fmt: skip
+    i = AlertInputs(9.0, {SLOT: slot}, BACKENDS, {}, {}, {}, h)
+    (alert,) = [a for a in derive_alerts(i, T) if a.rule == "memory_trend"]
+    assert alert.message.endswith("co-tenant python3 train_lora.py (pid 31337) holds 3.7 GiB")
