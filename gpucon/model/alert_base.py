@@ -69,9 +69,11 @@ class AlertThresholds:
     mem_full_warn_s: float = 1800.0
     mem_full_crit_s: float = 300.0
     # early warning, queue: the waiting count's least-squares slope over the window at least
-    # this many entries a second, and at least ``queue_growth_min_waiting`` waiting now
+    # this many entries a second, growing by ``queue_growth_pct`` across it (a deep queue
+    # that drifts a little is not a burst), and at least ``queue_growth_min_waiting`` waiting
     queue_growth_window_s: float = 30.0
     queue_growth_per_s: float = 0.25
+    queue_growth_pct: float = 25.0
     queue_growth_min_waiting: float = 10.0
     # early warning, p95: above this percent of its SLO and rising (least squares over the
     # window, by at least ``p95_rise_pct`` of the SLO across it)

@@ -2,7 +2,8 @@
 
 - ``memory_trend``: a slot's memory that keeps growing is extrapolated to when it is full
   ("full in 4.8 min"): WARN below ``mem_full_warn_s``, CRIT below ``mem_full_crit_s``.
-- ``queue_growth``: a stream's waiting count growing (least-squares slope over the window),
+- ``queue_growth``: a stream's waiting count growing (least-squares slope over the window, and
+  by ``queue_growth_pct`` of what waited at its start),
   with the oldest entry's age ("queue growing 1.2/s over 10 s, 24 waiting, oldest 3.2 s").
 - ``p95_trend``: a backend's p95 above ``p95_near_slo_pct`` of its SLO and rising: above the
   window's first sample by ``p95_rise_pct`` of the SLO, and so is the least-squares line.
@@ -112,6 +113,9 @@ def queue_growth(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
         ts, vs = known_points(window_times, i.history.tail(key, n))
         rate = slope(ts, vs)
         if rate is None or rate < t.queue_growth_per_s:
+            continue
+        grown = rate * (ts[-1] - ts[0])  # across the window, by the fitted line
+        if grown < t.queue_growth_pct / 100.0 * max(newest - grown, 1.0):
             continue
         ages = [a for a in i.history.tail(f"queue:{stream}:oldest", n) if a is not None]
         wait = ""

@@ -147,6 +147,7 @@ def test_a_growing_queue_is_named_with_its_rate_and_wait() -> None:
         [4.0, 5.0, 6.0, 7.0, 8.0, 9.0],  # growing, but fewer waiting than the floor
         [30.0, 20.0, 25.0, 18.0, 22.0, 21.0],  # many, not growing
         [12.0, 12.0, 12.0, 12.0, 12.0, 13.0],  # 0.1/s
+        [1800.0 + 5.0 * k for k in range(30)],  # 5/s, but 8 % on a deep queue: a drift
     ],
 )
 def test_a_queue_that_is_not_growing_raises_nothing(waiting: list[float]) -> None:
