@@ -1,7 +1,8 @@
 """Early warning: alerts from trends in the history, before a limit is crossed.
 
 - ``memory_trend``: a slot's memory that keeps growing is extrapolated to when it is full
-  ("full in 4.8 min"): WARN below ``mem_full_warn_s``, CRIT below ``mem_full_crit_s``.
+  ("full in 4.8 min"): WARN below ``mem_full_warn_s``, CRIT below ``mem_full_crit_s``;
+  once under ``min_free_mem_mib`` free, ``low_memory`` speaks instead.
 - ``queue_growth``: a stream's waiting count growing (least-squares slope over the window, and
   by ``queue_growth_pct`` of what waited at its start),
   with the oldest entry's age ("queue growing 1.2/s over 10 s, 24 waiting, oldest 3.2 s").
@@ -69,6 +70,8 @@ def memory_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
         if rate is None or rate <= 0.0:
             continue
         free = max(0.0, total - newest)
+        if free < t.min_free_mem_mib:
+            continue  # low_memory says it now; a countdown of seconds adds nothing
         horizon = free / rate
         if horizon >= t.mem_full_warn_s:
             continue

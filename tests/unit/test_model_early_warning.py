@@ -108,6 +108,7 @@ def test_a_growing_slot_is_full_in_minutes_and_the_alert_says_the_trend() -> Non
         [4 * GIB + 20.0, 4 * GIB + 40.0],  # two rises: too few yet
         [4 * GIB + 20.0 * k for k in range(1, 6)] + [4 * GIB + 100.0] * 20,  # it stopped
         [4 * GIB + 1.0 * k for k in range(1, 6)],  # 1 MiB/s: full in ~1.7 h, beyond 30 min
+        [9 * GIB + 20.0 * k for k in range(1, 6)],  # under 1.5 GiB free: low_memory says it
     ],
 )
 def test_memory_that_is_not_running_out_raises_nothing(tail: list[float]) -> None:
