@@ -43,6 +43,20 @@ def _growing_since(values: list[float]) -> int:
     return start
 
 
+_MEM_KEYS: dict[str, str] = {}
+_MEM_KEYS_MAX = 1 << 16
+
+
+def _mem_key(slot_id: str) -> str:
+    """The slot's memory series key, kept from tick to tick: a string made once hashes once."""
+    key = _MEM_KEYS.get(slot_id)
+    if key is None:
+        if len(_MEM_KEYS) >= _MEM_KEYS_MAX:  # slots come and go: never grow without bound
+            _MEM_KEYS.clear()
+        key = _MEM_KEYS[slot_id] = f"slot:{slot_id}:mem_used"
+    return key
+
+
 def memory_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
     times = i.history.times
     n = ticks_within(times, i.now, t.mem_trend_window_s)
@@ -50,7 +64,7 @@ def memory_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
         return
     window_times = times[len(times) - n :]
     # most slots: flat over the window (or unknown), decided without reading it
-    keys = {f"slot:{sid}:mem_used": sid for sid in i.slots}
+    keys = {_mem_key(sid): sid for sid in i.slots}
     for key in i.history.rose(keys, n - 1):
         slot = i.slots[keys[key]]
         total = slot.mem_total_mib
