@@ -5,11 +5,7 @@ that take the load have room for it; undrain asks it what fires on the slot it s
 Everything comes from one snapshot; a value no source reports is ``None`` (shown "n/a").
 
 A *co-tenant* is a compute process on a backend's slot that none of the slot's backends
-accounts for (a training job inside the VM, a notebook on the slice): the slot's capacity is
-being taken by someone the scheduler does not see. Processes named like an inference server or
-the MPS daemon belong to the backends; others count only when the slot shows more processes
-than it has backends, so a backend whose server runs as ``python3 serve.py`` is not its own
-noisy neighbour.
+accounts for (``model.cotenants`` says which).
 """
 
 from __future__ import annotations
@@ -17,23 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpucon.model.alerts import Alert, AlertThresholds
+from gpucon.model.cotenants import foreign_processes
 from gpucon.model.fleet import Backend, ComputeProcess
 from gpucon.model.snapshot import Snapshot
 
 # activity at or above which a slot has no room left (the hot_slot alert fires at 98 % for a
 # minute; a plan looks at the instant, so it calls a little lower "saturated")
 SATURATED_PCT = 95.0
-
-# process names that are the serving stack itself
-SERVER_PROCESS_MARKERS = (
-    "tritonserver",
-    "nvidia-cuda-mps",
-    "vllm",
-    "text-generation",
-    "torchserve",
-    "sglang",
-    "ray::",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,22 +85,12 @@ def alerts_on(snapshot: Snapshot, backend: Backend) -> tuple[Alert, ...]:
     return tuple(a for a in snapshot.alerts if a.target in targets)
 
 
-def _is_server(process: ComputeProcess) -> bool:
-    name = (process.name or "").lower()
-    return any(marker in name for marker in SERVER_PROCESS_MARKERS)
-
-
 def co_tenants(snapshot: Snapshot, backend: Backend) -> tuple[ComputeProcess, ...]:
     """Processes on the backend's slot that none of the slot's backends accounts for."""
     slot = snapshot.slots.get(backend.slot_id or "")
     if slot is None or not slot.processes:
         return ()
-    serving = max(1, len(snapshot.backends_on(slot.id)))
-    others = [p for p in slot.processes if p.name is not None and not _is_server(p)]
-    if len(slot.processes) <= serving:
-        return ()
-    # the extra processes: those not named like a server, at most as many as are extra
-    return tuple(others[: len(slot.processes) - serving])
+    return foreign_processes(slot.processes, len(snapshot.backends_on(slot.id)))
 
 
 def backend_load(snapshot: Snapshot, backend: Backend) -> BackendLoad:

@@ -6,7 +6,9 @@ simulator instead (``--seed``, ``--scenario``, ``--size``). ``--json`` prints a 
 "nodes", "liveness", "sources", "alerts"}``, each a list sorted by its key. Every entity carries
 ``age_s``, ``stale`` and ``stale_fields`` (see ``snapshot_document``); a node also carries
 ``mig_pending_since`` (when this console first saw its MIG config pending); ``liveness`` says
-per backend what each readiness signal said, when, and the verdict ``serving``. Otherwise a
+per backend what each readiness signal said, when, and the verdict ``serving``; ``alerts`` are
+in the console's order (causes first, model.alert_order), each with ``key``, ``rule``,
+``target``, ``severity``, ``message``, ``since`` and ``cause``. Otherwise a
 short text table (GPU health, nodes and readiness included). Exit status 1 when every source
 is down (the readiness checks aside), 2 on a config error. Untrusted text (names, labels,
 errors) is printed with control codes removed; JSON escapes them.

@@ -206,6 +206,11 @@ class Checker:
             if not text.startswith("/") or any(c.isspace() for c in text):
                 self.fail(key, "a url path starting with / (e.g. /v2/health/ready)", value)
             return text
+        if name == "noisy_min_r":  # a correlation: r above 1 would never fire
+            r = self.number(value, key, positive=True)
+            if r > 1.0:
+                self.fail(key, "a correlation greater than 0 and at most 1", value)
+            return r
         if name == "kubeconfig":
             return str(Path(self.string(value, key)).expanduser())
         if hint is float:

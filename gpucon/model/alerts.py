@@ -3,8 +3,11 @@
 The rules: queue wait over 20 ms for a minute; free memory under 1.5 GB on a slot; p95 over the
 backend's SLO; a slot at 98 % activity or more for a minute; a backend not ready; a source
 stale; GPU health (a recent XID error, thermal slowdown, power at its limit for a while); a
-Kubernetes node whose MIG reconfiguration failed or stays pending too long. Thresholds are
-settings (config ``[alerts]``).
+Kubernetes node whose MIG reconfiguration failed or stays pending too long. Then the trends
+(``model.early_warning``: memory full in N min, queue growing, p95 nearing its SLO) and the
+noisy-neighbour hint (``model.noisy_neighbour``). Thresholds are settings (config
+``[alerts]``). ``derive_alerts`` orders the result causes first (``model.alert_order``);
+``group_alerts`` gives one group per target.
 
 p95 is judged only on a backend that takes work: a draining, drained or down backend, or one
 that is not serving, raises none, and one with no traffic gets "no traffic" (info) instead,
@@ -15,92 +18,42 @@ named by the ``not_ready`` rule (critical when the signals say not ready).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from enum import IntEnum
+from dataclasses import replace
 
-from gpucon.model.fleet import (
-    Backend,
-    BackendState,
-    Gpu,
-    Health,
-    LatencyStats,
-    NodeInfo,
-    QueueStats,
-    Slot,
-    SourceStatus,
+from gpucon.model import early_warning, noisy_neighbour
+from gpucon.model.alert_base import (
+    Alert,
+    AlertInputs,
+    AlertThresholds,
+    Cause,
+    Severity,
+    cause_of,
 )
-from gpucon.model.history import History, sustained
-from gpucon.model.liveness import BackendLiveness
+from gpucon.model.alert_base import fmt as _fmt
+from gpucon.model.alert_order import AlertGroup, group_alerts, ordered
+from gpucon.model.fleet import BackendState, Gpu, Health, NodeInfo
+from gpucon.model.history import sustained
 from gpucon.model.xid import xid_meaning
 
-
-class Severity(IntEnum):
-    INFO = 0
-    WARNING = 1
-    CRITICAL = 2
-
-
-@dataclass(frozen=True, slots=True)
-class AlertThresholds:
-    """When the alert rules fire (config ``[alerts]``)."""
-
-    queue_wait_ms: float = 20.0
-    queue_wait_for_s: float = 60.0
-    min_free_mem_mib: float = 1536.0
-    default_slo_p95_ms: float = 2500.0
-    hot_activity_pct: float = 98.0
-    hot_for_s: float = 60.0
-    stale_after_s: float = 15.0
-    # an XID error alerts while it is this recent (one without a time, from DCGM: while
-    # reported); these codes are CRIT, others WARN (48 DBE, 63/64 row remap, 74 NVLink,
-    # 79 fallen off the bus, 94/95 contained/uncontained ECC)
-    xid_alert_s: float = 3600.0
-    critical_xids: tuple[int, ...] = (48, 63, 64, 74, 79, 94, 95)
-    # power at or over this percent of the enforced limit (or NVML's power cap) this long
-    power_limit_pct: float = 98.0
-    power_limit_for_s: float = 10.0
-    # a node's nvidia.com/mig.config.state pending longer than this (seen by this console)
-    mig_pending_for_s: float = 300.0
-
-
-@dataclass(frozen=True, slots=True)
-class Alert:
-    """One firing rule on one target, with how bad it is and since when."""
-
-    key: str  # rule:target, stable across ticks
-    rule: str
-    target: str
-    severity: Severity
-    message: str
-    since: float
-
-
-@dataclass(frozen=True, slots=True)
-class AlertInputs:
-    """What the rules look at; the hub builds it from the merged fleet."""
-
-    now: float
-    slots: Mapping[str, Slot]
-    backends: Mapping[str, Backend]
-    latency: Mapping[str, LatencyStats]
-    queues: Mapping[str, QueueStats]
-    sources: Mapping[str, SourceStatus]
-    history: History
-    slo_p95_ms: Mapping[str, float] = field(default_factory=dict)
-    gpus: Mapping[str, Gpu] = field(default_factory=dict)
-    nodes: Mapping[str, NodeInfo] = field(default_factory=dict)
-    # node name -> since when its mig.config.state has been "pending" (see track_mig_pending)
-    mig_pending_since: Mapping[str, float] = field(default_factory=dict)
-    liveness: Mapping[str, BackendLiveness] = field(default_factory=dict)
-
+__all__ = [
+    "NO_TRAFFIC_RPS",
+    "RULES",
+    "Alert",
+    "AlertGroup",
+    "AlertInputs",
+    "AlertThresholds",
+    "Cause",
+    "Severity",
+    "cause_of",
+    "derive_alerts",
+    "gpu_target",
+    "group_alerts",
+    "track_mig_pending",
+]
 
 # a rate below this is no traffic (Prometheus's rate() of an idle counter is exactly 0)
 NO_TRAFFIC_RPS = 0.005
 _NOT_TAKING_WORK = frozenset({BackendState.DRAINING, BackendState.DRAINED, BackendState.DOWN})
-
-
-def _fmt(value: float, unit: str) -> str:
-    return f"{value:.0f}{unit}" if abs(value) >= 10 else f"{value:.1f}{unit}"
 
 
 def _queue_wait(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
@@ -327,20 +280,24 @@ RULES = (
     _thermal,
     _power_limit,
     _mig_config,
+    *early_warning.RULES,
+    *noisy_neighbour.RULES,
 )
 
 
 def derive_alerts(
     inputs: AlertInputs, thresholds: AlertThresholds, previous: Iterable[Alert] = ()
 ) -> tuple[Alert, ...]:
-    """Alerts active now, worst first and then newest first; ``since`` carries over."""
-    since_by_key = {a.key: a.since for a in previous}
+    """Alerts active now, the causes before the symptoms (``model.alert_order``); ``since``
+    carries over from ``previous``, which rules that hold an alert also read."""
+    by_key = {a.key: a for a in previous}
+    if by_key and not inputs.previous:
+        inputs = replace(inputs, previous=by_key)
     alerts: list[Alert] = []
     for rule in RULES:
         for name, target, severity, message in rule(inputs, thresholds):
             key = f"{name}:{target}"
-            alerts.append(
-                Alert(key, name, target, severity, message, since_by_key.get(key, inputs.now))
-            )
-    alerts.sort(key=lambda a: (-a.severity, -a.since, a.key))
-    return tuple(alerts)
+            held = by_key.get(key)
+            since = inputs.now if held is None else held.since
+            alerts.append(Alert(key, name, target, severity, message, since))
+    return ordered(alerts)

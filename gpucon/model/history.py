@@ -9,7 +9,9 @@ O(series) amortized, not O(series × capacity) as copying tuples would (at 512 G
 Series keys: ``slot:ID:activity``, ``slot:ID:mem_used``, ``backend:NAME:p95``,
 ``backend:NAME:rps``, ``backend:NAME:queue_ms``, ``backend:NAME:service_ms``,
 ``queue:STREAM:length``, ``queue:STREAM:oldest``, ``gpu:UUID:temp``, ``gpu:UUID:power_pct``,
-``gpu:UUID:power_capped`` (1.0 / 0.0).
+``gpu:UUID:power_capped`` (1.0 / 0.0), ``slot:ID:cotenant_mem`` (MiB that processes no backend
+accounts for hold on the slot; sampled only while there are some, so its absence on a slot
+whose memory was read means none).
 A sample is ``None`` where the value was unknown or stale (the hub appends a gap, not the last
 value again), so plots stop where fresh data stops and windows never count a stale value.
 """
@@ -160,6 +162,46 @@ class History:
             return None
         i = self._count - _offset(column)
         return column[i] if 0 < i < len(column) else None
+
+    def back(self, key: str, ticks: int) -> Sample:
+        """The sample of ``key`` taken ``ticks`` ticks before the newest (0: the newest); None
+        beyond this view's window. O(1): trend rules test it before reading a window."""
+        columns = self._columns
+        column = None if columns is None else columns.columns.get(key)
+        if column is None or not 0 <= ticks < min(self._count, self.capacity):
+            return None
+        i = self._count - ticks - _offset(column)
+        return column[i] if 0 < i < len(column) else None
+
+    def rose(self, keys: Iterable[str], ticks: int) -> list[str]:
+        """The keys whose newest sample is known and above the one ``ticks`` ticks before it
+        (known too): one pass, O(1) a key, for trend rules to pick the few worth a fit."""
+        columns = self._columns
+        count = self._count
+        if columns is None or not 0 < ticks < min(count, self.capacity):
+            return []
+        get = columns.columns.get
+        out: list[str] = []
+        for key in keys:
+            column = get(key)
+            if column is None:
+                continue
+            i = count - int(column[0])  # type: ignore[arg-type]
+            j = i - ticks
+            if j > 0 and i < len(column):
+                new, old = column[i], column[j]
+                if new is not None and old is not None and new > old:
+                    out.append(key)
+        return out
+
+    def tail(self, key: str, ticks: int) -> tuple[Sample, ...]:
+        """The newest ``ticks`` samples of ``key`` (aligned with ``times[-ticks:]``)."""
+        columns = self._columns
+        column = None if columns is None else columns.columns.get(key)
+        ticks = min(ticks, self._count, self.capacity)
+        if column is None or ticks <= 0:
+            return ()
+        return self._slice(column, self._count - ticks)
 
     def window(self, key: str, now: float, seconds: float) -> tuple[Sample, ...]:
         """Samples of ``key`` taken in the last ``seconds`` (aligned with ``times``)."""

@@ -1,19 +1,25 @@
 """The samples the history rings keep each tick, taken from the merged fleet.
 
-One sample per series (see model.history for the keys). A value that is stale now is sampled
-as ``None``, a gap, so plots, sparklines and alert windows stop where fresh data stops instead
-of repeating the last value.
+One sample per series (see model.history for the keys); ``slot:ID:cotenant_mem`` only while
+the slot has co-tenants (model.cotenants), so a calm fleet pays nothing for it. A value that
+is stale now is sampled as ``None``, a gap, so plots, sparklines and alert windows stop where
+fresh data stops instead of repeating the last value.
 """
 
 from __future__ import annotations
 
+from gpucon.model.cotenants import foreign_memory_mib, foreign_processes
 from gpucon.model.history import Sample
 from gpucon.model.merge import MergedFleet
 from gpucon.model.staleness import FRESH, Staleness
 
 # history series -> the (entity kind, field) it samples: a stale value is appended as a gap
 _SERIES_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
-    "slot": (("activity", "activity_pct"), ("mem_used", "mem_used_mib")),
+    "slot": (
+        ("activity", "activity_pct"),
+        ("mem_used", "mem_used_mib"),
+        ("cotenant_mem", "processes"),
+    ),
     "latency": (
         ("p95", "p95_ms"),
         ("rps", "req_per_s"),
@@ -55,9 +61,18 @@ def history_samples(
     value is a gap (``None``), so plots and windows stop where fresh data stops (``gaps``:
     ``stale_series(staleness)``, when the caller has it already)."""
     samples: dict[str, Sample] = {}
+    serving: dict[str, int] = {}
+    for b in fleet.backends.values():
+        if b.slot_id is not None:
+            serving[b.slot_id] = serving.get(b.slot_id, 0) + 1
     for sid, slot in fleet.slots.items():
         samples[f"slot:{sid}:activity"] = slot.activity_pct
         samples[f"slot:{sid}:mem_used"] = slot.mem_used_mib
+        # decided by counting on almost every slot: more processes than backends is rare
+        if len(slot.processes) > serving.get(sid, 1):
+            foreign = foreign_processes(slot.processes, serving.get(sid, 0))
+            if foreign:
+                samples[f"slot:{sid}:cotenant_mem"] = foreign_memory_mib(foreign)
     for name, lat in fleet.latency.items():
         samples[f"backend:{name}:p95"] = lat.p95_ms
         samples[f"backend:{name}:rps"] = lat.req_per_s

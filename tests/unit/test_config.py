@@ -49,6 +49,8 @@ def test_example_config_covers_every_source() -> None:
     assert config.slo_p95_ms == {"sdxl": 2500.0, "llama-8b": 800.0}
     assert config.ui.keys["drain"] == "d"
     assert config.alerts.queue_wait_ms == 20.0
+    assert config.alerts.mem_full_warn_s == 1800.0 and config.alerts.mem_trend_rises == 3
+    assert config.origin("alerts.noisy_min_r") == "file"
     assert config.audit_path is not None and "~" not in str(config.audit_path)
     assert config.origin("fleets.prod.redis.url") == "file"
     assert config.origin("fleets.prod.redis.cadence_s") == "file"
@@ -89,6 +91,11 @@ def test_minimal_config_gets_defaults(tmp_path: Path) -> None:
         ("[fleets.p.redis]\n[alerts]\nhot_activity_pct = 'hot'\n", "alerts.hot_activity_pct",
          "a number"),
         ("[fleets.p.redis]\n[alerts]\nnope = 1\n", "alerts.nope", "known keys"),
+        ("[fleets.p.redis]\n[alerts]\nnoisy_min_r = 1.5\n", "alerts.noisy_min_r", "at most 1"),
+        ("[fleets.p.redis]\n[alerts]\nmem_trend_rises = 0\n", "alerts.mem_trend_rises",
+         "greater than 0"),
+        ("[fleets.p.redis]\n[alerts]\nmem_full_crit_s = 0\n", "alerts.mem_full_crit_s",
+         "greater than 0"),
         ("[fleets.p.redis]\n[keys]\ndrain = 4\n", "keys.drain", "a string"),
         ("[fleets.p.redis]\n[ui]\nrefresh_s = -1\n", "ui.refresh_s", "greater than 0"),
         ("[fleets.p.redis]\n[ui]\nkeys = {}\n", "ui.keys", "known keys"),

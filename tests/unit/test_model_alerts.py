@@ -129,7 +129,7 @@ def test_stale_source() -> None:
     assert "refused" in stale["prom"]
 
 
-def test_order_is_worst_then_newest_and_since_carries_over() -> None:
+def test_order_is_cause_then_worst_then_newest_and_since_carries_over() -> None:
     slots = {"s1": Slot(id="s1", kind=SlotKind.MIG, mem_used_mib=9900.0, mem_total_mib=10000.0)}
     first = derive_alerts(inputs(10.0, slots=slots, backends={"x": Backend("x", ready=False)}), T)
     later = derive_alerts(
@@ -143,7 +143,8 @@ def test_order_is_worst_then_newest_and_since_carries_over() -> None:
         first,
     )
     assert all(a.severity is Severity.CRITICAL for a in later)
-    assert later[0].target == "a"  # newest of the worst first
+    # the backend not ready, then the slot's memory, then the p95 they may cause (the newest)
+    assert [a.target for a in later] == ["x", "s1", "a"]
     assert {a.target: a.since for a in later}["s1"] == 10.0
 
 

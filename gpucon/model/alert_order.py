@@ -1,0 +1,71 @@
+"""The order alerts are shown in, and alerts grouped per target.
+
+Order: the cause leads the symptoms it brings. A backend down, not ready, an XID, a failed MIG
+reconfiguration or a stale source (``Cause.FAULT``) come before memory running out, heat,
+power and noisy co-tenants (``Cause.RESOURCE``), and those before the p95, queue and hot-slot
+alerts they cause (``Cause.SYMPTOM``); within each, worse first, then newest first. INFO
+alerts (no traffic, nothing vouches) come after every WARN and CRIT: they ask for no action.
+
+Groups: one per target, led by its first alert in that order, with the others behind it, so a
+panel can show one line per target ("sdxl-c0 backend down (+2)").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gpucon.model.alert_base import Alert, Cause, Severity
+
+_CAUSE_RANK = {Cause.FAULT: 0, Cause.RESOURCE: 1, Cause.SYMPTOM: 2}
+
+
+def alert_order(alert: Alert) -> tuple[int, int, int, float, str]:
+    """The sort key of an alert: INFO last, then cause, severity, newest, key."""
+    rank = _CAUSE_RANK[alert.cause or Cause.SYMPTOM]
+    return (alert.severity is Severity.INFO, rank, -alert.severity, -alert.since, alert.key)
+
+
+def ordered(alerts: Iterable[Alert]) -> tuple[Alert, ...]:
+    return tuple(sorted(alerts, key=alert_order))
+
+
+@dataclass(frozen=True, slots=True)
+class AlertGroup:
+    """Every alert on one target, the leading one first."""
+
+    target: str
+    alerts: tuple[Alert, ...]
+
+    @property
+    def lead(self) -> Alert:
+        """The alert the group is shown by: its cause, or its worst."""
+        return self.alerts[0]
+
+    @property
+    def severity(self) -> Severity:
+        return max(a.severity for a in self.alerts)
+
+    @property
+    def count(self) -> int:
+        return len(self.alerts)
+
+    @property
+    def others(self) -> tuple[Alert, ...]:
+        return self.alerts[1:]
+
+    def summary(self) -> str:
+        """The lead's message, and how many more fire on the target and which rules:
+        ``"backend down (+2: p95_slo, queue_wait)"``."""
+        if not self.others:
+            return self.lead.message
+        rules = ", ".join(dict.fromkeys(a.rule for a in self.others))
+        return f"{self.lead.message} (+{len(self.others)}: {rules})"
+
+
+def group_alerts(alerts: Iterable[Alert]) -> tuple[AlertGroup, ...]:
+    """One group per target, in the order of each group's lead (alerts ordered first)."""
+    by_target: dict[str, list[Alert]] = {}
+    for alert in ordered(alerts):
+        by_target.setdefault(alert.target, []).append(alert)
+    return tuple(AlertGroup(target, tuple(group)) for target, group in by_target.items())

@@ -1,0 +1,196 @@
+"""Early warning: alerts from trends in the history, before a limit is crossed.
+
+- ``memory_trend``: a slot's memory that keeps growing is extrapolated to when it is full
+  ("full in 4.8 min"): WARN below ``mem_full_warn_s``, CRIT below ``mem_full_crit_s``;
+  once under ``min_free_mem_mib`` free, ``low_memory`` speaks instead.
+- ``queue_growth``: a stream's waiting count growing (least-squares slope over the window, and
+  by ``queue_growth_pct`` of what waited at its start),
+  with the oldest entry's age ("queue growing 1.2/s over 10 s, 24 waiting, oldest 3.2 s").
+- ``p95_trend``: a backend's p95 above ``p95_near_slo_pct`` of its SLO and rising: above the
+  window's first sample by ``p95_rise_pct`` of the SLO, and so is the least-squares line.
+
+Each message says the trend it saw and over how long. Every rule first tests the newest
+samples (``History.last``/``back``, O(1)), and fits a line only on the few series that pass,
+so a tick at fleet size costs one or two dict lookups per series.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpucon.model.alert_base import (
+    AlertInputs,
+    AlertThresholds,
+    Found,
+    Severity,
+    fmt,
+    fmt_duration,
+    fmt_ms,
+)
+from gpucon.model.cotenants import foreign_memory_mib, foreign_processes
+from gpucon.model.fleet import BackendState, Slot
+from gpucon.model.trends import known_points, slope, ticks_within
+
+
+def _growing_since(values: list[float]) -> int:
+    """Index where the newest run without a drop begins, stepped back one sample before its
+    first rise (the line is fitted from where the growth began)."""
+    start = len(values) - 1
+    while start > 0 and values[start - 1] <= values[start]:
+        start -= 1
+    while start < len(values) - 1 and values[start + 1] == values[start]:
+        start += 1
+    return start
+
+
+_MEM_KEYS: dict[str, str] = {}
+_MEM_KEYS_MAX = 1 << 16
+
+
+def _mem_key(slot_id: str) -> str:
+    """The slot's memory series key, kept from tick to tick: a string made once hashes once."""
+    key = _MEM_KEYS.get(slot_id)
+    if key is None:
+        if len(_MEM_KEYS) >= _MEM_KEYS_MAX:  # slots come and go: never grow without bound
+            _MEM_KEYS.clear()
+        key = _MEM_KEYS[slot_id] = f"slot:{slot_id}:mem_used"
+    return key
+
+
+def memory_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
+    times = i.history.times
+    n = ticks_within(times, i.now, t.mem_trend_window_s)
+    if n < t.mem_trend_rises + 1:
+        return
+    window_times = times[len(times) - n :]
+    # most slots: flat over the window (or unknown), decided without reading it
+    keys = {_mem_key(sid): sid for sid in i.slots}
+    for key in i.history.rose(keys, n - 1):
+        slot = i.slots[keys[key]]
+        total = slot.mem_total_mib
+        newest = i.history.last(key)
+        if total is None or newest is None:
+            continue
+        ts, vs = known_points(window_times, i.history.tail(key, n))
+        start = _growing_since(vs)
+        steps = [k for k in range(start + 1, len(vs)) if vs[k] > vs[k - 1]]
+        if len(steps) < t.mem_trend_rises:
+            continue
+        # still growing: it rose within the last quarter of the window (a process that took
+        # its memory and stopped is not a leak; the fit would keep a stale slope)
+        if ts[-1] - ts[steps[-1]] > t.mem_trend_window_s / 4:
+            continue
+        rate = slope(ts[start:], vs[start:])
+        if rate is None or rate <= 0.0:
+            continue
+        free = max(0.0, total - newest)
+        if free < t.min_free_mem_mib:
+            continue  # low_memory says it now; a countdown of seconds adds nothing
+        horizon = free / rate
+        if horizon >= t.mem_full_warn_s:
+            continue
+        severity = Severity.CRITICAL if horizon < t.mem_full_crit_s else Severity.WARNING
+        span = ts[-1] - ts[start]
+        yield (
+            "memory_trend",
+            slot.id,
+            severity,
+            f"memory full in {fmt_duration(horizon)}: +{fmt(rate, ' MiB/s')} over "
+            f"{span:.0f}s, {free / 1024:.2f} GiB free of {total / 1024:.1f}"
+            f"{_co_tenant_note(i, slot)}",
+        )
+
+
+def _co_tenant_note(i: AlertInputs, slot: Slot) -> str:
+    """Who else holds memory on the slot, when a co-tenant does (it may be the one growing)."""
+    if i.history.last(f"slot:{slot.id}:cotenant_mem") is None:
+        return ""
+    serving = sum(1 for b in i.backends.values() if b.slot_id == slot.id)
+    foreign = foreign_processes(slot.processes, serving)
+    if not foreign:
+        return ""
+    held = foreign_memory_mib(foreign) / 1024
+    return f"; co-tenant {foreign[0].name or '?'} (pid {foreign[0].pid}) holds {held:.1f} GiB"
+
+
+def queue_growth(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
+    times = i.history.times
+    n = ticks_within(times, i.now, t.queue_growth_window_s)
+    if n < 3:
+        return
+    window_times = times[len(times) - n :]
+    for stream, q in i.queues.items():
+        key = f"queue:{stream}:waiting"
+        newest = i.history.last(key)
+        oldest = i.history.back(key, n - 1)
+        if newest is None or newest < t.queue_growth_min_waiting:
+            continue
+        if oldest is not None and newest <= oldest:
+            continue
+        ts, vs = known_points(window_times, i.history.tail(key, n))
+        rate = slope(ts, vs)
+        if rate is None or rate < t.queue_growth_per_s:
+            continue
+        grown = rate * (ts[-1] - ts[0])  # across the window, by the fitted line
+        if grown < t.queue_growth_pct / 100.0 * max(newest - grown, 1.0):
+            continue
+        ages = [a for a in i.history.tail(f"queue:{stream}:oldest", n) if a is not None]
+        wait = ""
+        if q.oldest_age_s is not None:
+            wait = f", oldest {fmt(q.oldest_age_s, ' s')}"
+            if len(ages) >= 2 and ages[-1] > ages[0]:
+                wait += f" (was {fmt(ages[0], ' s')})"
+        yield (
+            "queue_growth",
+            stream,
+            Severity.WARNING,
+            f"queue growing {fmt(rate, '/s')} over {ts[-1] - ts[0]:.0f}s, "
+            f"{newest:.0f} waiting{wait}",
+        )
+
+
+_NOT_TAKING_WORK = frozenset({BackendState.DRAINING, BackendState.DRAINED, BackendState.DOWN})
+
+
+def p95_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
+    times = i.history.times
+    n = ticks_within(times, i.now, t.p95_trend_window_s)
+    if n < 3:
+        return
+    window_times = times[len(times) - n :]
+    near = t.p95_near_slo_pct / 100.0
+    for name, lat in i.latency.items():
+        p95 = lat.p95_ms
+        if p95 is None:
+            continue
+        slo = i.slo_p95_ms.get(name, t.default_slo_p95_ms)
+        rise_ms = slo * t.p95_rise_pct / 100.0
+        if not near * slo <= p95 <= slo:  # over it: the p95_slo alert says so
+            continue
+        key = f"backend:{name}:p95"
+        first = i.history.back(key, n - 1)
+        # rising: above the window's first sample by the rise asked for (then the fit agrees)
+        if first is None or p95 - first < rise_ms:
+            continue
+        b = i.backends.get(name)
+        if b is not None and b.state in _NOT_TAKING_WORK:
+            continue
+        lv = i.liveness.get(name)
+        if lv is not None and lv.serving is False:
+            continue
+        ts, vs = known_points(window_times, i.history.tail(key, n))
+        rate = slope(ts, vs)
+        if rate is None or len(ts) < 3 or rate * (ts[-1] - ts[0]) < rise_ms:
+            continue
+        at_slo = (slo - p95) / rate
+        yield (
+            "p95_trend",
+            name,
+            Severity.WARNING,
+            f"p95 {fmt_ms(p95)} is {100 * p95 / slo:.0f}% of SLO {fmt_ms(slo)}, "
+            f"rising {fmt(rate, ' ms/s')} over {ts[-1] - ts[0]:.0f}s "
+            f"(at SLO in ~{fmt_duration(at_slo)})",
+        )
+
+
+RULES = (memory_trend, queue_growth, p95_trend)
