@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from gpucon.messages import SnapshotArrived
 from gpucon.model.snapshot import Snapshot
+from gpucon.redact import redact
 from gpucon.screens.fleet import ActionFleetScreen, FleetScreen
 from gpucon.themes import CSS_PATH, THEMES, VARIABLE_DEFAULTS, resolve_theme
 from gpucon.widgets.slot_rows import COLUMNS
@@ -181,6 +183,21 @@ class GpuconApp(App[int]):
             noc=self.noc,
             page_s=self.page_s,
             default_slo_ms=self.default_slo_ms,
+        )
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Every notification (screens' included: they come here) with credentials masked:
+        an error a notification quotes may hold a URL with its password."""
+        super().notify(
+            redact(message), title=redact(title), severity=severity, timeout=timeout, markup=markup
         )
 
     def on_mount(self) -> None:

@@ -119,9 +119,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpucon: config error: {problem}", file=sys.stderr)
     if problems:
         return 2
-    print("\n".join(describe_config(config)).rstrip())
+    from gpucon.redact import redact
+
+    # every line passes through redact: URLs (from the file or the environment) keep their
+    # user and lose their password
+    print(redact("\n".join(describe_config(config)).rstrip()))
     print()
-    print("\n".join(source_availability(config)))
+    print(redact("\n".join(source_availability(config))))
     print("\nconfig OK")
     return 0
 

@@ -17,10 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from gpucon.model.alerts import AlertThresholds
+from gpucon.redact import redact
 
 
 class ConfigError(ValueError):
     """A config value is missing or wrong; the message names file, key and what was expected."""
+
+    def __init__(self, message: str) -> None:
+        # the message quotes the value it refused, which may be a URL with its password
+        super().__init__(redact(message))
 
 
 class ConfigMissing(ConfigError):
