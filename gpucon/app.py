@@ -138,6 +138,11 @@ class GpuconApp(App[int]):
             badges.append("NOC")
         if self.read_only:
             badges.append("READ-ONLY")
+        fleet = self.config.fleet if self.config is not None and self.mode != "demo" else None
+        if fleet is not None and any(
+            s is not None and s.insecure_skip_verify for s in (fleet.redis, fleet.prometheus)
+        ):
+            badges.append("TLS UNVERIFIED")  # insecure_skip_verify: said on every screen
         return tuple(badges)
 
     def _set_theme(self, name: str) -> None:

@@ -159,6 +159,10 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
     )
     if why_not:
         app.startup_problems.append(why_not)
+    if not session.demo:
+        from gpucon.config.credentials import credential_warnings
+
+        app.startup_problems.extend(credential_warnings(config))
     if after_first_frame is not None:
         app.after_first_frame.append(after_first_frame)
     try:

@@ -59,7 +59,7 @@ def secured_redis(
             f"tls-cert-file {cert}",
             f"tls-key-file {key}",
             f"tls-ca-cert-file {ca}",
-            "tls-auth-clients optional",
+            "tls-auth-clients yes",  # the console must show its certificate,
         ]
     conf = tmp_dir / "redis-secured.conf"
     conf.write_text("\n".join(lines) + "\n")
@@ -75,5 +75,69 @@ def secured_redis(
         yield SecuredRedis(port, password, user, user_password or password + "-acl", tls_port)
     finally:
         client.close()
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+def bcrypt_hash(password: str) -> str:
+    """A bcrypt hash for Prometheus's ``basic_auth_users`` (libxcrypt, through the standard
+    library: no extra package)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt
+
+        hashed = crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=1 << 4))
+    if not hashed or not hashed.startswith("$2"):
+        raise RuntimeError("this libc's crypt() cannot make bcrypt hashes")
+    return hashed
+
+
+@contextlib.contextmanager
+def secured_prometheus(
+    tmp_dir: Path, *, user: str, password: str, tls: tuple[Path, Path] | None = None
+) -> Iterator[str]:
+    """A real ``prometheus`` behind basic auth (``--web.config.file``), over HTTPS when
+    ``tls`` (server cert, key) is given; yields its URL (without credentials)."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        raise RuntimeError("prometheus is not installed (apt-get install -y prometheus)")
+    port = free_port()
+    config = tmp_dir / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 1s\nscrape_configs: []\n")
+    web = tmp_dir / "web.yml"
+    lines = ["basic_auth_users:", f"  {user}: '{bcrypt_hash(password)}'"]
+    if tls is not None:
+        lines += ["tls_server_config:", f"  cert_file: {tls[0]}", f"  key_file: {tls[1]}"]
+    web.write_text("\n".join(lines) + "\n")
+    log = tmp_dir / "prometheus.log"
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--web.config.file={web}",
+            f"--storage.tsdb.path={tmp_dir / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+    )
+    url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+
+    def listening() -> bool:
+        import socket
+
+        if proc.poll() is not None:
+            raise RuntimeError(f"prometheus exited: {log.read_text()[-500:]}")
+        with socket.socket() as sock:
+            sock.settimeout(0.5)
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        wait_until(listening, timeout_s=30.0, what="prometheus (basic auth)")
+        yield url
+    finally:
         proc.kill()
         proc.wait(timeout=5)
