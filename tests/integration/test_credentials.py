@@ -242,3 +242,81 @@ def test_inline_password_in_a_config_others_can_read_is_warned(
     path.chmod(0o600)
     assert main(["--config", str(path), "config", "check"]) == 0
     assert "holds a password inline" not in capsys.readouterr().err
+
+
+class BearerGate:
+    """Stands in for the reverse proxy that guards a Prometheus with bearer tokens (Prometheus
+    itself takes only basic auth): answers the query API with an empty vector when the
+    ``Authorization`` header carries the token, 401 otherwise; counts what it saw."""
+
+    def __init__(self, token: str) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        gate = self
+        self.seen: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                said = self.headers.get("Authorization", "")
+                gate.seen.append(said)
+                ok = said == f"Bearer {token}"
+                body = (
+                    b'{"status":"success","data":{"resultType":"vector","result":[]}}'
+                    if ok
+                    else b"Unauthorized\n"
+                )
+                self.send_response(200 if ok else 401)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_prometheus_bearer_token_from_a_file(tmp_path: Path) -> None:
+    gate = BearerGate(MARKER)
+    try:
+        token = secret_file(tmp_path, "prom.token", MARKER)
+        path = write_config(
+            tmp_path,
+            f'[fleets.x.prometheus]\nurl = "{gate.url}"\ntimeout_s = 2.0\ntoken_file = "{token}"\n',
+        )
+        health, error = read(path, "prometheus")
+        assert health is Health.OK, error
+        assert gate.seen and set(gate.seen) == {f"Bearer {MARKER}"}
+        token.write_text("not-the-token\n")
+        health, error = read(path, "prometheus")
+        assert health is not Health.OK and error is not None and "401" in error
+        assert MARKER not in error
+    finally:
+        gate.close()
+
+
+async def test_console_badges_unverified_tls(tmp_path: Path) -> None:
+    from gpucon.app import GpuconApp
+    from tests.ui.rig import StaticFeed
+
+    path = write_config(
+        tmp_path,
+        '[fleets.x.redis]\nurl = "rediss://127.0.0.1:1/0"\ninsecure_skip_verify = true\n',
+    )
+    config = load_config(path, env={})
+    app = GpuconApp(StaticFeed(None), mode="live", read_only=True, config=config, autostart=False)
+    assert "TLS UNVERIFIED" in app.badges
+    from gpucon.config.credentials import credential_warnings
+
+    assert any("insecure_skip_verify" in w for w in credential_warnings(config))
+    async with app.run_test(size=(160, 30)) as pilot:
+        await pilot.pause(0.2)
+        assert "TLS&#160;UNVERIFIED" in app.export_screenshot()
