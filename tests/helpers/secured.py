@@ -35,12 +35,13 @@ def secured_redis(
     user: str = "ops",
     user_password: str = "",
     tls: tuple[Path, Path, Path] | None = None,  # (ca, server cert, server key)
+    port: int | None = None,  # a port a test already pointed a console at
 ) -> Iterator[SecuredRedis]:
     """A real redis-server on loopback that refuses anyone without a password."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise RuntimeError("redis-server is not installed (apt-get install -y redis-server)")
-    port = free_port()
+    port = port or free_port()
     lines = [
         "bind 127.0.0.1",
         f"port {port}",

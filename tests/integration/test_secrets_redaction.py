@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -180,3 +182,73 @@ def test_audit_file_and_stream_after_a_failed_step(tmp_path: Path) -> None:
     assert MARKER not in str(failure) and MARKER not in written and MARKER not in stream
     assert "lost redis://:***@" in written
     assert "lost redis://:***@" in stream
+
+
+async def test_console_while_redis_fails_then_recovers_and_in_help(tmp_path: Path) -> None:
+    ports = (free_port(), free_port())
+    config = load_config(failing_config(tmp_path, ports), env={})
+    session = open_session(config, read_only=True)
+    app = GpuconApp(
+        session.hub, mode="live", read_only=True, config=config, fleet_name=session.fleet_name
+    )
+    shown: list[str] = []
+
+    async def until(pilot: Any, ok: Callable[[Any], bool], what: str) -> None:
+        for _ in range(150):
+            await pilot.pause(0.1)
+            latest = session.hub.latest
+            if latest is not None and "redis" in latest.sources and ok(latest.sources["redis"]):
+                return
+        raise AssertionError(what)
+
+    try:
+        async with app.run_test(size=(200, 50)) as pilot:
+            await until(pilot, lambda s: bool(s.error), "redis never failed")
+            shown.append(app.export_screenshot())
+            # the same password the URL holds; Redis now answers on that port
+            with secured_redis(tmp_path, password=f"{MARKER}-d", user_password=MARKER,
+                               port=ports[0]):  # fmt: skip
+                await until(pilot, lambda s: s.health.value != "down", "redis never recovered")
+                await pilot.pause(0.3)
+                shown.append(app.export_screenshot())
+                await pilot.press("question_mark")
+                await pilot.pause(0.3)
+                assert type(app.screen).__name__ == "HelpScreen"
+                shown.append(app.export_screenshot())
+            kept = [s.error or "" for s in session.hub.latest.sources.values()]  # type: ignore[union-attr]
+    finally:
+        session.close()
+    assert len(shown) == 3 and all("gpucon" in svg for svg in shown)
+    for text in (*shown, *kept):
+        assert MARKER not in text
+
+
+def test_drain_and_undrain_through_a_password_in_the_url(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpucon.lab.registration import BackendRecord, register_backends
+
+    audit_path = tmp_path / "audit.jsonl"
+    with secured_redis(tmp_path, password=f"{MARKER}-d", user_password=MARKER) as server:
+        url = server.url(user=server.user, password=MARKER)
+        client = redis.Redis.from_url(url, decode_responses=True)
+        register_backends(
+            client,
+            [
+                BackendRecord("b1", "http://127.0.0.1:1", "m", "h/gpu0/gi1", weight=2.0),
+                BackendRecord("b2", "http://127.0.0.1:2", "m", "h/gpu0/gi2", weight=1.0),
+            ],
+        )
+        monkeypatch.setenv("GPUCON_CONFIG", str(tmp_path / "none.toml"))
+        monkeypatch.setenv("GPUCON_REDIS_URL", url)
+        monkeypatch.setenv("GPUCON_AUDIT_PATH", str(audit_path))
+        monkeypatch.setenv("GPUCON_OPERATOR", "cli@test")
+        assert main(["drain", "b1", "--yes", "--json", "--reason", "maintenance"]) == 0
+        assert main(["undrain", "b1", "--yes"]) == 0
+        assert main(["audit", "--all", "--json", "--limit", "100"]) == 0
+        out = capsys.readouterr()
+        stream = repr(client.xrange(keys.AUDIT))
+        client.close()
+    assert '"status": "ok"' in out.out and "cli@test" in stream
+    for text in (out.out, out.err, stream, audit_path.read_text()):
+        assert MARKER not in text
