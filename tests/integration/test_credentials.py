@@ -320,3 +320,24 @@ async def test_console_badges_unverified_tls(tmp_path: Path) -> None:
     async with app.run_test(size=(160, 30)) as pilot:
         await pilot.pause(0.2)
         assert "TLS&#160;UNVERIFIED" in app.export_screenshot()
+
+
+def test_console_start_warns_of_an_inline_password_others_can_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The console says it at start (a notification), as ``config check`` does."""
+    from gpucon.app import GpuconApp
+
+    built: list[GpuconApp] = []
+    monkeypatch.setattr(GpuconApp, "run", lambda self, *a, **k: built.append(self))
+    path = write_config(
+        tmp_path,
+        f'[fleets.x.redis]\nurl = "redis://ops:{MARKER}@127.0.0.1:1/0"\n'
+        "insecure_skip_verify = true\n",
+        mode=0o604,
+    )
+    assert main(["--read-only", "--config", str(path)]) == 0
+    problems = built[0].startup_problems
+    assert any(f"{path} holds a password inline and has mode 0604" in p for p in problems)
+    assert any("insecure_skip_verify" in p for p in problems)
+    assert all(MARKER not in p for p in problems)
