@@ -246,7 +246,11 @@ def _read_stream(args: argparse.Namespace) -> list[Any]:
 
 
 def _safe(text: str) -> str:
-    """Fleet text on a terminal: control characters (escape sequences) shown, not obeyed."""
+    """Fleet text on a terminal: control characters (escape sequences) shown, not obeyed;
+    credentials (a URL's password in an error) masked."""
+    from gpucon.redact import redact
+
+    text = redact(text)
     return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 

@@ -51,7 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
 
 def _fail(message: str) -> NoReturn:
     """A usage error: say what is wrong and exit 2, before anything starts."""
-    print(message, file=sys.stderr)
+    from gpucon.redact import redact
+
+    print(redact(message), file=sys.stderr)
     raise SystemExit(2)
 
 

@@ -58,3 +58,15 @@ def test_kept_errors_are_masked_whoever_built_them() -> None:
     )
     assert Reading("redis", Health.DOWN, 0.0, error="x http://u:pw@h").error == "x http://u:***@h"
     assert SourceStatus("redis", Health.DOWN, error="redis://u:pw@h").error == "redis://u:***@h"
+
+
+def test_action_texts_are_masked_whoever_built_them() -> None:
+    from gpucon.actions.plan import Outcome, OutcomeStatus, ProgressEvent, StepResult, StepStatus
+    from gpucon.errors import StepFailed
+
+    leak = "ConnectionError: redis://ops:pw1234@h:1/0"
+    outcome = Outcome("drain", "b1", OutcomeStatus.ERROR, leak, "d", state_left=leak)
+    assert "pw1234" not in outcome.message + outcome.state_left
+    assert "pw1234" not in ProgressEvent("s", StepStatus.FAILED, leak).text
+    assert "pw1234" not in StepResult("s", False, leak).text
+    assert str(StepFailed("s", leak)) == "step 's' failed: ConnectionError: redis://ops:***@h:1/0"
