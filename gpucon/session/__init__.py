@@ -222,11 +222,8 @@ def live_controls(config: GpuconConfig, kube: KubeControl | None = None) -> Cont
         raise Refused(f"fleet {fleet.name!r} has no [redis] section: there is no registry to steer")
     from gpucon.config.credentials import redis_auth
 
-    registry = RedisRegistry.from_url(
-        fleet.redis.url,
-        timeout_s=fleet.redis.timeout_s,
-        auth=redis_auth(fleet.redis, key=f"fleets.{fleet.name}.redis"),
-    )
+    auth = redis_auth(fleet.redis, key=f"fleets.{fleet.name}.redis")
+    registry = RedisRegistry.from_url(fleet.redis.url, timeout_s=fleet.redis.timeout_s, auth=auth)
     if kube is None and fleet.kube is not None:
         from gpucon.controls.kube import build_kube_control
 
@@ -237,7 +234,7 @@ def live_controls(config: GpuconConfig, kube: KubeControl | None = None) -> Cont
         operator=config.operator or default_operator(),
         kube=kube,
         kube_namespace=(fleet.kube.namespace if fleet.kube else None) or "default",
-        prober=LiveProber(),
+        prober=LiveProber(redis_auth=auth),
     )
 
 

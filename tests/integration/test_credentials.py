@@ -341,3 +341,23 @@ def test_console_start_warns_of_an_inline_password_others_can_read(
     assert any(f"{path} holds a password inline and has mode 0604" in p for p in problems)
     assert any("insecure_skip_verify" in p for p in problems)
     assert all(MARKER not in p for p in problems)
+
+
+async def test_probe_through_the_queue_uses_the_fleets_credentials(tmp_path: Path) -> None:
+    import redis
+
+    from gpucon.controls.probe import QueueSender
+    from gpucon.sources.connect import RedisAuth
+
+    with secured_redis(tmp_path, password=f"{MARKER}-d", user_password=MARKER) as server:
+        # no scheduler answers: the request is queued, then the wait for a reply times out
+        anonymous = QueueSender(server.url(), "gen:queue", "m", timeout_s=0.2)
+        assert await anonymous.send(0) == "redis: AuthenticationError"
+        await anonymous.aclose()
+        auth = RedisAuth(username=server.user, password=MARKER)
+        sender = QueueSender(server.url(), "gen:queue", "m", timeout_s=0.2, auth=auth)
+        assert await sender.send(1) == "timeout"
+        await sender.aclose()
+        client = redis.Redis.from_url(server.url(user=server.user, password=MARKER))
+        assert client.xlen("gen:queue") == 1
+        client.close()
