@@ -252,3 +252,37 @@ def test_drain_and_undrain_through_a_password_in_the_url(
     assert '"status": "ok"' in out.out and "cli@test" in stream
     for text in (out.out, out.err, stream, audit_path.read_text()):
         assert MARKER not in text
+
+
+def test_console_in_a_pty_shows_no_password(tmp_path: Path) -> None:
+    """The real console in a pseudo-terminal, its sources refused (errors quoting the URL),
+    its config readable by others (a start-up warning): every byte it writes is read."""
+    import os
+    import re
+    import sys
+
+    from benchmarks.pty_run import ANSI, run_in_pty
+
+    path = failing_config(tmp_path, (free_port(), free_port()))
+    # the alerts panel names a source down for a second, with its error (which quotes the URL)
+    path.write_text(path.read_text() + "[alerts]\nstale_after_s = 1.0\n")
+    path.chmod(0o644)
+    env = {
+        **os.environ,
+        "GPUCON_CONFIG": str(path),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "GPUCON_REDIS_URL": f"redis://envuser:{MARKER}@127.0.0.1:{free_port()}/0",
+    }
+    seen: list[bytes] = []
+    run_in_pty(
+        [sys.executable, "-m", "gpucon.commands.cli", "--read-only"],
+        marker=None,
+        duration_s=10.0,
+        env=env,
+        capture=seen,
+    )
+    screen = ANSI.sub(b"", b"".join(seen)).decode("utf-8", errors="replace")
+    flat = re.sub(r"\s+", " ", screen)
+    assert "DOWN" in screen and "holds a password inline" in flat
+    assert "source stale" in flat and "admin:***@" in flat
+    assert MARKER not in screen and MARKER.encode() not in b"".join(seen)
