@@ -97,10 +97,16 @@ def bcrypt_hash(password: str) -> str:
 
 @contextlib.contextmanager
 def secured_prometheus(
-    tmp_dir: Path, *, user: str, password: str, tls: tuple[Path, Path] | None = None
+    tmp_dir: Path,
+    *,
+    user: str,
+    password: str,
+    tls: tuple[Path, Path] | None = None,
+    client_ca: Path | None = None,
 ) -> Iterator[str]:
     """A real ``prometheus`` behind basic auth (``--web.config.file``), over HTTPS when
-    ``tls`` (server cert, key) is given; yields its URL (without credentials)."""
+    ``tls`` (server cert, key) is given, requiring a client certificate signed by
+    ``client_ca`` when given; yields its URL (without credentials)."""
     binary = shutil.which("prometheus")
     if binary is None:
         raise RuntimeError("prometheus is not installed (apt-get install -y prometheus)")
@@ -111,6 +117,11 @@ def secured_prometheus(
     lines = ["basic_auth_users:", f"  {user}: '{bcrypt_hash(password)}'"]
     if tls is not None:
         lines += ["tls_server_config:", f"  cert_file: {tls[0]}", f"  key_file: {tls[1]}"]
+        if client_ca is not None:
+            lines += [
+                "  client_auth_type: RequireAndVerifyClientCert",
+                f"  client_ca_file: {client_ca}",
+            ]
     web.write_text("\n".join(lines) + "\n")
     log = tmp_dir / "prometheus.log"
     proc = subprocess.Popen(

@@ -212,10 +212,17 @@ def test_prometheus_behind_basic_auth(
         user="grafana",
         password=MARKER,
         tls=(tls["server_cert"], tls["server_key"]) if https else None,
+        client_ca=tls["ca"] if https else None,
     ) as url:
         base = f'[fleets.x.prometheus]\nurl = "{url}"\ntimeout_s = 2.0\n'
         if https:
+            # without the client certificate the TLS handshake itself is refused
+            only_ca = base + f'ca_file = "{tls["ca"]}"\nusername = "grafana"\n'
+            only_ca += f'password_file = "{pw}"\n'
+            health, error = read(write_config(tmp_path, only_ca), "prometheus")
+            assert health is Health.DOWN and error is not None, error
             base += f'ca_file = "{tls["ca"]}"\n'
+            base += f'cert_file = "{tls["client_cert"]}"\nkey_file = "{tls["client_key"]}"\n'
         health, error = read(write_config(tmp_path, base), "prometheus")
         assert health is not Health.OK and error is not None and "401" in error, error
 
