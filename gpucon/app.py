@@ -205,6 +205,25 @@ class GpuconApp(App[int]):
             redact(message), title=redact(title), severity=severity, timeout=timeout, markup=markup
         )
 
+    def _fatal_error(self) -> None:
+        """Textual's crash report, with credentials masked: it shows every frame's local
+        variables, and a URL with its password may be one of them. Rendered as Textual
+        renders it, then masked (``gpucon.redact``) before it is kept for the terminal."""
+        import io
+
+        import rich
+        from rich.console import Console
+        from rich.text import Text
+        from rich.traceback import Traceback
+
+        self.bell()
+        report = Traceback(show_locals=True, width=None, locals_max_length=5, suppress=[rich])
+        # plain text: colour codes inside a URL would hide it from the patterns
+        buffer = io.StringIO()
+        Console(file=buffer, width=self.console.width, color_system=None).print(report)
+        self._exit_renderables.append(Text(redact(buffer.getvalue())))
+        self._close_messages_no_wait()
+
     def on_mount(self) -> None:
         unknown = sorted(set(self.keys) - known_binding_ids()) if self.keys else []
         if unknown:

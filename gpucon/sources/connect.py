@@ -12,7 +12,7 @@ error that happens to quote it is shown.
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpucon.redact import register_secret
@@ -33,7 +33,7 @@ class RedisAuth:
     """How to authenticate to Redis (an ACL user, or the default user's ``requirepass``)."""
 
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)  # never in a traceback's locals
     tls: TlsFiles = TlsFiles()
 
     def __post_init__(self) -> None:
@@ -45,8 +45,8 @@ class HttpAuth:
     """How to authenticate to Prometheus: basic auth, or a bearer token; and TLS."""
 
     username: str | None = None
-    password: str | None = None
-    token: str | None = None
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
     tls: TlsFiles = TlsFiles()
 
     def __post_init__(self) -> None:

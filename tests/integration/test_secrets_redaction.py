@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -286,3 +287,27 @@ def test_console_in_a_pty_shows_no_password(tmp_path: Path) -> None:
     assert "DOWN" in screen and "holds a password inline" in flat
     assert "source stale" in flat and "admin:***@" in flat
     assert MARKER not in screen and MARKER.encode() not in b"".join(seen)
+
+
+async def test_a_crash_report_masks_the_passwords_in_its_locals(tmp_path: Path) -> None:
+    """Textual prints each frame's local variables when the console crashes."""
+    from rich.console import Console
+
+    from tests.ui.rig import StaticFeed
+
+    app = GpuconApp(StaticFeed(None), mode="live", read_only=True, autostart=False)
+    async with app.run_test(size=(120, 30)):
+        url = f"redis://ops:{MARKER}@127.0.0.1:1/0"
+        try:
+            raise ConnectionError(f"lost {url}")
+        except ConnectionError:
+            app._fatal_error()
+        report = list(app._exit_renderables)
+        app._exit_renderables.clear()
+        app._exception = None  # the report was the point: the test itself did not crash
+    console = Console(width=200, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    for renderable in report:
+        console.print(renderable)
+    text = console.export_text()
+    assert "url" in text and "ConnectionError" in text  # the locals are still shown
+    assert MARKER not in text and "ops:***@" in text
