@@ -11,7 +11,6 @@ error that happens to quote it is shown.
 
 from __future__ import annotations
 
-import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +64,8 @@ def redis_kwargs(url: str, auth: RedisAuth | None) -> dict[str, Any]:
         kwargs["password"] = auth.password
     tls = auth.tls
     if url.startswith("rediss://"):
+        import ssl
+
         if tls.insecure_skip_verify:
             kwargs["ssl_cert_reqs"] = ssl.CERT_NONE
             kwargs["ssl_check_hostname"] = False
