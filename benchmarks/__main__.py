@@ -28,6 +28,20 @@ BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
 ]
 
 
+def _run_masked(argv: list[str]) -> int:
+    """Run one benchmark, its output (errors included) printed line by line through
+    ``gpucon.redact``: results get pasted into issues and chats."""
+    from gpucon.redact import redact
+
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            print(redact(line), end="", flush=True)
+    return proc.returncode
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
@@ -44,7 +58,7 @@ def main() -> int:
             continue
         print(f"\n== {short}", flush=True)
         started = time.perf_counter()
-        rc = subprocess.call([sys.executable, "-m", module, *(quick if args.quick else full)])
+        rc = _run_masked([sys.executable, "-m", module, *(quick if args.quick else full)])
         print(f"({short}: {time.perf_counter() - started:.0f} s, exit {rc})", flush=True)
         failed += rc != 0
     return 1 if failed else 0

@@ -66,8 +66,10 @@ def run_in_pty(
     rows: int = 50,
     env: dict[str, str] | None = None,
     stop_at_marker: bool = False,
+    capture: list[bytes] | None = None,
 ) -> PtyResult:
-    """Start ``argv`` in a pty of cols×rows; run ``duration_s`` (or until the marker)."""
+    """Start ``argv`` in a pty of cols×rows; run ``duration_s`` (or until the marker).
+    ``capture``: every chunk the program wrote is appended to it."""
     pid, fd = pty.fork()
     if pid == 0:  # child
         child_env = dict(os.environ if env is None else env)
@@ -96,6 +98,8 @@ def run_in_pty(
                 if not chunk:
                     break
                 total += len(chunk)
+                if capture is not None:
+                    capture.append(chunk)
                 writes.append((time.perf_counter() - start, len(chunk)))
                 if marker is not None and marker_s is None:
                     seen = (seen + ANSI.sub(b"", chunk))[-8192:]

@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from gpucon.messages import SnapshotArrived
 from gpucon.model.snapshot import Snapshot
+from gpucon.redact import redact
 from gpucon.screens.fleet import ActionFleetScreen, FleetScreen
 from gpucon.themes import CSS_PATH, THEMES, VARIABLE_DEFAULTS, resolve_theme
 from gpucon.widgets.slot_rows import COLUMNS
@@ -136,6 +138,11 @@ class GpuconApp(App[int]):
             badges.append("NOC")
         if self.read_only:
             badges.append("READ-ONLY")
+        fleet = self.config.fleet if self.config is not None and self.mode != "demo" else None
+        if fleet is not None and any(
+            s is not None and s.insecure_skip_verify for s in (fleet.redis, fleet.prometheus)
+        ):
+            badges.append("TLS UNVERIFIED")  # insecure_skip_verify: said on every screen
         return tuple(badges)
 
     def _set_theme(self, name: str) -> None:
@@ -182,6 +189,40 @@ class GpuconApp(App[int]):
             page_s=self.page_s,
             default_slo_ms=self.default_slo_ms,
         )
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Every notification (screens' included: they come here) with credentials masked:
+        an error a notification quotes may hold a URL with its password."""
+        super().notify(
+            redact(message), title=redact(title), severity=severity, timeout=timeout, markup=markup
+        )
+
+    def _fatal_error(self) -> None:
+        """Textual's crash report, with credentials masked: it shows every frame's local
+        variables, and a URL with its password may be one of them. Rendered as Textual
+        renders it, then masked (``gpucon.redact``) before it is kept for the terminal."""
+        import io
+
+        import rich
+        from rich.console import Console
+        from rich.text import Text
+        from rich.traceback import Traceback
+
+        self.bell()
+        report = Traceback(show_locals=True, width=None, locals_max_length=5, suppress=[rich])
+        # plain text: colour codes inside a URL would hide it from the patterns
+        buffer = io.StringIO()
+        Console(file=buffer, width=self.console.width, color_system=None).print(report)
+        self._exit_renderables.append(Text(redact(buffer.getvalue())))
+        self._close_messages_no_wait()
 
     def on_mount(self) -> None:
         unknown = sorted(set(self.keys) - known_binding_ids()) if self.keys else []

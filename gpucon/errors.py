@@ -11,6 +11,8 @@ import math
 from enum import IntEnum
 from typing import Any
 
+from gpucon.redact import redact
+
 JsonValue = Any  # str | int | float | bool | None | list | dict of those
 
 
@@ -30,6 +32,11 @@ class ActionError(Exception):
     """An action was refused or failed; ``str(error)`` is the message for the operator."""
 
     exit_code: ExitCode = ExitCode.ERROR
+
+    def __init__(self, *args: object) -> None:
+        # the message is shown, printed and written to the audit log: credentials a wrapped
+        # library error quoted are masked once, here
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
 
 class BadParams(ActionError):

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from gpucon.controls.audit_log import AuditRecord
 from gpucon.errors import JsonValue
+from gpucon.sources.connect import RedisAuth
 
 
 def read_audit(path: Path, limit: int | None = None) -> list[AuditRecord]:
@@ -104,8 +105,15 @@ class AuditStreamReader:
     the fleet's Redis timeout on connect and on every read.
     """
 
-    def __init__(self, url: str, timeout_s: float, client_name: str = "gpucon-audit-read"):
+    def __init__(
+        self,
+        url: str,
+        timeout_s: float,
+        client_name: str = "gpucon-audit-read",
+        auth: RedisAuth | None = None,
+    ):
         self.url = url
+        self.auth = auth
         self.timeout_s = timeout_s
         self.client_name = client_name
         self._client: object | None = None
@@ -125,14 +133,10 @@ class AuditStreamReader:
     def _connect(self) -> Any:
         with self._lock:
             if self._client is None:
-                import redis
+                from gpucon.sources.connect import redis_client
 
-                self._client = redis.Redis.from_url(
-                    self.url,
-                    decode_responses=True,
-                    socket_timeout=self.timeout_s,
-                    socket_connect_timeout=self.timeout_s,
-                    client_name=self.client_name,
+                self._client = redis_client(
+                    self.url, self.auth, timeout_s=self.timeout_s, client_name=self.client_name
                 )
             return self._client
 

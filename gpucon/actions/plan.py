@@ -19,6 +19,7 @@ from gpucon.errors import (
     ExitCode,
     JsonValue,
 )
+from gpucon.redact import redact
 
 
 class Tier(IntEnum):
@@ -161,6 +162,10 @@ class ProgressEvent:
     text: str
     fraction: float | None = None
 
+    def __post_init__(self) -> None:
+        # shown on the progress screen and printed by the verbs: a step's error may quote a URL
+        object.__setattr__(self, "text", redact(self.text))
+
 
 Progress = Callable[[ProgressEvent], None]
 
@@ -200,6 +205,9 @@ class StepResult:
     text: str
     duration_s: float = 0.0
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", redact(self.text))
+
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
@@ -215,6 +223,11 @@ class Outcome:
     state_left: str = ""
     # action-specific results (a probe's quantiles, the weights applied ...), JSON-compatible
     details: Mapping[str, JsonValue] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # printed, notified and written to the audit log: credentials masked once, here
+        object.__setattr__(self, "message", redact(self.message))
+        object.__setattr__(self, "state_left", redact(self.state_left))
 
     @property
     def ok(self) -> bool:

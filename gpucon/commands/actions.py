@@ -218,39 +218,26 @@ def _print_merged_audit(args: argparse.Namespace) -> int:
 
 def _lock_holder(args: argparse.Namespace) -> Callable[[str], str | None] | None:
     """Who holds a target's lock, read from the fleet's Redis (None: no Redis configured)."""
-    import redis
-
     from gpucon.actions.audit import lock_holders
+    from gpucon.config.credentials import redis_client_for
 
     config = _load_config(args, allow_missing=True)
     if config.fleet.redis is None:
         return None
-    client = redis.Redis.from_url(
-        config.fleet.redis.url,
-        decode_responses=True,
-        socket_timeout=config.fleet.redis.timeout_s,
-        socket_connect_timeout=config.fleet.redis.timeout_s,
-        client_name="gpucon-audit-read",
-    )
+    client = redis_client_for(config.fleet.redis, client_name="gpucon-audit-read")
     return lock_holders(client)
 
 
 def _read_stream(args: argparse.Namespace) -> list[Any]:
-    import redis
-
     from gpucon.actions.audit import records_from_rows
+    from gpucon.config.credentials import redis_client_for
     from gpucon.controls.registry import read_audit_stream
     from gpucon.errors import Refused
 
     config = _load_config(args)
     if config.fleet.redis is None:
         raise Refused(f"fleet {config.fleet.name!r} has no [redis] section: no audit stream")
-    client = redis.Redis.from_url(
-        config.fleet.redis.url,
-        decode_responses=True,
-        socket_timeout=config.fleet.redis.timeout_s,
-        client_name="gpucon-audit-read",
-    )
+    client = redis_client_for(config.fleet.redis, client_name="gpucon-audit-read")
     try:
         rows = read_audit_stream(client, args.limit)
     finally:
@@ -259,7 +246,11 @@ def _read_stream(args: argparse.Namespace) -> list[Any]:
 
 
 def _safe(text: str) -> str:
-    """Fleet text on a terminal: control characters (escape sequences) shown, not obeyed."""
+    """Fleet text on a terminal: control characters (escape sequences) shown, not obeyed;
+    credentials (a URL's password in an error) masked."""
+    from gpucon.redact import redact
+
+    text = redact(text)
     return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 

@@ -156,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result: int = module.run(args)
     except ConfigError as exc:  # a missing or bad config is a message, never a traceback
-        print(f"gpucon: {exc}", file=sys.stderr)
+        print(f"gpucon: {exc}", file=sys.stderr)  # ConfigError's message is already redacted
         return 2
     return result
 

@@ -14,10 +14,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpucon.redact import redact
+
 if TYPE_CHECKING:
     from gpucon.config import GpuconConfig
 
 SOURCE_NAMES = ("nvml", "libvirt", "prometheus", "redis", "kube", "readiness")
+# shown only when set: where a credential comes from (a path, a variable's name), never a value
+CREDENTIAL_FIELDS = frozenset(
+    {"username", "password_file", "password_env", "token_file", "token_env"}
+    | {"ca_file", "cert_file", "key_file", "insecure_skip_verify"}
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
@@ -42,15 +49,19 @@ def _table(
     lines: list[str], config: GpuconConfig, key: str, obj: Any, skip: tuple[str, ...] = ()
 ) -> None:
     lines.append(f"[{key}]")
-    fields = [f for f in dataclasses.fields(obj) if f.name not in skip]
+    fields = [
+        f
+        for f in dataclasses.fields(obj)
+        if f.name not in skip
+        and not (f.name in CREDENTIAL_FIELDS and getattr(obj, f.name) in (None, False))
+    ]
     width = max((len(f.name) for f in fields), default=0)
     for f in fields:
         value = getattr(obj, f.name)
         if isinstance(value, dict):
             continue
-        lines.append(
-            f"{f.name:<{width}} = {_value(value):<40} # {config.origin(f'{key}.{f.name}')}"
-        )
+        shown = redact(_value(value))  # before padding: the columns stay aligned
+        lines.append(f"{f.name:<{width}} = {shown:<40} # {config.origin(f'{key}.{f.name}')}")
     for f in fields:
         value = getattr(obj, f.name)
         if isinstance(value, dict) and value:
@@ -96,6 +107,10 @@ def describe_config(config: GpuconConfig) -> list[str]:
         lines.append(f"# sources, in merge order: {', '.join(configured) or 'none'}")
         for source in configured:
             _table(lines, config, f"fleets.{name}.{source}", tables[source])
+            if source in ("redis", "prometheus"):
+                from gpucon.config.credentials import describe_credentials
+
+                lines[-1:-1] = describe_credentials(tables[source])
         for i, target in enumerate(fleet.probe_targets):
             _table(lines, config, f"fleets.{name}.probe_targets[{i}]", target)
     return lines
@@ -114,14 +129,21 @@ def run(args: argparse.Namespace) -> int:
         config = dataclasses.replace(
             config, read_only=True, origins={**config.origins, "read_only": "--read-only"}
         )
-    problems = ui_problems(config)
+    from gpucon.config.credentials import credential_problems, credential_warnings
+
+    problems = ui_problems(config) + credential_problems(config)
     for problem in problems:
-        print(f"gpucon: config error: {problem}", file=sys.stderr)
+        print(redact(f"gpucon: config error: {problem}"), file=sys.stderr)
     if problems:
         return 2
-    print("\n".join(describe_config(config)).rstrip())
+    for warning in credential_warnings(config):
+        print(redact(f"gpucon: WARNING: {warning}"), file=sys.stderr)
+
+    # every line passes through redact: URLs (from the file or the environment) keep their
+    # user and lose their password
+    print(redact("\n".join(describe_config(config)).rstrip()))
     print()
-    print("\n".join(source_availability(config)))
+    print(redact("\n".join(source_availability(config))))
     print("\nconfig OK")
     return 0
 

@@ -51,7 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
 
 def _fail(message: str) -> NoReturn:
     """A usage error: say what is wrong and exit 2, before anything starts."""
-    print(message, file=sys.stderr)
+    from gpucon.redact import redact
+
+    print(redact(message), file=sys.stderr)
     raise SystemExit(2)
 
 
@@ -159,6 +161,10 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
     )
     if why_not:
         app.startup_problems.append(why_not)
+    if not session.demo:
+        from gpucon.config.credentials import credential_warnings
+
+        app.startup_problems.extend(credential_warnings(config))
     if after_first_frame is not None:
         app.after_first_frame.append(after_first_frame)
     try:

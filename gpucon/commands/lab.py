@@ -12,6 +12,8 @@ import signal
 import sys
 import time
 
+from gpucon.redact import redact
+
 
 def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
     if command_name == "scheduler":
@@ -87,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         if args.command == "lab":
             return _run_lab(args)
     except ValueError as exc:  # bad arguments: the message names the field
-        print(f"gpucon {args.command}: {exc}", file=sys.stderr)
+        print(redact(f"gpucon {args.command}: {exc}"), file=sys.stderr)
         return 2
     print(f"gpucon: unknown lab command {args.command!r}", file=sys.stderr)
     return 2
@@ -206,7 +208,7 @@ def _run_lab(args: argparse.Namespace) -> int:
         stack.start()
         print("gpucon lab: started", flush=True)
         for line in stack.describe():
-            print(f"  {line}", flush=True)
+            print(f"  {redact(line)}", flush=True)
         print(f"open it with: gpucon --config {stack.config_path}", flush=True)
         print("Ctrl-C stops everything the lab started.", flush=True)
         if args.rate > 0:

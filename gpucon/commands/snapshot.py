@@ -258,6 +258,7 @@ def _load_config(args: argparse.Namespace) -> GpuconConfig:
 def run(args: argparse.Namespace) -> int:
     from gpucon.config import ConfigError
     from gpucon.errors import Refused
+    from gpucon.redact import redact, redact_tree
     from gpucon.session import DemoOptions, open_session
 
     try:
@@ -280,10 +281,11 @@ def run(args: argparse.Namespace) -> int:
     finally:
         session.close()
     if args.json:
-        json.dump(snapshot_document(snapshot, fleet), sys.stdout, indent=1, sort_keys=False)
+        document = redact_tree(snapshot_document(snapshot, fleet))
+        json.dump(document, sys.stdout, indent=1, sort_keys=False)
         sys.stdout.write("\n")
     else:
-        print("\n".join(snapshot_text(snapshot, fleet)))
+        print(redact("\n".join(snapshot_text(snapshot, fleet))))
     from gpucon.model.fleet import Health
 
     statuses = [s for name, s in snapshot.sources.items() if name not in checkers]

@@ -17,10 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from gpucon.model.alerts import AlertThresholds
+from gpucon.redact import redact
 
 
 class ConfigError(ValueError):
     """A config value is missing or wrong; the message names file, key and what was expected."""
+
+    def __init__(self, message: str) -> None:
+        # the message quotes the value it refused, which may be a URL with its password
+        super().__init__(redact(message))
 
 
 class ConfigMissing(ConfigError):
@@ -37,6 +42,15 @@ class RedisConfig:
     cadence_s: float = 1.0
     timeout_s: float = 2.0
     client_name: str = "gpucon"
+    # credentials (gpucon.config.credentials): an ACL user, its password from a file (mode
+    # 0600 or stricter) or an environment variable; TLS files for rediss://
+    username: str | None = None
+    password_file: str | None = None
+    password_env: str | None = None
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    insecure_skip_verify: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +66,17 @@ class PrometheusConfig:
     rate_window: str = "1m"
     # labels that name a DCGM series' host, first found wins (Kubernetes: e.g. ["node", ...])
     host_labels: tuple[str, ...] = ("Hostname", "hostname")
+    # credentials (gpucon.config.credentials): basic auth (username + password) or a bearer
+    # token, each from a file (mode 0600 or stricter) or an environment variable; TLS files
+    username: str | None = None
+    password_file: str | None = None
+    password_env: str | None = None
+    token_file: str | None = None
+    token_env: str | None = None
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    insecure_skip_verify: bool = False
 
 
 @dataclass(frozen=True, slots=True)

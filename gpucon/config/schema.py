@@ -35,6 +35,7 @@ from gpucon.model.alerts import AlertThresholds
 T = TypeVar("T")
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 URL_SCHEMES: dict[type, tuple[str, ...]] = {
     RedisConfig: ("redis", "rediss", "unix"),
     PrometheusConfig: ("http", "https"),
@@ -211,8 +212,13 @@ class Checker:
             if r > 1.0:
                 self.fail(key, "a correlation greater than 0 and at most 1", value)
             return r
-        if name == "kubeconfig":
+        if name == "kubeconfig" or name.endswith("_file"):
             return str(Path(self.string(value, key)).expanduser())
+        if name.endswith("_env"):
+            text = self.string(value, key)
+            if not ENV_NAME_RE.match(text):
+                self.fail(key, "the name of an environment variable (letters, digits, _)", value)
+            return text
         if hint is float:
             return self.number(value, key, positive=name.endswith("_s") or name.startswith("max_"))
         if hint is int:
@@ -253,6 +259,19 @@ def _describe(hint: object) -> str:
     return names.get(hint, "a value")
 
 
+def credentials_exclusive(check: Checker, source: RedisConfig | PrometheusConfig, key: str) -> None:
+    """A password comes from one place, and Prometheus takes a password or a token, not both."""
+    if source.password_file and source.password_env:
+        check.fail(f"{key}.password_env", "either password_file or password_env", got="both")
+    if isinstance(source, PrometheusConfig):
+        if source.token_file and source.token_env:
+            check.fail(f"{key}.token_env", "either token_file or token_env", got="both")
+        if (source.token_file or source.token_env) and (
+            source.password_file or source.password_env or source.username
+        ):
+            check.fail(f"{key}.token_file", "a token or a username/password", got="both")
+
+
 def parse_fleet(check: Checker, name: str, value: object) -> FleetConfig:
     key = f"fleets.{name}"
     check.name(name, f"{key} (the fleet's name)")
@@ -263,6 +282,8 @@ def parse_fleet(check: Checker, name: str, value: object) -> FleetConfig:
         if source in table:
             kwargs[source] = check.build(cls, table[source], f"{key}.{source}")
             check.origins[f"{key}.{source}"] = "file"
+            if source in ("redis", "prometheus"):
+                credentials_exclusive(check, kwargs[source], f"{key}.{source}")
     if "probe_targets" in table:
         targets = table["probe_targets"]
         if not isinstance(targets, list):

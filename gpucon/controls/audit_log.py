@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpucon.errors import JsonValue
+from gpucon.redact import redact
 
 AUDIT_EVENTS = ("intent", "step", "outcome", "refused")
 
@@ -55,6 +56,14 @@ class AuditRecord:
     step: str = ""
     text: str = ""
     fleet: str = ""  # "" in records written before records named their fleet
+
+    def __post_init__(self) -> None:
+        # written to a file and a shared stream, read back by every console: the texts a
+        # step's error quoted lose their credentials here, whoever built the record
+        for name in ("operator", "action", "target", "status", "step", "text", "fleet"):
+            value = getattr(self, name)
+            if isinstance(value, str) and value:
+                object.__setattr__(self, name, redact(value))
 
     def to_dict(self) -> dict[str, JsonValue]:
         return {
@@ -133,7 +142,7 @@ class AuditLog:
             try:
                 self.stream(record.to_dict())
             except Exception as exc:  # the file has it; say so, don't stop the action
-                self.stream_errors.append(f"audit stream: {type(exc).__name__}: {exc}")
+                self.stream_errors.append(redact(f"audit stream: {type(exc).__name__}: {exc}"))
 
     def record(
         self,

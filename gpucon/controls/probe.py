@@ -25,6 +25,7 @@ import httpx
 from gpucon.config import ProbeTarget
 from gpucon.errors import BadParams, finite_number
 from gpucon.registry import keys
+from gpucon.sources.connect import RedisAuth
 
 STABILITY_PCT = 10.0
 STABILITY_WINDOWS = 3
@@ -171,14 +172,24 @@ class DirectSender:
 class QueueSender:
     """Through the queue: XADD to the stream, wait for the scheduler's reply list."""
 
-    def __init__(self, redis_url: str, stream: str, model: str, timeout_s: float) -> None:
+    def __init__(
+        self,
+        redis_url: str,
+        stream: str,
+        model: str,
+        timeout_s: float,
+        auth: RedisAuth | None = None,
+    ) -> None:
         import redis.asyncio as aioredis
+
+        from gpucon.sources.connect import redis_kwargs
 
         self.client: Any = aioredis.Redis.from_url(
             redis_url,
             decode_responses=True,
             socket_timeout=timeout_s + 5.0,
             client_name="gpucon-probe",
+            **redis_kwargs(redis_url, auth),  # the fleet's user, password and TLS
         )
         self.stream = stream
         self.model = model
@@ -365,13 +376,14 @@ def probe_target(
     redis_url: str | None = None,
     stream: str = "gen:queue",
     on_progress: Callable[[ProbeProgress], None] | None = None,
+    redis_auth: RedisAuth | None = None,
 ) -> ProbeResult:
     """Run one probe to completion (blocking; call it from a worker thread, not the UI)."""
     sender: Sender
     if via_queue:
         if not redis_url:
             raise BadParams("via_queue", "the fleet has no [redis] section: no queue to probe")
-        sender = QueueSender(redis_url, stream, target.model, bounds.timeout_s)
+        sender = QueueSender(redis_url, stream, target.model, bounds.timeout_s, redis_auth)
     else:
         sender = DirectSender(target.url, target.model, bounds.timeout_s, bounds.concurrency)
     return asyncio.run(
@@ -390,6 +402,9 @@ class LiveProber:
 
     simulated = False
 
+    def __init__(self, redis_auth: RedisAuth | None = None) -> None:
+        self.redis_auth = redis_auth  # the fleet's Redis credentials, for probes via the queue
+
     def probe(
         self,
         target: ProbeTarget,
@@ -402,5 +417,5 @@ class LiveProber:
     ) -> ProbeResult:
         return probe_target(
             target, bounds, via_queue=via_queue, redis_url=redis_url, stream=stream,
-            on_progress=on_progress,
+            on_progress=on_progress, redis_auth=self.redis_auth,
         )  # fmt: skip

@@ -25,6 +25,7 @@ from gpucon.errors import BadParams, JsonValue, LockHeld, StalePlan
 from gpucon.registry import keys, states
 from gpucon.registry.parse import BackendRecord, parse_record
 from gpucon.registry.read import decode_hash, read_record
+from gpucon.sources.connect import RedisAuth, redis_client
 
 CLIENT_NAME = "gpucon-actions"
 
@@ -69,15 +70,14 @@ class RedisRegistry:
 
     @classmethod
     def from_url(
-        cls, url: str, *, timeout_s: float = 2.0, client_name: str = CLIENT_NAME
+        cls,
+        url: str,
+        *,
+        timeout_s: float = 2.0,
+        client_name: str = CLIENT_NAME,
+        auth: RedisAuth | None = None,
     ) -> RedisRegistry:
-        client = redis.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            client_name=client_name,
-        )
+        client = redis_client(url, auth, timeout_s=timeout_s, client_name=client_name)
         return cls(client)
 
     # -- reads -----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gpucon.model.mig_profiles import ProfileTable
+from gpucon.redact import redact
 
 
 class Health(StrEnum):
@@ -227,6 +228,10 @@ class SourceStatus:
     started_at: float | None = None
     # its values are stale once its last good reading is older than this (two cadences)
     stale_after_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.error:  # shown in the status bar and snapshots: credentials masked
+            object.__setattr__(self, "error", redact(self.error))
 
     def age_s(self, now: float) -> float | None:
         return None if self.last_ok_at is None else max(0.0, now - self.last_ok_at)

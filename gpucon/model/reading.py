@@ -18,6 +18,7 @@ from gpucon.model.fleet import (
     Slot,
 )
 from gpucon.model.liveness import ReadyCheck, TargetUp
+from gpucon.redact import redact
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,12 @@ class Reading:
     target_up: tuple[TargetUp, ...] = ()
     # network/API round trips this read made (benchmarks check it does not grow with the fleet)
     round_trips: int = 0
+
+    def __post_init__(self) -> None:
+        # every source's error is kept and shown (status bar, snapshot, notifications): the
+        # credentials an error may quote are masked here, whichever source built the text
+        if self.error:
+            object.__setattr__(self, "error", redact(self.error))
 
 
 def failed_reading(source: str, taken_at: float, duration_s: float, error: str) -> Reading:

@@ -48,7 +48,14 @@ def audit_stream(
         return None
     redis_config = config.fleet.redis if config is not None else None
     if redis_config is not None:
-        return AuditStreamReader(redis_config.url, redis_config.timeout_s)
+        from gpucon.config import ConfigError
+        from gpucon.config.credentials import redis_auth
+
+        try:
+            auth = redis_auth(redis_config)
+        except ConfigError:  # the Redis source says why, in the status bar; read without
+            auth = None
+        return AuditStreamReader(redis_config.url, redis_config.timeout_s, auth=auth)
     registry = controls.registry if controls is not None else None
     if isinstance(registry, StreamRegistry):
         return RegistryAuditStream(registry)

@@ -220,7 +220,10 @@ def live_controls(config: GpuconConfig, kube: KubeControl | None = None) -> Cont
     fleet = config.fleet
     if fleet.redis is None:
         raise Refused(f"fleet {fleet.name!r} has no [redis] section: there is no registry to steer")
-    registry = RedisRegistry.from_url(fleet.redis.url, timeout_s=fleet.redis.timeout_s)
+    from gpucon.config.credentials import redis_auth
+
+    auth = redis_auth(fleet.redis, key=f"fleets.{fleet.name}.redis")
+    registry = RedisRegistry.from_url(fleet.redis.url, timeout_s=fleet.redis.timeout_s, auth=auth)
     if kube is None and fleet.kube is not None:
         from gpucon.controls.kube import build_kube_control
 
@@ -231,7 +234,7 @@ def live_controls(config: GpuconConfig, kube: KubeControl | None = None) -> Cont
         operator=config.operator or default_operator(),
         kube=kube,
         kube_namespace=(fleet.kube.namespace if fleet.kube else None) or "default",
-        prober=LiveProber(),
+        prober=LiveProber(redis_auth=auth),
     )
 
 
@@ -241,20 +244,13 @@ def _live_planning_view(session: Session, *, full: bool) -> tuple[Snapshot, int]
     The version is read first, so a write in between makes the plan look stale (refused,
     safe) rather than fresh.
     """
-    import redis
-
     from gpucon.actions.registry_snapshot import read_registry
+    from gpucon.config.credentials import redis_client_for
 
     fleet = session.config.fleet
     if fleet.redis is None:
         raise Refused(f"fleet {fleet.name!r} has no [redis] section: no registry to act on")
-    client = redis.Redis.from_url(
-        fleet.redis.url,
-        decode_responses=True,
-        socket_timeout=fleet.redis.timeout_s,
-        socket_connect_timeout=fleet.redis.timeout_s,
-        client_name="gpucon-cli-read",
-    )
+    client = redis_client_for(fleet.redis, client_name="gpucon-cli-read")
     try:
         registry, version = read_registry(client)
     finally:

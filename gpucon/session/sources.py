@@ -83,6 +83,7 @@ def build_sources(fleet: FleetConfig) -> list[Source]:
     if (prom := fleet.prometheus) is not None:
 
         def make_prometheus() -> Source:
+            from gpucon.config.credentials import http_auth
             from gpucon.sources.prometheus import PrometheusSource
 
             return PrometheusSource(
@@ -92,12 +93,14 @@ def build_sources(fleet: FleetConfig) -> list[Source]:
                 timeout_s=prom.timeout_s,
                 rate_window=prom.rate_window,
                 host_labels=prom.host_labels,
+                auth=http_auth(prom, key=f"fleets.{fleet.name}.prometheus"),
             )
 
         sources.append(_build("prometheus", make_prometheus))
     if (rq := fleet.redis) is not None:
 
         def make_redis() -> Source:
+            from gpucon.config.credentials import redis_auth
             from gpucon.sources.redisq import RedisQueueSource
 
             return RedisQueueSource(
@@ -107,6 +110,7 @@ def build_sources(fleet: FleetConfig) -> list[Source]:
                 cadence_s=rq.cadence_s,
                 timeout_s=rq.timeout_s,
                 client_name=rq.client_name,
+                auth=redis_auth(rq, key=f"fleets.{fleet.name}.redis"),
             )
 
         sources.append(_build("redis", make_redis))

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from gpucon.model.reading import Reading, failed_reading
+from gpucon.redact import redact
 
 
 @runtime_checkable
@@ -30,8 +31,10 @@ class Source(Protocol):
 
 
 def describe_error(exc: BaseException) -> str:
+    """``Type: first line of the message``, credentials masked (``gpucon.redact``): a client
+    library's error may quote the URL, password and all, and this text is kept and shown."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return redact(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
 
 
 def guarded_read(source: Source, clock: Callable[[], float] = time.time) -> Reading:

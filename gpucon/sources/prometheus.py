@@ -19,6 +19,7 @@ from typing import Any
 from gpucon.model.fleet import Health
 from gpucon.model.reading import Reading, failed_reading
 from gpucon.sources.base import describe_error
+from gpucon.sources.connect import HttpAuth, prometheus_client
 from gpucon.sources.problems import Problems
 from gpucon.sources.prom_parse import HOST_LABELS, parse_dcgm
 from gpucon.sources.prom_triton import parse_triton
@@ -42,8 +43,10 @@ class PrometheusSource:
         timeout_s: float = 4.0,
         rate_window: str = "1m",
         host_labels: Sequence[str] = HOST_LABELS,
+        auth: HttpAuth | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self.auth = auth
         self.cadence_s = cadence_s
         self.timeout_s = timeout_s
         self.queries = render_queries(queries or {}, rate_window)
@@ -55,11 +58,10 @@ class PrometheusSource:
 
     def _connect(self) -> Any:
         if self._client is None:
-            from prometheus_api_client import PrometheusConnect
             from urllib3.util.retry import Retry
 
-            self._client = PrometheusConnect(
-                url=self.url, disable_ssl=False, retry=Retry(total=0, raise_on_status=False)
+            self._client = prometheus_client(
+                self.url, self.auth, retry=Retry(total=0, raise_on_status=False)
             )
         return self._client
 

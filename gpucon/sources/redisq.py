@@ -31,6 +31,7 @@ from gpucon.model.fleet import Backend, Health, QueueStats
 from gpucon.model.reading import Reading, failed_reading
 from gpucon.registry.read import DEFAULT_FULL_REFRESH_S, RegistryReader
 from gpucon.sources.base import describe_error
+from gpucon.sources.connect import RedisAuth, redis_client
 from gpucon.sources.problems import Problems
 
 # KEYS[1] stream; ARGV[1] group. The id of the oldest entry not yet delivered to the group,
@@ -85,8 +86,10 @@ class RedisQueueSource:
         timeout_s: float = 2.0,
         client_name: str = "gpucon",
         registry_refresh_s: float = DEFAULT_FULL_REFRESH_S,
+        auth: RedisAuth | None = None,
     ) -> None:
         self.url = url
+        self.auth = auth
         self.streams = tuple(streams)
         self.group = group
         self.cadence_s = cadence_s
@@ -99,14 +102,13 @@ class RedisQueueSource:
 
     def _connect(self) -> Any:
         if self._client is None:
-            import redis
             from redis.backoff import NoBackoff
             from redis.retry import Retry
 
-            self._client = redis.Redis.from_url(
+            self._client = redis_client(
                 self.url,
-                socket_timeout=self.timeout_s,
-                socket_connect_timeout=self.timeout_s,
+                self.auth,
+                timeout_s=self.timeout_s,
                 client_name=self.client_name,
                 retry=Retry(NoBackoff(), 0),  # the hub's backoff decides when to retry
                 decode_responses=False,
