@@ -302,11 +302,12 @@ def known_binding_ids() -> set[str]:
     from gpucon.screens.help import HelpScreen
     from gpucon.screens.plan import PlanScreen
     from gpucon.screens.progress import ProgressScreen
+    from gpucon.widgets.panels import AlertsPanel
     from gpucon.widgets.slot_table import SlotTable
 
     ids: set[str] = set()
     screens = (DetailScreen, HelpScreen, PlanScreen, ProgressScreen, AuditScreen)
-    for cls in (GpuconApp, FleetScreen, ActionFleetScreen, SlotTable, *screens):
+    for cls in (GpuconApp, FleetScreen, ActionFleetScreen, SlotTable, AlertsPanel, *screens):
         for b in cls.BINDINGS:
             if isinstance(b, Binding) and b.id:
                 ids.add(b.id)
