@@ -154,6 +154,11 @@ class SlotTable(ScrollView, can_focus=True):
         return self.scrollable_content_region.width
 
     @property
+    def trend_width(self) -> int:
+        """How many samples TREND shows (0: the column is not shown at this width)."""
+        return next((w for c, _, w in self._columns() if c.key == "trend"), 0)
+
+    @property
     def row_count(self) -> int:
         return len(self.order.keys)
 
