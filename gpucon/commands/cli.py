@@ -109,21 +109,6 @@ def add_common_arguments(
         )
 
 
-def misplaced_option(args: argparse.Namespace) -> str | None:
-    """A common option given before a subcommand it means nothing to (``gpucon --noc lab``)."""
-    command = args.command
-    for flag, attr, commands in (
-        ("--config", "config", CONFIG_COMMANDS),
-        ("--fleet", "fleet", CONFIG_COMMANDS),
-        ("--read-only", "read_only", READ_ONLY_COMMANDS),
-        ("--noc", "noc", SCREEN_COMMANDS),
-        ("--theme", "theme", SCREEN_COMMANDS),
-    ):
-        if command not in commands and getattr(args, attr, None) not in (None, False):
-            return f"{flag} means nothing to 'gpucon {command}'"
-    return None
-
-
 # options that take a value: the token after them is never the subcommand (the console's own
 # are here too: ``gpucon --noc --page-seconds 3`` is the live console's)
 _VALUED_OPTIONS = frozenset(
@@ -132,19 +117,50 @@ _VALUED_OPTIONS = frozenset(
 )
 
 
-def chosen_command(argv: Sequence[str]) -> str | None:
-    """The subcommand ``argv`` names (the first word that is not an option or its value)."""
+def command_index(argv: Sequence[str]) -> int | None:
+    """Where in ``argv`` the subcommand is (the first word that is not an option or its value)."""
     skip = False
-    for token in argv:
+    for i, token in enumerate(argv):
         if skip:
             skip = False
         elif token == "--":
-            return argv[argv.index(token) + 1] if token != argv[-1] else None
+            return i + 1 if i + 1 < len(argv) else None
         elif token.startswith("-"):
             skip = token in _VALUED_OPTIONS
         else:
-            return token
+            return i
     return None
+
+
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (the first word that is not an option or its value)."""
+    index = command_index(argv)
+    return None if index is None else argv[index]
+
+
+_OPTION_COMMANDS = {
+    "--config": CONFIG_COMMANDS,
+    "--fleet": CONFIG_COMMANDS,
+    "--read-only": READ_ONLY_COMMANDS,
+    "--noc": SCREEN_COMMANDS,
+    "--theme": SCREEN_COMMANDS,
+}
+
+
+def leading_options_first(argv: list[str]) -> list[str]:
+    """``gpucon [options] COMMAND [more]`` as ``gpucon COMMAND [options] [more]``: options
+    before the subcommand are its own (``gpucon --noc --page-seconds 3 demo``). A common option
+    that means nothing to the subcommand is a usage error that says so."""
+    index = command_index(argv)
+    if not index or "--" in argv[:index] or argv[index] not in COMMANDS:
+        return argv
+    command = argv[index]
+    for token in argv[:index]:
+        commands = _OPTION_COMMANDS.get(token.split("=", 1)[0])
+        if commands is not None and command not in commands:
+            print(f"gpucon: error: {token} means nothing to 'gpucon {command}'", file=sys.stderr)
+            raise SystemExit(2)
+    return [command, *argv[:index], *argv[index + 1 :]]
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -181,15 +197,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.disable()
     try:
         args_list = list(sys.argv[1:] if argv is None else argv)
-        if chosen_command(args_list) is None and not {"-h", "--help"} & set(args_list):
+        command = chosen_command(args_list)
+        if command is None and not {"-h", "--help"} & set(args_list):
             # no subcommand: ``gpucon [options]`` is ``gpucon live [options]``, live's own
             # options (--refresh, --page-seconds) included
             args_list.insert(0, "live")
+        else:
+            args_list = leading_options_first(args_list)
         parser = build_parser(args_list)
         args = parser.parse_args(args_list)
-        misplaced = misplaced_option(args)
-        if misplaced is not None:
-            parser.error(misplaced)
         module = command_module(args.module)
     finally:
         if gc_was_on:

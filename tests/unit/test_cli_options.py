@@ -103,3 +103,14 @@ def test_scenario_snapshot_runs_to_the_fault_and_says_so(
     doc = json.loads(out)
     assert "run 40 s" in err and "incident starts at 10 s" in err
     assert any("backend down" in a["message"] for a in doc["alerts"])
+
+
+def test_console_options_before_an_explicit_subcommand_are_its_own() -> None:
+    from gpucon.commands.cli import leading_options_first
+
+    argv = leading_options_first(["--noc", "--page-seconds", "3", "demo", "--size", "8"])
+    assert argv == ["demo", "--noc", "--page-seconds", "3", "--size", "8"]
+    args = build_parser(argv).parse_args(argv)
+    assert args.command == "demo" and args.noc and args.page_seconds == 3.0 and args.size == 8
+    # a value that happens to be a command's name is not taken for the command
+    assert leading_options_first(["--fleet", "demo", "live"])[0] == "live"
