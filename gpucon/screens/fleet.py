@@ -78,6 +78,8 @@ class FleetScreen(Screen[None]):
         self.page_s = page_s
         self.default_slo_ms = default_slo_ms
         self.page = 0
+        self._in_cycle = 1  # table pages shown in this NOC cycle
+        self._rotation = 1  # the table page the next cycle's rotation starts at
         self.snapshot: Snapshot | None = None
         self.rows = RowBuilder(default_slo_ms)
         # paused: since when (epoch s); the table, queues, GPUs and alerts hold what they show
@@ -134,6 +136,8 @@ class FleetScreen(Screen[None]):
 
     def on_resize(self) -> None:
         self._fit_width(self.size.width)
+        if self.noc:  # how many rows a page holds is known once the table is laid out
+            self.call_after_refresh(self._show_page_label)
 
     def _fit_width(self, width: int) -> None:
         """Alerts first: below ``WIDE`` columns they take the bottom's width, queues one line."""
@@ -146,7 +150,10 @@ class FleetScreen(Screen[None]):
         except NoMatches:
             return
         height = self.size.height
-        bottom.styles.height = 10 if height < 30 else max(13, height // 3)
+        if self.has_class("-alerts-page"):  # the wall's alerts page: the whole screen
+            bottom.styles.height = "1fr"
+        else:
+            bottom.styles.height = 10 if height < 30 else max(13, height // 3)
         if queues.compact != narrow:
             queues.compact = narrow
             if self.snapshot is not None:
@@ -261,12 +268,13 @@ class FleetScreen(Screen[None]):
     def _show_page_label(self) -> None:
         if not self.noc:
             return
-        table = self.table
-        pages = max(1, -(-table.row_count // table.page_rows))
-        total = pages + 1  # the alerts page is the last
-        page = total if self.has_class("-alerts-page") else self.page + 1
-        label = "ALERTS" if self.has_class("-alerts-page") else "SLOTS"
-        self.query_one(StatusBar).set_page_label(f"page {page}/{total} {label}")
+        if self.has_class("-alerts-page"):
+            label = "ALERTS"
+        else:
+            label = f"page {self.page + 1}/{self.table_pages}"
+            if self.page == 0:
+                label += " problems first"
+        self.query_one(StatusBar).set_page_label(label)
 
     # -- sorting and filtering -------------------------------------------------------------
 
@@ -315,20 +323,35 @@ class FleetScreen(Screen[None]):
 
     # -- NOC pages -------------------------------------------------------------------------
 
-    def next_page(self) -> None:
-        """Show the next page of the table, then the alerts page, then start again."""
+    # table pages a NOC cycle shows before its alerts page: page 1 (the problems) and then
+    # the next ones in rotation, so a 3,000-slot fleet shows its alerts every few pages, not
+    # after a hundred
+    PAGES_PER_CYCLE = 4
+
+    @property
+    def table_pages(self) -> int:
         table = self.table
+        return max(1, -(-table.row_count // table.page_rows))
+
+    def next_page(self) -> None:
+        """Page 1, then the next table pages in rotation, then the alerts page; again."""
+        table = self.table
+        pages = self.table_pages
         if self.has_class("-alerts-page"):
-            self.page = 0
+            self.page, self._in_cycle = 0, 1
             self.remove_class("-alerts-page")
+            self._fit_width(self.size.width)
             table.show_page(0)
+        elif self._in_cycle >= min(self.PAGES_PER_CYCLE, pages):
+            self.add_class("-alerts-page")
+            self._fit_width(self.size.width)
         else:
-            pages = max(1, -(-table.row_count // table.page_rows))
-            self.page += 1
-            if self.page >= pages:
-                self.add_class("-alerts-page")
-            else:
-                table.show_page(self.page)
+            if not 1 <= self._rotation < pages:
+                self._rotation = 1
+            self.page = self._rotation
+            self._rotation += 1
+            self._in_cycle += 1
+            table.show_page(self.page)
         self._show_page_label()
 
 

@@ -107,17 +107,15 @@ class StatusBar(TextPanel):
         if self.page_label:
             text.append(f" {self.page_label} ", style="reverse bold")
             text.append(" ")
-        text.append("gpucon", style="bold")
-        if self.fleet_name:
-            text.append(" · ")
-            text.append(safe(self.fleet_name, 20))
         snap = self.snapshot
         if snap is None:
+            text.append("gpucon", style="bold")
             text.append("  waiting for the first snapshot…", style="dim")
         else:
+            # alert counts and each source's health before the fleet's name: a narrow terminal
+            # (or a wall with its clock and page) cuts the name and counts, never the health
             crit = sum(1 for a in snap.alerts if a.severity is Severity.CRITICAL)
             warn = sum(1 for a in snap.alerts if a.severity is Severity.WARNING)
-            text.append("  ")
             text.append(
                 f" {crit} crit ", style=self.theme_style("latency-breach") if crit else "dim"
             )
@@ -129,8 +127,12 @@ class StatusBar(TextPanel):
                 Health.DOWN: "reverse " + self.theme_style("latency-breach"),
             }
             text.append_text(source_badges(snap, health_styles))
+            text.append(" gpucon", style="bold")
+            if self.fleet_name:
+                text.append(" · ")
+                text.append(safe(self.fleet_name, 20))
             text.append(
-                f" {len(snap.gpus)} GPUs {len(snap.slots)} slots {len(snap.backends)} backends",
+                f"  {len(snap.gpus)} GPUs {len(snap.slots)} slots {len(snap.backends)} backends",
                 style="dim",
             )
         self.show_text(text)

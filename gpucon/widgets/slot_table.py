@@ -162,9 +162,14 @@ class SlotTable(ScrollView, can_focus=True):
     def row_count(self) -> int:
         return len(self.order.keys)
 
+    _last_page_rows = 1
+
     @property
     def page_rows(self) -> int:
-        return max(1, self.size.height - 1)
+        """Rows a page shows; while the table is hidden (a NOC alerts page), the last known."""
+        if self.size.height > 1:
+            self._last_page_rows = self.size.height - 1
+        return self._last_page_rows
 
     def _after_reorder(self) -> None:
         keys = self.order.keys
