@@ -123,6 +123,11 @@ async def test_g_jumps_to_the_top_alert_from_the_table() -> None:
         table.move_cursor(0)
         await pilot.press("g")
         assert table.cursor_key is not None and target in (table.cursor_key[1], table.cursor_key[0])
+        assert table.has_focus
+        await pilot.press("tab")  # Tab from the table reaches the alerts too
+        assert isinstance(app.focused, AlertsPanel)
+        await pilot.press("tab")
+        assert table.has_focus
 
 
 async def test_selected_row_keeps_its_warning_glyph_and_colour() -> None:
