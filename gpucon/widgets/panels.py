@@ -234,10 +234,14 @@ class AlertsPanel(TextPanel, can_focus=True):
         alerts = self.snapshot.alerts if self.snapshot is not None else ()
         return alerts[min(self.cursor, len(alerts) - 1)] if alerts else None
 
+    # the chosen alert's key: the highlight stays on it when alerts come, go or reorder
+    chosen: str | None = None
+
     def action_move(self, step: int) -> None:
         if self.snapshot is None or not self.snapshot.alerts:
             return
         self.cursor = max(0, min(self.cursor + step, len(self.snapshot.alerts) - 1))
+        self.chosen = self.snapshot.alerts[self.cursor].key
         self.show_snapshot(self.snapshot)
 
     def action_jump(self) -> None:
@@ -256,6 +260,10 @@ class AlertsPanel(TextPanel, can_focus=True):
     def show_snapshot(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         alerts = snapshot.alerts
+        if self.chosen is not None:
+            self.cursor = next(
+                (i for i, a in enumerate(alerts) if a.key == self.chosen), self.cursor
+            )
         self.cursor = max(0, min(self.cursor, len(alerts) - 1))
         text = Text(no_wrap=True, overflow="ellipsis")
         crit = sum(1 for a in alerts if a.severity is Severity.CRITICAL)

@@ -3,6 +3,7 @@ alert to its row (then `d` drains it), on the simulated fleet with a frozen cloc
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +144,19 @@ async def test_selected_row_keeps_its_warning_glyph_and_colour() -> None:
         breach = table._style_map()["breach"].color
         down = next(s for s in strip if "down" in s.text)
         assert down.style is not None and down.style.color == breach
+
+
+async def test_the_chosen_alert_keeps_the_highlight_when_alerts_reorder() -> None:
+    rig = sim_rig(scenario="burst")
+    app = rig.app(warmup=150)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("exclamation_mark", "down", "down")
+        panel = app.screen.query_one(AlertsPanel)
+        chosen = panel.selected
+        assert chosen is not None and panel.cursor == 2
+        snapshot = app.snapshot
+        assert snapshot is not None
+        # the same alerts in another order (a newer one on top, say)
+        app.show_snapshot(dataclasses.replace(snapshot, alerts=tuple(reversed(snapshot.alerts))))
+        await pilot.pause()
+        assert panel.selected is not None and panel.selected.key == chosen.key
