@@ -160,3 +160,15 @@ async def test_the_chosen_alert_keeps_the_highlight_when_alerts_reorder() -> Non
         app.show_snapshot(dataclasses.replace(snapshot, alerts=tuple(reversed(snapshot.alerts))))
         await pilot.pause()
         assert panel.selected is not None and panel.selected.key == chosen.key
+
+
+async def test_key_bar_at_80_columns_names_the_keys_of_the_2am_flow_first() -> None:
+    from gpucon.widgets.keybar import KeyBar
+
+    rig = sim_rig(scenario="backend-down", size=64)
+    app = rig.app(warmup=30)  # not read-only: the action keys are bound
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        bar = str(app.screen.query_one(KeyBar).render())
+        for part in (" d Drain ", " g Go to alert ", " ! Alerts ", " z Pause "):
+            assert part in bar, bar
