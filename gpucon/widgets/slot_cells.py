@@ -139,6 +139,11 @@ def cell(key: str, row: RowValues, width: int, spark: str) -> Cell:
         return (row.gpu, "dim")
     if key == "slot":
         return (row.slot, "")
+    if key == "gpu_slot":  # SLOT while the GPU column is dropped: "0/gi1", "0/whole"
+        index = row.gpu.split(" ", 1)[0]
+        if index and (row.slot.startswith("gi") or row.slot == "whole"):
+            return (f"{index}/{row.slot}", "")
+        return (row.slot, "")
     if key == "profile":
         return (row.profile or fmt.NA, "" if row.profile else "na")
     if key == "activity":

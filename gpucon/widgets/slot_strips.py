@@ -37,7 +37,7 @@ def row_strip(
     texts: list[str] = []
     seg_styles: list[Style] = []
     for column, _, w in columns:
-        text, style_name = cell(column.key, row, w, spark)
+        text, style_name = cell(column.cell_key or column.key, row, w, spark)
         style = styles[style_name]
         if cursor is not None:
             # the cursor's background wins, but a signal keeps its own colour (over SLO, hot,

@@ -276,8 +276,8 @@ class SlotTable(ScrollView, can_focus=True):
         return [
             (x, width + 1)
             for column, x, width in self._columns()
-            if cell(column.key, old_row, width, old_spark)
-            != cell(column.key, new_row, width, new_spark)
+            if cell(column.cell_key or column.key, old_row, width, old_spark)
+            != cell(column.cell_key or column.key, new_row, width, new_spark)
         ]
 
     def render_line(self, y: int) -> Strip:

@@ -73,3 +73,17 @@ async def test_p95_plot_draws_the_slo_line_and_a_time_axis() -> None:
         text = str(plot.render())
         assert "╌" in text and "SLO" in text.splitlines()[0]
         assert text.splitlines()[-1].strip().endswith("now")
+
+
+def test_slot_names_its_gpu_while_the_gpu_column_is_dropped() -> None:
+    from gpucon.widgets.slot_rows import layout
+
+    narrow = {c.key: c for c, _, _ in layout(78)}
+    assert "gpu" not in narrow and narrow["slot"].title == "GPU/SLOT"
+    wide = {c.key: c for c, _, _ in layout(178)}
+    assert "gpu" in wide and wide["slot"].title == "SLOT" and not wide["slot"].cell_key
+    rows = build_rows(sim_rig().step(3), 2500.0)
+    mig = rows[("node-a/gpu0/gi1", "sdxl-a0-gi1")]
+    assert cell("gpu_slot", mig, 8, "") == ("0/gi1", "")
+    vm = next(r for k, r in rows.items() if k[0].startswith("vm:"))
+    assert cell("gpu_slot", vm, 8, "")[0] == vm.slot  # a VM's name says which it is
