@@ -41,7 +41,7 @@ def _activity(row: RowValues, width: int) -> Cell:
 
 def _mem(row: RowValues, width: int) -> Cell:
     # the header names the unit (MEM GiB): the cells carry numbers only
-    text = fmt.mem(row.mem_used, row.mem_total).removesuffix("G")
+    text = fmt.mem(row.mem_used, row.mem_total)
     if row.mem_used is None or row.mem_total is None:
         return (text, "na" if row.mem_used is None and row.mem_total is None else "")
     if row.stale and (age := row.stale_age("mem")) is not None:
