@@ -87,3 +87,17 @@ def test_slot_names_its_gpu_while_the_gpu_column_is_dropped() -> None:
     assert cell("gpu_slot", mig, 8, "") == ("0/gi1", "")
     vm = next(r for k, r in rows.items() if k[0].startswith("vm:"))
     assert cell("gpu_slot", vm, 8, "")[0] == vm.slot  # a VM's name says which it is
+
+
+def test_p95_sorts_by_its_ratio_to_the_slo() -> None:
+    from gpucon.widgets.row_order import RowOrder
+
+    base = next(iter(build_rows(sim_rig().step(3), 2500.0).values()))
+    rows = {
+        ("a", "fast-but-tight"): base._replace(p95=90.0, slo=80.0),  # 1.125x: over its SLO
+        ("b", "slow-but-fine"): base._replace(p95=9000.0, slo=14000.0),  # 0.64x
+        ("c", "no-latency"): base._replace(p95=None, slo=14000.0),
+    }
+    order = RowOrder("p95", reverse=True)
+    order.update(rows)
+    assert [k[1] for k in order.keys] == ["fast-but-tight", "slow-but-fine", "no-latency"]
