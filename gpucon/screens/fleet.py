@@ -141,7 +141,7 @@ class FleetScreen(Screen[None]):
 
     def _fit_width(self, width: int) -> None:
         """Alerts first: below ``WIDE`` columns they take the bottom's width, queues one line."""
-        narrow = 0 < width < self.WIDE and not self.noc
+        narrow = 0 < width < self.WIDE
         self.set_class(narrow, "-narrow")
         # a tall terminal gives the bottom (alerts) a third of its height
         try:
