@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
+from rich.text import Text
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.notifications import SeverityLevel
@@ -287,7 +288,23 @@ class GpuconApp(App[int]):
             seen.add(b.key)
             rows.append((self.get_key_display(b), b.id or "", b.description))
         note = "READ-ONLY: no action can write; action keys do not exist." if self.read_only else ""
-        self.push_screen(HelpScreen(rows, note))
+        self.push_screen(HelpScreen(rows, note, self._column_help()))
+
+    def _column_help(self) -> Text:
+        """The columns' meanings, with TREND's span and REQ/S's window as this console runs."""
+        from gpucon.screens.help import column_help
+
+        fleet = next((s for s in self.screen_stack if isinstance(s, FleetScreen)), None)
+        trend = ""
+        if fleet is not None:
+            width = fleet.table.trend_width
+            refresh = getattr(self.feed, "refresh_s", None)
+            if width:
+                trend = f"the last {width} samples"
+                if isinstance(refresh, int | float) and refresh > 0:
+                    trend += f" (one per {refresh:g} s refresh: {width * refresh:g} s)"
+        window = self.snapshot.rate_window if self.snapshot is not None else None
+        return column_help(trend, window or "")
 
     def action_next_theme(self) -> None:
         names = list(THEMES)
@@ -309,7 +326,9 @@ class GpuconApp(App[int]):
         )
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        # Textual's own "Keys" panel would list the keys a second time: ours (help) explains
+        # the columns too
+        yield from (c for c in super().get_system_commands(screen) if c.title != "Keys")
         fleet = next((s for s in self.screen_stack if isinstance(s, FleetScreen)), None)
         if fleet is None:
             return
@@ -326,7 +345,9 @@ class GpuconApp(App[int]):
             "Filter slots", "filter by host, slot, backend or model", fleet.action_filter
         )
         yield SystemCommand("Clear filter", "show every slot", fleet.action_clear_filter)
-        yield SystemCommand("Keys", "every key and its binding id", self.action_help)
+        yield SystemCommand(
+            "Keys", "every key and its binding id, and what each column means", self.action_help
+        )
         if isinstance(fleet, ActionFleetScreen):
             for name in ACTIONS:
                 yield SystemCommand(
@@ -343,11 +364,12 @@ def known_binding_ids() -> set[str]:
     from gpucon.screens.help import HelpScreen
     from gpucon.screens.plan import PlanScreen
     from gpucon.screens.progress import ProgressScreen
+    from gpucon.widgets.panels import AlertsPanel
     from gpucon.widgets.slot_table import SlotTable
 
     ids: set[str] = set()
     screens = (DetailScreen, HelpScreen, PlanScreen, ProgressScreen, AuditScreen)
-    for cls in (GpuconApp, FleetScreen, ActionFleetScreen, SlotTable, *screens):
+    for cls in (GpuconApp, FleetScreen, ActionFleetScreen, SlotTable, AlertsPanel, *screens):
         for b in cls.BINDINGS:
             if isinstance(b, Binding) and b.id:
                 ids.add(b.id)

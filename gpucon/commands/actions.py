@@ -35,12 +35,19 @@ if TYPE_CHECKING:
 from gpucon.registry import keys
 
 EXIT_CODES_HELP = __doc__.split("Exit codes:")[1].split("Only the standard")[0]
+# the audit log only reads: none of the verbs' refusals, locks or steps apply to it
+AUDIT_EXIT_CODES_HELP = """
+  0  the records were printed (none, if the log is empty)
+  1  unexpected error (the stream's Redis could not be reached, a bug)
+  2  bad parameters (--limit 0) or a bad config
+"""
 ACTION_VERBS = ("drain", "undrain", "rebalance")
 
 
 def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = "exit codes:" + EXIT_CODES_HELP
+    codes = AUDIT_EXIT_CODES_HELP if command_name == "audit" else EXIT_CODES_HELP
+    parser.epilog = "exit codes:" + codes
     if command_name == "audit":
         parser.add_argument("--json", action="store_true", help="one JSON object per line")
         parser.add_argument(

@@ -1,4 +1,5 @@
-"""The ``gpucon`` command line: the TUI, the demo, snapshots, config checks and action verbs.
+"""gpucon, the console for GPU inference fleets: the TUI, the demo, snapshots, config checks
+and action verbs.
 
 Each subcommand lives in its own module exposing ``add_arguments(parser, command_name)`` and
 ``run(args) -> int``. Those modules import only the standard library at module level; heavy
@@ -58,55 +59,108 @@ def command_module(module_name: str) -> ModuleType:
     return lab
 
 
-def add_common_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
-    """Options accepted before or after the subcommand (``gpucon --read-only demo`` too)."""
+# which subcommands each common option means something to (the lab's servers read no config;
+# only the console has a screen to theme or hang on a wall)
+CONFIG_COMMANDS = frozenset(
+    {"live", "demo", "snapshot", "config", "drain", "undrain", "rebalance", "probe", "audit"}
+)
+READ_ONLY_COMMANDS = frozenset({"live", "demo", "config", "drain", "undrain", "rebalance", "probe"})
+SCREEN_COMMANDS = frozenset({"live", "demo"})
+
+
+def add_common_arguments(
+    parser: argparse.ArgumentParser, *, suppress: bool = False, command: str | None = None
+) -> None:
+    """Options accepted before or after the subcommand (``gpucon --read-only demo`` too); a
+    subcommand gets only those that mean something to it (``command``; None: all of them)."""
 
     def default(value: object) -> object:
         return argparse.SUPPRESS if suppress else value
 
-    parser.add_argument(
-        "--config", metavar="PATH", default=default(None), help="config file (default: XDG path)"
-    )
-    parser.add_argument(
-        "--fleet", metavar="NAME", default=default(None), help="which configured fleet to open"
-    )
-    parser.add_argument(
-        "--read-only",
-        action="store_true",
-        default=default(False),
-        help="no action can write (controls are never built)",
-    )
-    parser.add_argument(
-        "--noc",
-        action="store_true",
-        default=default(False),
-        help="wall screen: read-only, high contrast, pages cycle",
-    )
-    parser.add_argument(
-        "--theme",
-        metavar="NAME",
-        default=default(None),
-        help="gpucon-dark, gpucon-light, gpucon-noc",
-    )
+    if command is None or command in CONFIG_COMMANDS:
+        parser.add_argument(
+            "--config",
+            metavar="PATH",
+            default=default(None),
+            help="config file (default: XDG path)",
+        )
+        parser.add_argument(
+            "--fleet", metavar="NAME", default=default(None), help="which configured fleet to open"
+        )
+    if command is None or command in READ_ONLY_COMMANDS:
+        parser.add_argument(
+            "--read-only",
+            action="store_true",
+            default=default(False),
+            help="no action can write (controls are never built)",
+        )
+    if command is None or command in SCREEN_COMMANDS:
+        parser.add_argument(
+            "--noc",
+            action="store_true",
+            default=default(False),
+            help="wall screen: read-only, high contrast, pages cycle",
+        )
+        parser.add_argument(
+            "--theme",
+            metavar="NAME",
+            default=default(None),
+            help="gpucon-dark, gpucon-light, gpucon-noc",
+        )
 
 
-# common options that take a value: the token after them is never the subcommand
-_VALUED_OPTIONS = frozenset({"--config", "--fleet", "--theme"})
+# options that take a value: the token after them is never the subcommand (the console's own
+# are here too: ``gpucon --noc --page-seconds 3`` is the live console's)
+_VALUED_OPTIONS = frozenset(
+    {"--config", "--fleet", "--theme", "--refresh", "--page-seconds", "--seed", "--scenario"}
+    | {"--size"}
+)
+
+
+def command_index(argv: Sequence[str]) -> int | None:
+    """Where in ``argv`` the subcommand is (the first word that is not an option or its value)."""
+    skip = False
+    for i, token in enumerate(argv):
+        if skip:
+            skip = False
+        elif token == "--":
+            return i + 1 if i + 1 < len(argv) else None
+        elif token.startswith("-"):
+            skip = token in _VALUED_OPTIONS
+        else:
+            return i
+    return None
 
 
 def chosen_command(argv: Sequence[str]) -> str | None:
     """The subcommand ``argv`` names (the first word that is not an option or its value)."""
-    skip = False
-    for token in argv:
-        if skip:
-            skip = False
-        elif token == "--":
-            return argv[argv.index(token) + 1] if token != argv[-1] else None
-        elif token.startswith("-"):
-            skip = token in _VALUED_OPTIONS
-        else:
-            return token
-    return None
+    index = command_index(argv)
+    return None if index is None else argv[index]
+
+
+_OPTION_COMMANDS = {
+    "--config": CONFIG_COMMANDS,
+    "--fleet": CONFIG_COMMANDS,
+    "--read-only": READ_ONLY_COMMANDS,
+    "--noc": SCREEN_COMMANDS,
+    "--theme": SCREEN_COMMANDS,
+}
+
+
+def leading_options_first(argv: list[str]) -> list[str]:
+    """``gpucon [options] COMMAND [more]`` as ``gpucon COMMAND [options] [more]``: options
+    before the subcommand are its own (``gpucon --noc --page-seconds 3 demo``). A common option
+    that means nothing to the subcommand is a usage error that says so."""
+    index = command_index(argv)
+    if not index or "--" in argv[:index] or argv[index] not in COMMANDS:
+        return argv
+    command = argv[index]
+    for token in argv[:index]:
+        commands = _OPTION_COMMANDS.get(token.split("=", 1)[0])
+        if commands is not None and command not in commands:
+            print(f"gpucon: error: {token} means nothing to 'gpucon {command}'", file=sys.stderr)
+            raise SystemExit(2)
+    return [command, *argv[:index], *argv[index + 1 :]]
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -119,7 +173,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     # a known command and no help asked for: the other commands are neither parsed nor listed
     # (``gpucon demo`` builds one subparser, not twelve)
     alone = only in COMMANDS and not {"-h", "--help"} & set(argv or ())
-    parser = argparse.ArgumentParser(prog="gpucon", description=__doc__.splitlines()[0])
+    description = " ".join(__doc__.split("\n\n")[0].split())
+    parser = argparse.ArgumentParser(prog="gpucon", description=description)
     add_common_arguments(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
@@ -129,7 +184,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             continue
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(command=name, module=module_name)
-        add_common_arguments(p, suppress=True)
+        add_common_arguments(p, suppress=True, command=name)
         command_module(module_name).add_arguments(p, name)
     return parser
 
@@ -142,9 +197,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.disable()
     try:
         args_list = list(sys.argv[1:] if argv is None else argv)
-        if chosen_command(args_list) is None and not {"-h", "--help"} & set(args_list):
-            # no subcommand: ``gpucon [options]`` is ``gpucon [options] live``, live's defaults
-            args_list.append("live")
+        command = chosen_command(args_list)
+        if command is None and not {"-h", "--help"} & set(args_list):
+            # no subcommand: ``gpucon [options]`` is ``gpucon live [options]``, live's own
+            # options (--refresh, --page-seconds) included
+            args_list.insert(0, "live")
+        else:
+            args_list = leading_options_first(args_list)
         parser = build_parser(args_list)
         args = parser.parse_args(args_list)
         module = command_module(args.module)

@@ -18,32 +18,51 @@ from gpucon.redact import redact
 def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
     if command_name == "scheduler":
         parser.add_argument("--redis", metavar="URL", required=True, help="Redis URL")
-        parser.add_argument("--stream", default="gen:queue", help="request stream")
-        parser.add_argument("--group", default="g1", help="consumer group")
+        parser.add_argument("--stream", default="gen:queue", help="request stream (gen:queue)")
+        parser.add_argument("--group", default="g1", help="consumer group (g1)")
         parser.add_argument("--consumer", default=None, help="consumer name (default host-pid)")
-        parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")
-        parser.add_argument("--request-timeout", type=float, default=10.0, metavar="S")
+        parser.add_argument(
+            "--concurrency", type=int, default=32, help="requests in flight at most (32)"
+        )
+        parser.add_argument(
+            "--request-timeout", type=float, default=10.0, metavar="S",
+            help="seconds a backend may take to answer one request (10)",
+        )  # fmt: skip
         parser.add_argument(
             "--claim-min-idle-ms", type=int, default=30_000, metavar="MS",
             help="claim entries pending longer than this (XAUTOCLAIM)",
         )  # fmt: skip
-        parser.add_argument("--claim-interval", type=float, default=1.0, metavar="S")
+        parser.add_argument(
+            "--claim-interval", type=float, default=1.0, metavar="S",
+            help="seconds between XAUTOCLAIM sweeps for abandoned entries (1)",
+        )  # fmt: skip
     elif command_name == "backend":
-        parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, required=True)
+        parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+        parser.add_argument("--port", type=int, required=True, help="port to listen on")
         parser.add_argument("--name", required=True, help="backend name (as registered)")
         parser.add_argument(
             "--model", default="llm", help="model it serves; several: comma-separated (a,b)"
         )
-        parser.add_argument("--service-ms", type=float, default=20.0, help="base service time")
+        parser.add_argument(
+            "--service-ms", type=float, default=20.0, help="base service time, ms (20)"
+        )
         parser.add_argument(
             "--sms", type=float, default=None,
             help="SMs of its slot: service time, slowdown and slots from the simulator's model",
         )  # fmt: skip
-        parser.add_argument("--slowdown", type=float, default=0.15, help="per co-running request")
-        parser.add_argument("--slots", type=int, default=4, help="requests computing at once")
-        parser.add_argument("--jitter", type=float, default=0.05, help="relative jitter")
-        parser.add_argument("--seed", type=int, default=None)
+        parser.add_argument(
+            "--slowdown",
+            type=float,
+            default=0.15,
+            help="service time added per co-running request, relative (0.15)",
+        )
+        parser.add_argument("--slots", type=int, default=4, help="requests computing at once (4)")
+        parser.add_argument(
+            "--jitter", type=float, default=0.05, help="relative jitter of the service time (0.05)"
+        )
+        parser.add_argument(
+            "--seed", type=int, default=None, help="jitter seed (default: not reproducible)"
+        )
     elif command_name == "lab":
         parser.add_argument("--backends", type=int, default=3, help="backend servers (1-32)")
         parser.add_argument(

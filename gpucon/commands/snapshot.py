@@ -26,13 +26,19 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from gpucon.config import GpuconConfig
     from gpucon.model.snapshot import Snapshot
+    from gpucon.session import Session
 
 
 def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON (a stable shape)")
     parser.add_argument("--demo", action="store_true", help="the simulated fleet, no setup")
     parser.add_argument("--seed", type=int, default=7, help="simulator seed (default 7)")
-    parser.add_argument("--scenario", metavar="NAME", default=None, help="simulated incident")
+    parser.add_argument(
+        "--scenario",
+        metavar="NAME",
+        default=None,
+        help="simulated incident; the snapshot is taken 40 s in, 30 s after it starts",
+    )
     parser.add_argument("--size", type=int, metavar="N", default=None, help="simulate N GPUs")
 
 
@@ -255,6 +261,26 @@ def _load_config(args: argparse.Namespace) -> GpuconConfig:
         return apply_env(GpuconConfig(), os.environ)
 
 
+# a scenario's snapshot is taken this long into the simulation: its incident starts at 10 s,
+# so the fault shows (a snapshot at t=0 would show a healthy fleet and not say why)
+SCENARIO_AT_S = 40.0
+
+
+def _advance_to_incident(session: Session, scenario: str) -> None:
+    """Run the simulated fleet ``SCENARIO_AT_S`` seconds, and say so on stderr."""
+    from gpucon.sim.scenarios import INCIDENT_START_S
+
+    for source in session.hub.sources:
+        fleet = getattr(source, "fleet", None)
+        if fleet is not None:
+            fleet.step(SCENARIO_AT_S)
+    print(
+        f"gpucon snapshot: scenario {scenario}: the simulated fleet was run {SCENARIO_AT_S:.0f} s "
+        f"(the incident starts at {INCIDENT_START_S:.0f} s) before this snapshot",
+        file=sys.stderr,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from gpucon.config import ConfigError
     from gpucon.errors import Refused
@@ -276,6 +302,8 @@ def run(args: argparse.Namespace) -> int:
     # the readiness checks only check what the other sources name: they do not count here
     checkers = {s.name for s in session.hub.sources if hasattr(s, "observe_backends")}
     try:
+        if demo is not None and args.scenario:
+            _advance_to_incident(session, args.scenario)
         session.hub.poll_once()
         snapshot = session.hub.tick()
     finally:

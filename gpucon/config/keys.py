@@ -12,7 +12,9 @@ BINDING_IDS: frozenset[str] = frozenset(
         *("help", "command_palette", "theme", "quit", "audit"),
         # the fleet table
         *("cursor_up", "cursor_down", "page_up", "page_down", "first_row", "last_row"),
-        *("open_detail", "sort", "sort_reverse", "filter", "clear_filter"),
+        *("open_detail", "sort", "sort_reverse", "filter", "clear_filter", "pause"),
+        # the alerts list
+        *("focus_alerts", "goto_alert", "alert_up", "alert_down", "alert_jump"),
         # actions (bound only when the console may write)
         *("drain", "undrain", "rebalance", "probe"),
         # the detail, help, plan, progress and audit screens

@@ -192,14 +192,23 @@ class DetailScreen(Screen[None]):
     def gpucon(self) -> GpuconApp:
         return self.app  # type: ignore[return-value]
 
+    @property
+    def sample_s(self) -> float | None:
+        """Seconds between history samples: the hub's refresh (the plots' time axis)."""
+        refresh = getattr(self.gpucon.feed, "refresh_s", None)
+        return float(refresh) if isinstance(refresh, int | float) and refresh > 0 else None
+
     def compose(self) -> ComposeResult:
         yield StatusBar(self.badges, fleet_name=self.gpucon.fleet_name, id="status")
         with VerticalScroll(id="detail-body"):
             yield TextPanel(id="detail-info")
             yield TextPanel(id="detail-health")
             yield TextPanel(id="detail-backends")
-            yield Plot("activity %", unit="%", top=100.0, id="plot-activity")
-            yield Plot("memory used GiB", unit=" GiB", id="plot-mem")
+            sample_s = self.sample_s
+            yield Plot("activity %", unit="%", top=100.0, sample_s=sample_s, id="plot-activity")
+            yield Plot(
+                "memory used GiB", unit=" GiB", limit_name="total", sample_s=sample_s, id="plot-mem"
+            )
             yield Vertical(id="backend-plots")
         yield KeyBar()
 
@@ -242,8 +251,17 @@ class DetailScreen(Screen[None]):
             self._backend_names = names
             holder.remove_children()
             for i, name in enumerate(names):
-                holder.mount(Plot(f"{name} p95 ms", unit=" ms", height=3, id=f"p95-{i}"))
-                holder.mount(Plot(f"{name} req/s", height=3, id=f"rps-{i}"))
+                holder.mount(
+                    Plot(
+                        f"{name} p95 ms",
+                        unit=" ms",
+                        limit_name="SLO",
+                        height=3,
+                        sample_s=self.sample_s,
+                        id=f"p95-{i}",
+                    )
+                )
+                holder.mount(Plot(f"{name} req/s", height=3, sample_s=self.sample_s, id=f"rps-{i}"))
             self.call_after_refresh(self.show_snapshot, snapshot)
             return
         for i, name in enumerate(names):

@@ -5,28 +5,37 @@ key only reads); ``ActionFleetScreen`` adds drain, undrain, rebalance and probe:
 them through an ``ActionRunner`` (thread workers), shows the ``PlanReady`` plan for
 confirmation and hands the confirmed plan back to the runner, whose progress goes to the
 progress screen. In NOC mode the screen cycles table pages and an alerts page.
+
+The table holds still: its default order moves only when an alert starts or ends, and ``z``
+pauses it altogether (order and values held, a banner says since when; the status bar keeps
+showing each source's health). ``!`` or Tab focuses the alerts; Enter on one, or ``g``, puts
+the table's selection on that alert's row, so the action keys act on it next.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import Input
+from textual.widgets import Digits, Input, Label, Static
 
+from gpucon.model.alerts import Severity
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets.health_panel import HealthPanel
 from gpucon.widgets.keybar import KeyBar
 from gpucon.widgets.panels import AlertsPanel, QueuePanel, StatusBar
+from gpucon.widgets.row_order import problem_rows
 from gpucon.widgets.safe_text import clean
-from gpucon.widgets.slot_rows import RowBuilder
+from gpucon.widgets.slot_rows import RowBuilder, RowKey, RowValues
 from gpucon.widgets.slot_table import SlotTable
 
 if TYPE_CHECKING:
@@ -44,7 +53,12 @@ class FleetScreen(Screen[None]):
         Binding("escape", "clear_filter", "Clear filter", show=False, id="clear_filter"),
         # the audit log only reads, so it is there in read-only and NOC mode too
         Binding("A", "audit", "Audit", id="audit"),
+        Binding("z", "pause", "Pause", id="pause"),
+        Binding("exclamation_mark", "focus_alerts", "Alerts", id="focus_alerts"),
+        Binding("g", "goto_alert", "Go to alert", id="goto_alert"),
     ]
+    # narrower than this, the alerts take the bottom's whole width and the queues one line
+    WIDE = 136
 
     def __init__(
         self,
@@ -64,8 +78,17 @@ class FleetScreen(Screen[None]):
         self.page_s = page_s
         self.default_slo_ms = default_slo_ms
         self.page = 0
+        self._in_cycle = 1  # table pages shown in this NOC cycle
+        self._rotation = 1  # the table page the next cycle's rotation starts at
         self.snapshot: Snapshot | None = None
         self.rows = RowBuilder(default_slo_ms)
+        # paused: since when (epoch s); the table, queues, GPUs and alerts hold what they show
+        self.paused_at: float | None = None
+        self._problems: tuple[tuple[tuple[str, int], ...], object, dict[RowKey, int]] = (
+            (),
+            None,
+            {},
+        )
 
     @property
     def gpucon(self) -> GpuconApp:
@@ -80,13 +103,21 @@ class FleetScreen(Screen[None]):
             id="status",
         )
         with Vertical(id="main"):
+            yield Static("", id="pause-banner")
             yield SlotTable(id="slots")
             # the filter box is mounted on the first `/`: not built for the first frame
         with Horizontal(id="bottom"):
             with Vertical(id="bottom-left"):
                 yield QueuePanel(id="queues")
                 yield HealthPanel(id="health")
-            yield AlertsPanel(id="alerts")
+            with Vertical(id="alerts-box"):
+                if self.noc:  # the wall's alerts page: counts to read from across a room
+                    with Horizontal(id="noc-counts"):
+                        yield Label("CRIT", classes="noc-label -crit")
+                        yield Digits("0", id="noc-crit")
+                        yield Label("WARN", classes="noc-label -warn")
+                        yield Digits("0", id="noc-warn")
+                yield AlertsPanel(id="alerts")
         yield KeyBar()
 
     @property
@@ -97,11 +128,57 @@ class FleetScreen(Screen[None]):
         self.table.focus()
         self.table.follow_cursor = not self.noc  # NOC pages scroll by the clock, not the cursor
         if self.noc:
+            self.add_class("-noc")
             self.set_interval(self.page_s, self.next_page)
+        self._fit_width(self.size.width)
         if self.gpucon.snapshot is not None:
             self.show_snapshot(self.gpucon.snapshot)
 
+    def on_resize(self) -> None:
+        self._fit_width(self.size.width)
+        if self.noc:  # how many rows a page holds is known once the table is laid out
+            self.call_after_refresh(self._show_page_label)
+
+    def _fit_width(self, width: int) -> None:
+        """Alerts first: below ``WIDE`` columns they take the bottom's width, queues one line."""
+        narrow = 0 < width < self.WIDE
+        self.set_class(narrow, "-narrow")
+        # a tall terminal gives the bottom (alerts) a third of its height
+        try:
+            bottom = self.query_one("#bottom")
+            queues = self.query_one(QueuePanel)
+        except NoMatches:
+            return
+        height = self.size.height
+        if self.has_class("-alerts-page"):  # the wall's alerts page: the whole screen
+            bottom.styles.height = "1fr"
+        else:
+            bottom.styles.height = 10 if height < 30 else max(13, height // 3)
+        if queues.compact != narrow:
+            queues.compact = narrow
+            if self.snapshot is not None:
+                queues.show_snapshot(self.snapshot)
+
+    def _problem_rows(self, snapshot: Snapshot, rows: dict[RowKey, RowValues]) -> dict[RowKey, int]:
+        """The rows a warning or critical alert names; worked out again only when the
+        alerts or the set of rows changed."""
+        worst: dict[str, int] = {}
+        for a in snapshot.alerts:
+            if a.severity >= Severity.WARNING and worst.get(a.target, -1) < a.severity:
+                worst[a.target] = int(a.severity)
+        key = tuple(sorted(worst.items()))
+        if key == self._problems[0] and rows.keys() == self._problems[1]:
+            return self._problems[2]
+        found = problem_rows(rows, worst)
+        self._problems = (key, rows.keys(), found)
+        return found
+
     def show_snapshot(self, snapshot: Snapshot) -> None:
+        if self.paused_at is not None:
+            # held: only the sources' health stays live (the operator must see a feed die)
+            with contextlib.suppress(NoMatches):
+                self.query_one(StatusBar).show_snapshot(snapshot)
+            return
         self.snapshot = snapshot
         try:
             table = self.table
@@ -112,11 +189,92 @@ class FleetScreen(Screen[None]):
         except NoMatches:  # widgets not in the DOM (mounting or taken down): the next one paints
             return
         table.set_rate_window(snapshot.rate_window)
-        table.show_rows(self.rows.build(snapshot), snapshot.history)
+        rows = self.rows.build(snapshot)
+        table.show_rows(rows, snapshot.history, self._problem_rows(snapshot, rows))
         status.show_snapshot(snapshot)
         queues.show_snapshot(snapshot)
         health.show_snapshot(snapshot)
         alerts.show_snapshot(snapshot)
+        if self.noc:
+            self._show_counts(snapshot)
+        self._show_page_label()
+
+    # -- pause, alerts -----------------------------------------------------------------------
+
+    def action_pause(self) -> None:
+        """Hold the table's order and values (and the panels), or let them go live again."""
+        banner = self.query_one("#pause-banner", Static)
+        if self.paused_at is None:
+            self.paused_at = self.clock()
+            key = self.gpucon.get_key_display(self._binding("pause"))
+            held = time.strftime("%H:%M:%S", time.localtime(self.paused_at))
+            banner.update(
+                Text(f" PAUSED — live data held since {held}, {key} to resume ", "bold reverse")
+            )
+            self.add_class("-paused")
+        else:
+            self.paused_at = None
+            self.remove_class("-paused")
+            banner.update("")
+            latest = self.gpucon.snapshot
+            if latest is not None:
+                self.show_snapshot(latest)
+
+    def _binding(self, binding_id: str) -> Binding:
+        for active in self.active_bindings.values():
+            if active.binding.id == binding_id:
+                return active.binding
+        return Binding(binding_id, binding_id)
+
+    def action_focus_alerts(self) -> None:
+        self.query_one(AlertsPanel).focus()
+
+    def action_goto_alert(self) -> None:
+        """Jump to the row of the highlighted alert (the top one unless the alerts have focus)."""
+        panel = self.query_one(AlertsPanel)
+        alerts = panel.snapshot.alerts if panel.snapshot is not None else ()
+        if not alerts:
+            self.notify("no alerts", title="gpucon")
+            return
+        alert = panel.selected if panel.has_focus else alerts[0]
+        if alert is not None:
+            self.jump_to(alert.target)
+
+    def on_alerts_panel_jump(self, message: AlertsPanel.Jump) -> None:
+        message.stop()
+        self.jump_to(message.alert.target)
+
+    def jump_to(self, target: str) -> None:
+        """Select the row ``target`` names and give the table the focus."""
+        table = self.table
+        if table.select_target(target):
+            table.focus()
+        else:
+            self.notify(
+                f"{clean(target)}: no row in the table (a queue, a source or a node)",
+                title="gpucon",
+                markup=False,
+            )
+
+    def _show_counts(self, snapshot: Snapshot) -> None:
+        crit = sum(1 for a in snapshot.alerts if a.severity is Severity.CRITICAL)
+        warn = sum(1 for a in snapshot.alerts if a.severity is Severity.WARNING)
+        try:
+            self.query_one("#noc-crit", Digits).update(str(crit))
+            self.query_one("#noc-warn", Digits).update(str(warn))
+        except NoMatches:
+            pass
+
+    def _show_page_label(self) -> None:
+        if not self.noc:
+            return
+        if self.has_class("-alerts-page"):
+            label = "ALERTS"
+        else:
+            label = f"page {self.page + 1}/{self.table_pages}"
+            if self.page == 0:
+                label += " problems first"
+        self.query_one(StatusBar).set_page_label(label)
 
     # -- sorting and filtering -------------------------------------------------------------
 
@@ -165,20 +323,36 @@ class FleetScreen(Screen[None]):
 
     # -- NOC pages -------------------------------------------------------------------------
 
-    def next_page(self) -> None:
-        """Show the next page of the table, then the alerts page, then start again."""
+    # table pages a NOC cycle shows before its alerts page: page 1 (the problems) and then
+    # the next ones in rotation, so a 3,000-slot fleet shows its alerts every few pages, not
+    # after a hundred
+    PAGES_PER_CYCLE = 4
+
+    @property
+    def table_pages(self) -> int:
         table = self.table
+        return max(1, -(-table.row_count // table.page_rows))
+
+    def next_page(self) -> None:
+        """Page 1, then the next table pages in rotation, then the alerts page; again."""
+        table = self.table
+        pages = self.table_pages
         if self.has_class("-alerts-page"):
-            self.page = 0
+            self.page, self._in_cycle = 0, 1
             self.remove_class("-alerts-page")
+            self._fit_width(self.size.width)
             table.show_page(0)
-            return
-        pages = max(1, -(-table.row_count // table.page_rows))
-        self.page += 1
-        if self.page >= pages:
+        elif self._in_cycle >= min(self.PAGES_PER_CYCLE, pages):
             self.add_class("-alerts-page")
+            self._fit_width(self.size.width)
         else:
+            if not 1 <= self._rotation < pages:
+                self._rotation = 1
+            self.page = self._rotation
+            self._rotation += 1
+            self._in_cycle += 1
             table.show_page(self.page)
+        self._show_page_label()
 
 
 NO_WRITE_PATH = "no write path was built for this fleet (is its [redis] registry configured?)"

@@ -25,10 +25,10 @@ def gib(mib: float | None) -> str:
 
 
 def mem(used_mib: float | None, total_mib: float | None) -> str:
-    """``31.2/40.0G``: used over total in GiB."""
+    """``31.2/40.0``: used over total in GiB (the label or header names the unit)."""
     if used_mib is None and total_mib is None:
         return NA
-    return f"{gib(used_mib)}/{gib(total_mib)}G"
+    return f"{gib(used_mib)}/{gib(total_mib)}"
 
 
 def ms(value: float | None) -> str:

@@ -19,6 +19,25 @@ if TYPE_CHECKING:
     from textual.theme import Theme
 
 
+# the keys an operator needs first come first, so a narrow terminal cuts the rest: act on
+# the selection, get to the trouble, hold the table; then sorting and filtering
+FIRST = (
+    "alert_jump",
+    "open_detail",
+    "drain",
+    "undrain",
+    "goto_alert",
+    "focus_alerts",
+    "pause",
+    "filter",
+    "sort",
+)
+
+
+def _rank(binding_id: str | None) -> int:
+    return FIRST.index(binding_id) if binding_id in FIRST else len(FIRST)
+
+
 class KeyBar(Static):
     """The shown bindings of the screen it is on, as ``key description`` pairs."""
 
@@ -49,10 +68,14 @@ class KeyBar(Static):
         active = screen.active_bindings
         seen: set[str] = set()
         palette = self.app.COMMAND_PALETTE_BINDING
+        shown = []
         for key, (_node, binding, enabled, _tooltip) in active.items():
             if not binding.show or binding.action in seen or key == palette:
                 continue
             seen.add(binding.action)
+            shown.append((binding, enabled))
+        shown.sort(key=lambda item: _rank(item[0].id))  # stable: the rest keep their order
+        for binding, enabled in shown:
             keys.append(f" {self.app.get_key_display(binding)} ", key_style)
             keys.append(f"{binding.description} ", text_style if enabled else "dim")
         commands = Text(end="")

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.widgets import Static
 
 from gpucon.model.alerts import Alert, Severity
@@ -76,6 +79,13 @@ class StatusBar(TextPanel):
         self.clock = clock
         self.show_clock = show_clock
         self.snapshot: Snapshot | None = None
+        # "page 2/5" on a NOC wall: which page of how many is up
+        self.page_label = ""
+
+    def set_page_label(self, label: str) -> None:
+        if label != self.page_label:
+            self.page_label = label
+            self.redraw()
 
     def on_mount(self) -> None:
         if self.show_clock:
@@ -94,17 +104,18 @@ class StatusBar(TextPanel):
             text.append(" ")
         if self.show_clock:
             text.append(time.strftime("%H:%M:%S", time.localtime(self.clock())) + " ", "bold")
-        text.append("gpucon", style="bold")
-        if self.fleet_name:
-            text.append(" · ")
-            text.append(safe(self.fleet_name, 20))
+        if self.page_label:
+            text.append(f" {self.page_label} ", style="reverse bold")
+            text.append(" ")
         snap = self.snapshot
         if snap is None:
+            text.append("gpucon", style="bold")
             text.append("  waiting for the first snapshot…", style="dim")
         else:
+            # alert counts and each source's health before the fleet's name: a narrow terminal
+            # (or a wall with its clock and page) cuts the name and counts, never the health
             crit = sum(1 for a in snap.alerts if a.severity is Severity.CRITICAL)
             warn = sum(1 for a in snap.alerts if a.severity is Severity.WARNING)
-            text.append("  ")
             text.append(
                 f" {crit} crit ", style=self.theme_style("latency-breach") if crit else "dim"
             )
@@ -116,8 +127,12 @@ class StatusBar(TextPanel):
                 Health.DOWN: "reverse " + self.theme_style("latency-breach"),
             }
             text.append_text(source_badges(snap, health_styles))
+            text.append(" gpucon", style="bold")
+            if self.fleet_name:
+                text.append(" · ")
+                text.append(safe(self.fleet_name, 20))
             text.append(
-                f" {len(snap.gpus)} GPUs {len(snap.slots)} slots {len(snap.backends)} backends",
+                f"  {len(snap.gpus)} GPUs {len(snap.slots)} slots {len(snap.backends)} backends",
                 style="dim",
             )
         self.show_text(text)
@@ -128,7 +143,13 @@ class QueuePanel(TextPanel):
     pending, the oldest waiting entry's age, and the stream's length (XLEN, acked entries
     included until the stream is trimmed)."""
 
+    # one line for all queues (a narrow terminal gives the alerts the room)
+    compact = False
+
     def show_snapshot(self, snapshot: Snapshot) -> None:
+        if self.compact:
+            self.show_text(compact_queues(snapshot))
+            return
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append("QUEUE           WAIT   LAG  PEND  OLDEST    LEN  TREND\n", style="bold")
         if not snapshot.queues:
@@ -156,6 +177,23 @@ class QueuePanel(TextPanel):
         self.show_text(text)
 
 
+def compact_queues(snapshot: Snapshot) -> Text:
+    """Every queue on one line: name, requests waiting, oldest entry's age."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append("QUEUE ", style="bold")
+    if not snapshot.queues:
+        text.append("none reported", style="dim")
+    for i, (stream, q) in enumerate(sorted(snapshot.queues.items())):
+        if i:
+            text.append(" │ ", style="dim")
+        text.append_text(safe(stream, 20))
+        stale = snapshot.staleness.oldest(f"queue:{stream}")
+        text.append(f" wait {fmt.count(q.waiting)} oldest {fmt.seconds(q.oldest_age_s)}")
+        if stale is not None:
+            text.append(f" stale {fmt.age(stale)}", style="bold")
+    return text
+
+
 def alert_line(alert: Alert, now: float, style: str) -> Text:
     line = Text(no_wrap=True, overflow="ellipsis")
     line.append(f"{_SEVERITY_LABEL[alert.severity]} ", style=style)
@@ -166,16 +204,75 @@ def alert_line(alert: Alert, now: float, style: str) -> Text:
     return line
 
 
-class AlertsPanel(TextPanel):
-    """Active alerts, worst and then newest first (the order Snapshot.alerts already has)."""
+class AlertsPanel(TextPanel, can_focus=True):
+    """Active alerts in the order the snapshot gives them, one full line each.
+
+    Focusable (Tab, or ``!`` on the fleet screen): up/down move a highlight, Enter (or ``g``)
+    asks the screen to jump to the highlighted alert's row (``AlertsPanel.Jump``).
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "move(-1)", "Up", show=False, id="alert_up"),
+        Binding("down,j", "move(1)", "Down", show=False, id="alert_down"),
+        Binding("enter", "jump", "Go to row", id="alert_jump"),
+    ]
+
+    class Jump(Message):
+        """Go to the row of this alert's target."""
+
+        def __init__(self, alert: Alert) -> None:
+            super().__init__()
+            self.alert = alert
 
     snapshot: Snapshot | None = None
+    cursor = 0
+    # a NOC wall's alerts page: no "… and N more" cut at 6; the panel is the screen
+    title = "ALERTS"
+
+    @property
+    def selected(self) -> Alert | None:
+        alerts = self.snapshot.alerts if self.snapshot is not None else ()
+        return alerts[min(self.cursor, len(alerts) - 1)] if alerts else None
+
+    # the chosen alert's key: the highlight stays on it when alerts come, go or reorder
+    chosen: str | None = None
+
+    def action_move(self, step: int) -> None:
+        if self.snapshot is None or not self.snapshot.alerts:
+            return
+        self.cursor = max(0, min(self.cursor + step, len(self.snapshot.alerts) - 1))
+        self.chosen = self.snapshot.alerts[self.cursor].key
+        self.show_snapshot(self.snapshot)
+
+    def action_jump(self) -> None:
+        alert = self.selected
+        if alert is not None:
+            self.post_message(self.Jump(alert))
+
+    def on_focus(self) -> None:
+        if self.snapshot is not None:
+            self.show_snapshot(self.snapshot)
+
+    def on_blur(self) -> None:
+        if self.snapshot is not None:
+            self.show_snapshot(self.snapshot)
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
+        alerts = snapshot.alerts
+        if self.chosen is not None:
+            self.cursor = next(
+                (i for i, a in enumerate(alerts) if a.key == self.chosen), self.cursor
+            )
+        self.cursor = max(0, min(self.cursor, len(alerts) - 1))
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(f"ALERTS ({len(snapshot.alerts)})\n", style="bold")
-        if not snapshot.alerts:
+        crit = sum(1 for a in alerts if a.severity is Severity.CRITICAL)
+        warn = sum(1 for a in alerts if a.severity is Severity.WARNING)
+        text.append(f"{self.title} ({len(alerts)}: {crit} crit, {warn} warn)", style="bold")
+        if self.has_focus:
+            text.append("  ↑↓ choose · Enter go to its row", style="dim")
+        text.append("\n")
+        if not alerts:
             text.append("all clear", style="dim")
         styles = {
             Severity.CRITICAL: self.theme_style("latency-breach"),
@@ -183,13 +280,26 @@ class AlertsPanel(TextPanel):
             Severity.INFO: "dim",
         }
         # only what fits is built: a fleet in trouble can have thousands of alerts
-        room = max(1, (self.size.height or 24) - 2)
-        shown = snapshot.alerts[:room]
-        for alert in shown:
-            text.append_text(alert_line(alert, snapshot.taken_at, styles[alert.severity]))
+        room = max(1, (self.size.height or 24) - 1)
+        more = len(alerts) > room
+        if more:
+            room -= 1
+        top = max(0, self.cursor - room + 1) if self.has_focus else 0
+        shown = alerts[top : top + room]
+        width = max(20, self.size.width - 2)
+        for i, alert in enumerate(shown, top):
+            line = alert_line(alert, snapshot.taken_at, styles[alert.severity])
+            if self.has_focus and i == self.cursor:
+                line.stylize("reverse")
+                line.pad_right(width - line.cell_len)
+            text.append_text(line)
             text.append("\n")
-        if len(snapshot.alerts) > len(shown):
-            text.append(f"… and {len(snapshot.alerts) - len(shown)} more", style="dim")
+        if more:
+            rest = len(alerts) - top - len(shown)
+            text.append(f"… {rest} more below, {top} above" if top else f"… and {rest} more")
+            text.stylize("dim", len(text) - len(text.plain.rsplit("\n", 1)[-1]))
+        else:
+            text.rstrip()
         self.show_text(text)
 
     def on_resize(self) -> None:

@@ -33,17 +33,22 @@ def _activity(row: RowValues, width: int) -> Cell:
     if row.stale and (age := row.stale_age("activity")) is not None:
         return _aged(f"{fmt.pct(row.activity):>4} ", age, width)  # no bar: not a reading now
     bar_width = max(0, width - 5)
-    text = f"{fmt.pct(row.activity):>4} {fmt.bar(row.activity, bar_width)}"
-    return (text, "hot" if row.activity >= HOT_PCT else "bar")
+    hot = row.activity >= HOT_PCT
+    # "!" marks hot in words as well as in colour (a monochrome terminal, a colour-blind eye)
+    text = f"{fmt.pct(row.activity):>4}{'!' if hot else ' '}{fmt.bar(row.activity, bar_width)}"
+    return (text, "hot" if hot else "bar")
 
 
 def _mem(row: RowValues, width: int) -> Cell:
+    # the header names the unit (MEM GiB): the cells carry numbers only
     text = fmt.mem(row.mem_used, row.mem_total)
     if row.mem_used is None or row.mem_total is None:
         return (text, "na" if row.mem_used is None and row.mem_total is None else "")
     if row.stale and (age := row.stale_age("mem")) is not None:
-        return _aged(f"{fmt.gib(row.mem_used)}G", age, width)
-    return (text, "breach" if row.mem_total - row.mem_used < LOW_FREE_MIB else "")
+        return _aged(fmt.gib(row.mem_used), age, width)
+    if row.mem_total - row.mem_used < LOW_FREE_MIB:
+        return ("!" + text, "breach")
+    return (text, "")
 
 
 _TAKES_WORK = frozenset({"active", "draining"})
@@ -66,17 +71,28 @@ def _p95(row: RowValues, width: int) -> Cell:
     if not row.backend:
         return ("", "")
     if row.p95 is None:
-        return (f"{fmt.NA}/{fmt.ms(row.slo)}", "na")
+        return (f"{fmt.NA} ·SLO {slo_text(row.slo)}", "na")
     if row.stale and (age := row.stale_age("p95")) is not None:
         return _aged(fmt.ms(row.p95), age, width)  # the last p95 seen, not one against the SLO
     text = f"{fmt.ms(row.p95)}/{fmt.ms(row.slo)}"
     if row.ready is False and row.state in _TAKES_WORK:
         return (text, "dim")  # from before it stopped: not what users get now
+    # the glyphs say it without colour: "!" over the SLO, "~" within 20 % of it
     if row.slo is not None and row.p95 > row.slo:
-        return (text, "breach")
+        return ("!" + text, "breach")
     if row.slo is not None and row.p95 > 0.8 * row.slo:
-        return (text, "warn")
+        return ("~" + text, "warn")
     return (text, "")
+
+
+def slo_text(slo: float | None) -> str:
+    """An SLO short enough to sit beside ``n/a``: ``14s``, ``2.5s``, ``800ms``."""
+    if slo is None:
+        return fmt.NA
+    if slo >= 1000:
+        secs = slo / 1000
+        return f"{secs:.0f}s" if secs >= 10 or secs == int(secs) else f"{secs:.1f}s"
+    return f"{slo:.0f}ms"
 
 
 def _rps(row: RowValues, width: int) -> Cell:
@@ -122,6 +138,11 @@ def cell(key: str, row: RowValues, width: int, spark: str) -> Cell:
     if key == "gpu":
         return (row.gpu, "dim")
     if key == "slot":
+        return (row.slot, "")
+    if key == "gpu_slot":  # SLOT while the GPU column is dropped: "0/gi1", "0/whole"
+        index = row.gpu.split(" ", 1)[0]
+        if index and (row.slot.startswith("gi") or row.slot == "whole"):
+            return (f"{index}/{row.slot}", "")
         return (row.slot, "")
     if key == "profile":
         return (row.profile or fmt.NA, "" if row.profile else "na")

@@ -7,7 +7,7 @@ which columns there are and how they lay out; ``row_order`` sorts and filters th
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from rich.cells import cell_len
@@ -66,6 +66,8 @@ class Column:
     right: bool = False
     flex: int = 0  # extra cells it may take, at most
     priority: int = 5  # columns with the lowest priority are dropped first when narrow
+    # what its cells show, when not its key: SLOT shows "0/gi1" while GPU is dropped
+    cell_key: str = ""
 
 
 COLUMNS: tuple[Column, ...] = (
@@ -119,6 +121,10 @@ def layout(
         wanted = c.flex if natural is None else max(0, natural.get(key, 0) - c.width)
         extra[key] = min(c.flex, wanted, spare)
         spare -= extra[key]
+    if "gpu" not in by_key and "slot" in by_key:
+        # without its GPU column "gi1" could be any GPU's: the slot names its GPU's index
+        slot = by_key["slot"]
+        shown[shown.index(slot)] = replace(slot, title="GPU/SLOT", cell_key="gpu_slot")
     placed: list[tuple[Column, int, int]] = []
     x = 0
     for c in shown:

@@ -19,6 +19,7 @@ from gpucon.widgets.slot_cells import cell
 from gpucon.widgets.slot_rows import Column, RowValues
 
 Placed = Sequence[tuple[Column, int, int]]
+_SIGNALS = frozenset({"hot", "breach", "warn", "ok", "stale"})
 
 
 def row_strip(
@@ -31,17 +32,20 @@ def row_strip(
 ) -> Strip:
     cursor = styles["cursor"] if is_cursor else None
     blank = styles[""] + cursor if cursor is not None else styles[""]
-    stale_fg = Style(color=styles["stale"].color)
     # neighbours of one style are joined into one segment (the gaps mostly): fewer segments
     # to filter and compose, and fewer style changes written to the terminal
     texts: list[str] = []
     seg_styles: list[Style] = []
     for column, _, w in columns:
-        text, style_name = cell(column.key, row, w, spark)
+        text, style_name = cell(column.cell_key or column.key, row, w, spark)
         style = styles[style_name]
         if cursor is not None:
-            # the cursor's colours win, but a stale value stays in the stale colour
-            style = style + cursor + stale_fg if style_name == "stale" else style + cursor
+            # the cursor's background wins, but a signal keeps its own colour (over SLO, hot,
+            # NOT READY, stale): the selected row is the one an operator reads most closely
+            if style_name in _SIGNALS:
+                style = style + cursor + Style(color=style.color, bold=True)
+            else:
+                style = style + cursor
         text = pad(text, w, column.right)
         if texts:
             if seg_styles[-1] == blank:

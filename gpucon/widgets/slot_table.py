@@ -24,7 +24,7 @@ from textual.strip import Strip
 
 from gpucon.model.history import History
 from gpucon.widgets import fmt
-from gpucon.widgets.row_order import RowOrder
+from gpucon.widgets.row_order import DEFAULT_SORT, RowOrder, first_row_of
 from gpucon.widgets.slot_cells import cell
 from gpucon.widgets.slot_rows import (
     COLUMN_KEYS,
@@ -86,9 +86,15 @@ class SlotTable(ScrollView, can_focus=True):
 
     # -- data ------------------------------------------------------------------------------
 
-    def show_rows(self, rows: dict[RowKey, RowValues], history: History) -> None:
-        """Take this tick's rows; dirty only the lines whose shown values changed."""
-        self.order.update(rows)
+    def show_rows(
+        self,
+        rows: dict[RowKey, RowValues],
+        history: History,
+        problems: dict[RowKey, int] | None = None,
+    ) -> None:
+        """Take this tick's rows (and which have alerts); dirty only the lines whose shown
+        values changed."""
+        self.order.update(rows, problems)
         self.history = history
         self._measure(rows)
         if len(self._strips) > 2 * len(rows) + 256:  # forget strips of rows long gone
@@ -110,9 +116,32 @@ class SlotTable(ScrollView, can_focus=True):
         self.refresh()
 
     def cycle_sort(self, step: int = 1) -> None:
-        index = COLUMN_KEYS.index(self.order.sort_key)
-        key = COLUMN_KEYS[(index + step) % len(COLUMN_KEYS)]
-        self.set_sort(key, key not in ("host", "gpu", "slot", "profile", "backend", "state"))
+        """The next sort: the stable default order, then each column in turn."""
+        keys = (DEFAULT_SORT, *COLUMN_KEYS)
+        index = keys.index(self.order.sort_key) if self.order.sort_key in keys else 0
+        key = keys[(index + step) % len(keys)]
+        names = (DEFAULT_SORT, "host", "gpu", "slot", "profile", "backend", "state")
+        self.set_sort(key, key not in names)
+
+    def select_key(self, key: RowKey) -> bool:
+        """Put the selection on row ``key`` (clearing a filter that hides it); False if gone."""
+        if key not in self.order.rows:
+            return False
+        if key not in self.order.keys:
+            self.set_filter("")
+        self.move_cursor(self.order.keys.index(key))
+        top = round(self.scroll_y)
+        if not top <= self.cursor < top + self.page_rows:
+            self.scroll_to(y=max(0, self.cursor - self.page_rows // 3), animate=False)
+        self.refresh()
+        return True
+
+    def select_target(self, target: str) -> bool:
+        """Select the first row that alert target ``target`` names (backend, slot or GPU)."""
+        key = first_row_of(self.order.keys, self.order.rows, target)
+        if key is None:
+            key = first_row_of(sorted(self.order.rows), self.order.rows, target)
+        return key is not None and self.select_key(key)
 
     def set_filter(self, text: str) -> None:
         self.order.set_filter(text)
@@ -125,12 +154,22 @@ class SlotTable(ScrollView, can_focus=True):
         return self.scrollable_content_region.width
 
     @property
+    def trend_width(self) -> int:
+        """How many samples TREND shows (0: the column is not shown at this width)."""
+        return next((w for c, _, w in self._columns() if c.key == "trend"), 0)
+
+    @property
     def row_count(self) -> int:
         return len(self.order.keys)
 
+    _last_page_rows = 1
+
     @property
     def page_rows(self) -> int:
-        return max(1, self.size.height - 1)
+        """Rows a page shows; while the table is hidden (a NOC alerts page), the last known."""
+        if self.size.height > 1:
+            self._last_page_rows = self.size.height - 1
+        return self._last_page_rows
 
     def _after_reorder(self) -> None:
         keys = self.order.keys
@@ -237,8 +276,8 @@ class SlotTable(ScrollView, can_focus=True):
         return [
             (x, width + 1)
             for column, x, width in self._columns()
-            if cell(column.key, old_row, width, old_spark)
-            != cell(column.key, new_row, width, new_spark)
+            if cell(column.cell_key or column.key, old_row, width, old_spark)
+            != cell(column.cell_key or column.key, new_row, width, new_spark)
         ]
 
     def render_line(self, y: int) -> Strip:

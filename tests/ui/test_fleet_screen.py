@@ -52,11 +52,12 @@ async def test_sort_keys_and_header_click() -> None:
     app = Rig().app()
     async with app.run_test(size=SIZE) as pilot:
         table = table_of(app)
-        assert table.order.sort_key == "activity" and table.order.reverse
+        # the default order holds still: problems first, then host, GPU, slot
+        assert table.order.sort_key == "default" and not table.order.reverse
         await pilot.press("s")
-        assert table.order.sort_key == "trend"
+        assert table.order.sort_key == "host"
         await pilot.press("S")
-        assert table.order.sort_key == "trend" and not table.order.reverse
+        assert table.order.sort_key == "host" and table.order.reverse
         # click the BACKEND header: sort by backend
         x = next(x for c, x, _ in table._columns() if c.key == "backend")
         await pilot.click(table, offset=(x + 1, 0))
@@ -164,7 +165,7 @@ async def test_keys_are_remappable_from_config() -> None:
     async with app.run_test(size=SIZE) as pilot:
         table = table_of(app)
         await pilot.press("o")
-        assert table.order.sort_key == "trend"
+        assert table.order.sort_key == "host"
         await pilot.press("f", "b", "e", "r", "t", "enter")
         assert table.row_count == 1
         await pilot.press("x")
@@ -220,6 +221,10 @@ async def test_selected_row_stays_in_view_when_the_table_resorts() -> None:
         await pilot.pause()
         table = table_of(app)
         assert table.row_count > 3 * table.page_rows
+        table.set_sort("activity", True)  # a live sort: rows move as values change
+        table.move_cursor(0)
+        table.scroll_to(y=0, animate=False, immediate=True)
+        await pilot.pause()
         await pilot.press("down", "down", "down")
         key = table.cursor_key
         assert key is not None and table.cursor == 3

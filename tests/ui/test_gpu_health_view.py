@@ -90,15 +90,29 @@ async def test_req_s_header_names_the_rate_window() -> None:
 
 async def test_gpu_panel_sits_under_the_queues_and_leaves_the_alerts_their_width() -> None:
     app = troubled_rig().app(warmup=3)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(160, 30)) as pilot:
         await pilot.pause()
         queues = app.screen.query_one("#queues").region
         health = app.screen.query_one("#health").region
         alerts = app.screen.query_one("#alerts").region
         assert health.y > queues.y and health.x == queues.x and health.width == queues.width
         assert health.height >= 6  # a header and GPUs, a header and nodes
-        assert alerts.x >= queues.right and alerts.width >= 30
+        assert alerts.x >= queues.right and alerts.width >= 80
         assert "gpu-b/gpu0" in panel_text(app, "#health")
+
+
+async def test_narrow_terminal_gives_the_alerts_the_width_and_the_queues_one_line() -> None:
+    for width in (100, 80, 60):
+        app = troubled_rig().app(warmup=3)
+        async with app.run_test(size=(width, 24)) as pilot:
+            await pilot.pause()
+            queues = app.screen.query_one("#queues").region
+            alerts = app.screen.query_one("#alerts").region
+            assert queues.height == 1 and queues.y > alerts.y
+            assert alerts.width >= width - 2  # the whole width, less the padding
+            text = panel_text(app, "#alerts")
+            # each alert's whole line: severity, target and what is wrong
+            assert "CRIT" in text and "gpu-b/gpu0" in text and "XID 79" in text
 
 
 async def test_node_names_and_labels_render_literally() -> None:

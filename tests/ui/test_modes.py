@@ -64,13 +64,20 @@ async def test_noc_is_read_only_high_contrast_and_cycles_pages(controls: Control
         table = table_of(app)
         pages = -(-table.row_count // table.page_rows)
         assert pages > 1
+        assert f"page 1/{pages} problems first" in str(screen.query_one("#status").render())
         screen.next_page()
         await pilot.pause()
         assert round(table.scroll_y) == table.page_rows
-        for _ in range(pages - 1):
+        assert f"page 2/{pages}" in str(screen.query_one("#status").render())
+        # page 1, then the next pages in rotation, then the alerts page
+        for _ in range(min(pages, FleetScreen.PAGES_PER_CYCLE) - 2):
             screen.next_page()
         await pilot.pause()
+        assert not screen.has_class("-alerts-page")
+        screen.next_page()
+        await pilot.pause()
         assert screen.has_class("-alerts-page")
+        assert "ALERTS" in str(screen.query_one("#status").render())
         screen.next_page()
         assert not screen.has_class("-alerts-page") and screen.page == 0
 

@@ -134,3 +134,45 @@ def test_detail_with_gpu_health_and_node(snap_compare) -> None:  # type: ignore[
 
 def test_incident_gpu_fault(snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(sim_rig(scenario="gpu-fault").app(warmup=90), terminal_size=SIZE)
+
+
+# -- the 2 AM sizes: a laptop's 80x24, a big terminal's 180x48, and the NOC wall's pages ----
+
+
+def test_backend_down_at_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app = sim_rig(scenario="backend-down", size=64).app(warmup=60)
+    assert snap_compare(app, terminal_size=(80, 24))
+
+
+def test_backend_down_at_180x48(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app = sim_rig(scenario="backend-down", size=64).app(warmup=60)
+    assert snap_compare(app, terminal_size=(180, 48))
+
+
+def test_alerts_focused_at_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app = sim_rig(scenario="burst").app(warmup=150)
+    assert snap_compare(app, terminal_size=(80, 24), press=["exclamation_mark", "down"])
+
+
+def test_paused_table(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app = sim_rig(scenario="backend-down").app(warmup=60)
+    assert snap_compare(app, terminal_size=(120, 30), press=["z"])
+
+
+def test_noc_first_page_at_180x48(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app = sim_rig(scenario="backend-down", size=64).app(warmup=60, noc=True, page_s=3600)
+    assert snap_compare(app, terminal_size=(180, 48))
+
+
+def test_noc_alerts_page_at_180x48(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app = sim_rig(scenario="burst").app(warmup=150, noc=True, page_s=3600)
+
+    async def to_alerts(pilot: Pilot[int]) -> None:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, FleetScreen)
+        while not screen.has_class("-alerts-page"):
+            screen.next_page()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(180, 48), run_before=to_alerts)
