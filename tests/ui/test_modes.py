@@ -173,3 +173,36 @@ def test_config_check_knows_the_binding_ids_the_screens_bind() -> None:
     from gpucon.config.keys import BINDING_IDS
 
     assert known_binding_ids() == BINDING_IDS
+
+
+def test_the_default_keys_config_knows_are_the_screens_bindings() -> None:
+    """``key_collisions`` reasons over DEFAULT_KEYS: each id's keys and screen must be what the
+    BINDINGS say, or a collision would go unnamed (or a harmless remap be refused)."""
+    from textual.binding import Binding
+
+    from gpucon.config.keys import APP, DEFAULT_KEYS
+    from gpucon.screens.audit import AuditScreen
+    from gpucon.screens.detail import DetailScreen
+    from gpucon.screens.fleet import ActionFleetScreen, FleetScreen
+    from gpucon.screens.help import HelpScreen
+    from gpucon.screens.plan import PlanScreen
+    from gpucon.screens.progress import ProgressScreen
+    from gpucon.widgets.slot_table import SlotTable
+
+    where = {
+        APP: (GpuconApp,),
+        "fleet": (FleetScreen, ActionFleetScreen, SlotTable),
+        "detail": (DetailScreen,),
+        "help": (HelpScreen,),
+        "plan": (PlanScreen,),
+        "progress": (ProgressScreen,),
+        "audit": (AuditScreen,),
+    }
+    bound = {
+        b.id: (screen, b.key)
+        for screen, classes in where.items()
+        for cls in classes
+        for b in cls.BINDINGS
+        if isinstance(b, Binding) and b.id
+    }
+    assert bound == DEFAULT_KEYS

@@ -90,7 +90,7 @@ def test_minimal_config_gets_defaults(tmp_path: Path) -> None:
          "a number"),
         ("[fleets.p.redis]\n[alerts]\nnope = 1\n", "alerts.nope", "known keys"),
         ("[fleets.p.redis]\n[keys]\ndrain = 4\n", "keys.drain", "a string"),
-        ("[fleets.p.redis]\n[ui]\nrefresh_s = -1\n", "ui.refresh_s", "greater than 0"),
+        ("[fleets.p.redis]\n[ui]\nrefresh_s = -1\n", "ui.refresh_s", "from 0.05 to 86,400"),
         ("[fleets.p.redis]\n[ui]\nkeys = {}\n", "ui.keys", "known keys"),
         ("read_only = 'yes'\n[fleets.p.redis]\n", "read_only", "true or false"),
         ("colour = 'red'\n[fleets.p.redis]\n", "colour", "known keys"),
@@ -179,7 +179,7 @@ def test_cli_fleet_wins_over_env(tmp_path: Path) -> None:
         ("GPUCON_PROMETHEUS_URL", "prom:9090", "http://"),
         ("GPUCON_READ_ONLY", "maybe", "1/true/yes"),
         ("GPUCON_REFRESH_S", "fast", "a number of seconds"),
-        ("GPUCON_REFRESH_S", "-1", "greater than 0"),
+        ("GPUCON_REFRESH_S", "-1", "from 0.05 to 86,400"),
         ("GPUCON_LIBVIRT_URI", "system", "libvirt URI"),
     ],
 )
