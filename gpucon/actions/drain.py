@@ -46,6 +46,7 @@ from gpucon.errors import (
     StepFailed,
     StepTimeout,
     finite_number,
+    shown,
 )
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot
@@ -102,7 +103,7 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     if node is not None:
         backends = node_backends(snapshot, node)
         if not backends and node not in snapshot.nodes:
-            raise BadParams("node", f"unknown node {node!r}")
+            raise BadParams("node", f"unknown node {shown(node)}")
         target = node
     else:
         backends = (find_backend(snapshot, params.get("backend")),)

@@ -29,7 +29,7 @@ from gpucon.actions.plan import (
 from gpucon.actions.recheck import recheck_rebalance
 from gpucon.actions.weights import basis_summary, propose
 from gpucon.controls.base import Controls
-from gpucon.errors import MAX_NAME_CHARS, MAX_WEIGHT, BadParams, finite_number
+from gpucon.errors import MAX_NAME_CHARS, MAX_WEIGHT, BadParams, finite_number, shown
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.ids import escaped_name
 from gpucon.model.snapshot import Snapshot
@@ -105,7 +105,7 @@ def plan_rebalance(snapshot: Snapshot, params: Mapping[str, object]) -> Plan:
         reasons = {p.name: p.reason for p in proposals}
     version = params.get("registry_version")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
-        raise BadParams("registry_version", f"expected an integer, got {version!r}")
+        raise BadParams("registry_version", f"expected an integer, got {shown(version)}")
     reason = text_param(params, "reason", DEFAULT_REASON) or DEFAULT_REASON
 
     old = {n: snapshot.backends[n].weight for n in new}

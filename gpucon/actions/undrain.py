@@ -33,7 +33,7 @@ from gpucon.actions.plan import (
 )
 from gpucon.actions.recheck import recheck_undrain
 from gpucon.controls.base import Controls
-from gpucon.errors import MAX_WEIGHT, BadParams, StepFailed, finite_number
+from gpucon.errors import MAX_WEIGHT, BadParams, StepFailed, finite_number, shown
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot
 
@@ -103,7 +103,7 @@ def _plan_node(
 ) -> Plan:
     on_node = node_backends(snapshot, node)
     if not on_node and node not in snapshot.nodes:
-        raise BadParams("node", f"unknown node {node!r}")
+        raise BadParams("node", f"unknown node {shown(node)}")
     restore: tuple[Backend, ...] = tuple(b for b in on_node if b.state in OUT_OF_SERVICE)
     kube = bool(params.get("kube", False))
     pre = [

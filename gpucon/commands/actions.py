@@ -102,13 +102,13 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
 
 
 def _parse_weights(items: list[str]) -> dict[str, object]:
-    from gpucon.errors import BadParams
+    from gpucon.errors import BadParams, shown
 
     weights: dict[str, object] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise BadParams("--set", f"expected NAME=WEIGHT, got {item!r}")
+            raise BadParams("--set", f"expected NAME=WEIGHT, got {shown(item)}")
         weights[name.strip()] = value.strip()
     return weights
 
