@@ -125,6 +125,7 @@ def format_ts(ts: float) -> str:
 
 # the ranges every action parameter is checked against (``finite_number``, ``bounded_text``)
 MAX_ACTION_TIMEOUT_S = 86_400.0  # a drain or probe waiting longer than a day is a typo
+MIN_ACTION_TIMEOUT_S = 0.01  # shorter is no deadline at all (a clock's step)
 MAX_WEIGHT = 1_000_000.0  # scheduler weights are relative; beyond this a sum loses precision
 MAX_TEXT_CHARS = 500  # a reason or a node's name: kept in the registry and every audit record
 MAX_NAME_CHARS = 1_024  # a backend's name as the registry may hold it

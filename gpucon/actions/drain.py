@@ -42,6 +42,7 @@ from gpucon.actions.undrain import apply_undrain, plan_undrain
 from gpucon.controls.base import Controls
 from gpucon.errors import (
     MAX_ACTION_TIMEOUT_S,
+    MIN_ACTION_TIMEOUT_S,
     BadParams,
     StepFailed,
     StepTimeout,
@@ -94,8 +95,7 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     timeout_s = finite_number(
         "timeout_s",
         params.get("timeout_s", DEFAULT_TIMEOUT_S),
-        minimum=0,
-        above_minimum=True,
+        minimum=MIN_ACTION_TIMEOUT_S,
         maximum=MAX_ACTION_TIMEOUT_S,
     )
     force = bool(params.get("force", False))

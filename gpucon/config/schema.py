@@ -40,6 +40,8 @@ T = TypeVar("T")
 # no clock or Redis client takes it). Ranges by the field's unit, from its name's suffix.
 MAX_DURATION_S = 86_400.0  # cadences, timeouts, windows: a day at most
 MIN_REFRESH_S = 0.05  # the console redraws at most 20 times a second
+# a shorter duration is no deadline at all: a clock's step (time.monotonic() + 1e-31 is itself)
+MIN_DURATION_S = 0.001
 MAX_MS = 3_600_000.0  # SLOs and waits in milliseconds: an hour at most
 MAX_MIB = 16_777_216.0  # 16 TiB of GPU memory
 MAX_RATE = 1_000_000.0
@@ -55,7 +57,7 @@ def number_range(name: str) -> tuple[float, float, bool]:
     if name == "refresh_s":
         return MIN_REFRESH_S, MAX_DURATION_S, False
     if name.endswith("_s"):
-        return 0.0, MAX_DURATION_S, True
+        return MIN_DURATION_S, MAX_DURATION_S, False
     if name.endswith("_ms"):
         return 0.0, MAX_MS, True
     if name.endswith("_pct"):

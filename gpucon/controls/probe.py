@@ -23,7 +23,13 @@ from typing import Any, Protocol
 import httpx
 
 from gpucon.config import ProbeTarget
-from gpucon.errors import MAX_ACTION_TIMEOUT_S, BadParams, finite_number, shown
+from gpucon.errors import (
+    MAX_ACTION_TIMEOUT_S,
+    MIN_ACTION_TIMEOUT_S,
+    BadParams,
+    finite_number,
+    shown,
+)
 from gpucon.registry import keys
 
 STABILITY_PCT = 10.0
@@ -60,8 +66,9 @@ def check_bounds(target: ProbeTarget, params: dict[str, object]) -> ProbeBounds:
     concurrency = _positive_int("concurrency", params.get("concurrency", 1))
 
     def positive(name: str, default: float, maximum: float | None = None) -> float:
+        # at least a clock's step: a rate of 1e-31/s would wait 1e31 s between requests
         value = params.get(name, default)
-        return finite_number(name, value, minimum=0.0, above_minimum=True, maximum=maximum)
+        return finite_number(name, value, minimum=MIN_ACTION_TIMEOUT_S, maximum=maximum)
 
     rate = positive("rate", target.max_rate_per_s)
     duration = positive("duration", target.max_duration_s)

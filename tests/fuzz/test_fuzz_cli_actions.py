@@ -87,7 +87,7 @@ def check_plan(plan: Plan) -> None:
         if key in ("timeout_s", "poll_s") and value is not None:
             check_seconds(float(value))
             assert float(value) <= MAX_ACTION_TIMEOUT_S
-    for weight in dict(plan.params.get("new_weights") or {}).values():
+    for weight in dict(plan.params.get("weights") or {}).values():
         assert math.isfinite(weight) and 0 <= weight <= MAX_WEIGHT
     assert plan_lines(plan)
     json.dumps(plan.params, default=str)

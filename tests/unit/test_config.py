@@ -68,8 +68,8 @@ def test_minimal_config_gets_defaults(tmp_path: Path) -> None:
     [
         ("[fleets.p.redis]\nurl = 'http://x'\n", "fleets.p.redis.url", "redis:// or rediss://"),
         ("[fleets.p.redis]\nurl = 'redis://h:port'\n", "fleets.p.redis.url", "URL"),
-        ("[fleets.p.redis]\ncadence_s = -1\n", "fleets.p.redis.cadence_s", "greater than 0"),
-        ("[fleets.p.redis]\ncadence_s = 0\n", "fleets.p.redis.cadence_s", "greater than 0"),
+        ("[fleets.p.redis]\ncadence_s = -1\n", "fleets.p.redis.cadence_s", "from 0.001 to"),
+        ("[fleets.p.redis]\ncadence_s = 0\n", "fleets.p.redis.cadence_s", "from 0.001 to"),
         ("[fleets.p.redis]\ntimeout_s = '2'\n", "fleets.p.redis.timeout_s", "a number"),
         ("[fleets.p.redis]\nstreams = 'q'\n", "fleets.p.redis.streams", "array of strings"),
         ("[fleets.p.redis]\nstreams = [1]\n", "fleets.p.redis.streams[0]", "a string"),
