@@ -112,6 +112,16 @@ class LeaseLost(StepFailed):
         self.why = why
 
 
+class Stopped(StepFailed):
+    """The console was closing (its terminal went away): the action stopped at a step
+    boundary, recorded how far it got and released its locks. Exit 5, like a failed step."""
+
+    def __init__(self, step: str, why: str) -> None:
+        ActionError.__init__(self, f"stopped before {step!r}: {why}")
+        self.step = step
+        self.why = why
+
+
 def format_ts(ts: float) -> str:
     """A UTC timestamp as the operator reads it in messages and the audit log; a time no
     calendar can show (NaN, infinite, beyond year 9999) is named as it is, never raised."""

@@ -178,8 +178,22 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
         app.startup_problems.append(why_not)
     if after_first_frame is not None:
         app.after_first_frame.append(after_first_frame)
+    from gpucon.actions import stop
+    from gpucon.commands.hangup import HANGUP_EXIT, TerminalWatch
+
+    def stop_actions(why: str) -> None:
+        """From the watch's thread: each running action stops at its next step boundary,
+        records its outcome and releases its locks; no new one starts."""
+        stop.request_stop(f"the console is closing: {why}")
+        stop.wait_idle(3.0)
+
+    def quit() -> None:
+        app.call_from_thread(app.exit, None, HANGUP_EXIT)
+
+    watch = TerminalWatch(stop_actions, quit).start()
     try:
         app.run()
     finally:
+        watch.close()
         session.close()
     return app.return_code or 0
