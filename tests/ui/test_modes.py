@@ -123,6 +123,28 @@ async def test_bad_theme_gives_one_notification_not_a_crash(tmp_path: Path) -> N
             assert "using gpucon-dark" in next(iter(app._notifications)).message
 
 
+@pytest.mark.parametrize(
+    ("variables", "said"),
+    [
+        ('"util-hot" = 5', "variables.util-hot: expected a colour string"),
+        ('stale = "zzz"', "variables.stale: expected a colour such as"),
+    ],
+)
+async def test_theme_variables_that_are_not_colours_give_one_notification(
+    tmp_path: Path, variables: str, said: str
+) -> None:
+    """Once a StylesheetError with a Rich traceback (a number) or "CSS parsing failed" at
+    start (a word that is no colour): now the theme is refused by name and the default used."""
+    theme = tmp_path / "mine.toml"
+    theme.write_text(f'name = "mine"\nprimary = "#4aa8ff"\n[variables]\n{variables}\n')
+    app = Rig().app(theme=str(theme))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.theme == "gpucon-dark" and app.is_running
+        (notification,) = app._notifications
+        assert said in notification.message and "using gpucon-dark" in notification.message
+
+
 async def test_theme_file_is_loaded(tmp_path: Path) -> None:
     good = tmp_path / "mine.toml"
     good.write_text('name = "mine"\nprimary = "#ff00ff"\n[variables]\nstale = "#123456"\n')
