@@ -136,9 +136,13 @@ class Checker:
                     where, f"one of the known keys ({', '.join(allowed)})", got="an unknown key"
                 )
 
-    def number(self, value: object, key: str, *, field: str | None = None) -> float:
-        """A finite number within the range its field's name implies (``number_range``)."""
+    def number(
+        self, value: object, key: str, *, field: str | None = None, positive: bool = False
+    ) -> float:
+        """A finite number within the range its field's name implies (``number_range``);
+        ``positive``: greater than the range's minimum, not equal to it."""
         minimum, maximum, above = number_range(field or key.rsplit(".", 1)[-1])
+        above = above or positive
         allowed = f"a number {range_text(minimum, maximum, above=above)}"
         if isinstance(value, bool) or not isinstance(value, int | float):
             self.fail(key, allowed, value)
