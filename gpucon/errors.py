@@ -119,6 +119,16 @@ class LeaseLost(StepFailed):
         self.why = why
 
 
+class Stopped(StepFailed):
+    """The console was closing (its terminal went away): the action stopped at a step
+    boundary, recorded how far it got and released its locks. Exit 5, like a failed step."""
+
+    def __init__(self, step: str, why: str) -> None:
+        ActionError.__init__(self, f"stopped before {step!r}: {why}")
+        self.step = step
+        self.why = why
+
+
 def format_ts(ts: float) -> str:
     """A UTC timestamp as the operator reads it in messages and the audit log; a time no
     calendar can show (NaN, infinite, beyond year 9999) is named as it is, never raised."""
@@ -130,16 +140,72 @@ def format_ts(ts: float) -> str:
         return f"(invalid time {ts!r})"
 
 
-def finite_number(field_name: str, value: object, *, minimum: float | None = None) -> float:
-    """``value`` as a finite float (≥ ``minimum``), or BadParams naming ``field_name``."""
+# the ranges every action parameter is checked against (``finite_number``, ``bounded_text``)
+MAX_ACTION_TIMEOUT_S = 86_400.0  # a drain or probe waiting longer than a day is a typo
+MIN_ACTION_TIMEOUT_S = 0.01  # shorter is no deadline at all (a clock's step)
+MAX_WEIGHT = 1_000_000.0  # scheduler weights are relative; beyond this a sum loses precision
+MAX_TEXT_CHARS = 500  # a reason or a node's name: kept in the registry and every audit record
+MAX_NAME_CHARS = 1_024  # a backend's name as the registry may hold it
+
+SHOWN_CHARS = 60  # how much of a refused value a message quotes
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``value`` as a message may quote it: ``repr``-escaped (control, format and bidi
+    characters become ``\\x1b``-style escapes, so nothing reaches a terminal raw), cut to
+    ``limit`` characters with its full length named when cut."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, str | bytes) else len(text)
+    return f"{text[: limit - 1]}… ({size:,} characters)"
+
+
+def _bound(number: float) -> str:
+    return f"{number:,.0f}" if number == int(number) and abs(number) >= 1e4 else f"{number:g}"
+
+
+def range_text(minimum: float | None, maximum: float | None, *, above: bool = False) -> str:
+    """The allowed range as a message says it: "from 0.01 to 3,600", "greater than 0 and at
+    most 86,400"."""
+    low = None if minimum is None else _bound(minimum)
+    if low is not None and maximum is not None:
+        if above:
+            return f"greater than {low} and at most {_bound(maximum)}"
+        return f"from {low} to {_bound(maximum)}"
+    if low is not None:
+        return f"{'greater than' if above else 'at least'} {low}"
+    return "any finite number" if maximum is None else f"at most {_bound(maximum)}"
+
+
+def finite_number(
+    field_name: str,
+    value: object,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above_minimum: bool = False,
+) -> float:
+    """``value`` as a finite float within [``minimum``, ``maximum``] (``above_minimum``:
+    strictly greater than ``minimum``), or BadParams naming the field, the value and the range.
+    """
+    allowed = range_text(minimum, maximum, above=above_minimum)
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise BadParams(field_name, f"expected a number, got {value!r}")
+        raise BadParams(field_name, f"expected a number ({allowed}), got {shown(value)}")
     try:
         number = float(value)
-    except ValueError:
-        raise BadParams(field_name, f"expected a number, got {value!r}") from None
+    except (ValueError, OverflowError):
+        raise BadParams(field_name, f"expected a number ({allowed}), got {shown(value)}") from None
     if math.isnan(number) or math.isinf(number):
-        raise BadParams(field_name, f"must be a finite number, got {value!r}")
-    if minimum is not None and number < minimum:
-        raise BadParams(field_name, f"must be ≥ {minimum:g}, got {number:g}")
+        raise BadParams(field_name, f"must be a finite number ({allowed}), got {shown(value)}")
+    low_ok = minimum is None or (number > minimum if above_minimum else number >= minimum)
+    if not low_ok or (maximum is not None and number > maximum):
+        raise BadParams(field_name, f"must be {allowed}, got {shown(value)}")
     return number
+
+
+def bounded_text(field_name: str, value: str, max_chars: int) -> str:
+    """``value`` when it is at most ``max_chars`` characters, else BadParams naming both."""
+    if len(value) > max_chars:
+        raise BadParams(field_name, f"must be at most {max_chars:,} characters, got {shown(value)}")
+    return value

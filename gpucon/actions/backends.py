@@ -10,32 +10,45 @@ import unicodedata
 from collections.abc import Mapping
 
 from gpucon.controls.base import Controls
-from gpucon.errors import BadParams
+from gpucon.errors import MAX_NAME_CHARS, MAX_TEXT_CHARS, BadParams, bounded_text, shown
 from gpucon.model.fleet import Backend, BackendState
-from gpucon.model.ids import parse_slot_id
+from gpucon.model.ids import escaped_name, parse_slot_id
 from gpucon.model.snapshot import Snapshot
 
 
 def text_param(params: Mapping[str, object], name: str, default: str | None = None) -> str | None:
+    """A free-text param (a reason, a node's name): non-empty, at most MAX_TEXT_CHARS, and
+    without control or format characters."""
     value = params.get(name, default)
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise BadParams(name, f"expected a non-empty text, got {value!r}")
+        raise BadParams(name, f"expected a non-empty text, got {shown(value)}")
+    bounded_text(name, value, MAX_TEXT_CHARS)
     if any(unicodedata.category(c) in ("Cc", "Cf") for c in value):
         # C0, DEL, C1 and format characters (bidi overrides, zero-width): they would reach
         # the registry and every colleague's terminal
-        raise BadParams(name, "must not contain control or format characters")
+        raise BadParams(name, f"must not contain control or format characters, got {shown(value)}")
     return value.strip()
 
 
-def find_backend(snapshot: Snapshot, name: str | None) -> Backend:
+def find_backend(snapshot: Snapshot, name: object) -> Backend:
+    """The backend ``name`` names: its registry name exactly (the console passes the selected
+    row's real name, control characters and all), or the escaped form that listings and
+    messages print (``b\\x1b[31m1``), so the operator is never locked out of a backend."""
     if name is None:
         raise BadParams("backend", "which backend? (give its name)")
-    backend = snapshot.backends.get(name)
+    if not isinstance(name, str) or not name:
+        raise BadParams("backend", f"expected a backend's name, got {shown(name)}")
+    bounded_text("backend", name, MAX_NAME_CHARS)
+    backend = snapshot.backends.get(name) or snapshot.backends.get(name.strip())
     if backend is None:
-        known = ", ".join(sorted(snapshot.backends)[:8]) or "none"
-        raise BadParams("backend", f"unknown backend {name!r} (known: {known})")
+        backend = next(
+            (b for b in snapshot.backends.values() if escaped_name(b.name) == name), None
+        )
+    if backend is None:
+        known = ", ".join(escaped_name(n) for n in sorted(snapshot.backends)[:8]) or "none"
+        raise BadParams("backend", f"unknown backend {shown(name)} (known: {known})")
     return backend
 
 

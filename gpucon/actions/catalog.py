@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from gpucon.actions.plan import Outcome, Plan, Progress, Tier
 from gpucon.controls.base import Controls
-from gpucon.errors import BadParams
+from gpucon.errors import BadParams, shown
 from gpucon.model.snapshot import Snapshot
 
 PlanFn = Callable[[Snapshot, Mapping[str, object]], Plan]
@@ -44,7 +44,7 @@ def get_action(name: str) -> ActionSpec:
     """The action called ``name``; BadParams naming ``action`` when there is none."""
     entry = KNOWN.get(name)
     if entry is None:
-        raise BadParams("action", f"unknown action {name!r} (known: {', '.join(KNOWN)})")
+        raise BadParams("action", f"unknown action {shown(name)} (known: {', '.join(KNOWN)})")
     tier, title = entry
     plan_fn, apply_fn = _functions(name)
     return ActionSpec(name, tier, title, plan_fn, apply_fn)

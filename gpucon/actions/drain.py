@@ -40,7 +40,15 @@ from gpucon.actions.plan import (
 from gpucon.actions.recheck import recheck_drain
 from gpucon.actions.undrain import apply_undrain, plan_undrain
 from gpucon.controls.base import Controls
-from gpucon.errors import BadParams, StepFailed, StepTimeout, finite_number
+from gpucon.errors import (
+    MAX_ACTION_TIMEOUT_S,
+    MIN_ACTION_TIMEOUT_S,
+    BadParams,
+    StepFailed,
+    StepTimeout,
+    finite_number,
+    shown,
+)
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot
 
@@ -84,18 +92,21 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     that drain gave: running the drain again finishes it.
     """
     given = text_param(params, "reason")
-    timeout_s = finite_number("timeout_s", params.get("timeout_s", DEFAULT_TIMEOUT_S), minimum=0)
-    if timeout_s <= 0:
-        raise BadParams("timeout_s", f"must be > 0 seconds, got {timeout_s:g}")
+    timeout_s = finite_number(
+        "timeout_s",
+        params.get("timeout_s", DEFAULT_TIMEOUT_S),
+        minimum=MIN_ACTION_TIMEOUT_S,
+        maximum=MAX_ACTION_TIMEOUT_S,
+    )
     force = bool(params.get("force", False))
     node = text_param(params, "node")
     if node is not None:
         backends = node_backends(snapshot, node)
         if not backends and node not in snapshot.nodes:
-            raise BadParams("node", f"unknown node {node!r}")
+            raise BadParams("node", f"unknown node {shown(node)}")
         target = node
     else:
-        backends = (find_backend(snapshot, text_param(params, "backend")),)
+        backends = (find_backend(snapshot, params.get("backend")),)
         target = backends[0].name
     resumed = [b.reason for b in backends if b.state is BackendState.DRAINING and b.reason]
     reason = given or (resumed[0] if resumed else DEFAULT_REASON)
@@ -162,7 +173,9 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
             "pods": list(pods_sorted),
             "reason": reason,
             "timeout_s": timeout_s,
-            "poll_s": finite_number("poll_s", params.get("poll_s", POLL_S), minimum=0.01),
+            "poll_s": finite_number(
+                "poll_s", params.get("poll_s", POLL_S), minimum=0.01, maximum=60.0
+            ),
         },
         summary=f"drain {target}: stop new work to {', '.join(names) or 'no backend'}",
         made_at=snapshot.taken_at,

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from gpucon.actions import stop
 from gpucon.actions.catalog import RecheckFn, recheck_of
 from gpucon.actions.lease import LockKeeper, acquire_locks, lock_targets, release_locks
 from gpucon.actions.plan import (
@@ -33,7 +34,7 @@ from gpucon.actions.plan import (
     status_for,
 )
 from gpucon.controls.base import Controls
-from gpucon.errors import ActionError, LeaseLost, LockHeld, Refused
+from gpucon.errors import ActionError, LeaseLost, LockHeld, Refused, StepFailed, Stopped
 
 LOCK_TTL_S = 15.0
 
@@ -88,11 +89,15 @@ class _StepRecorder:
 
     def _stop_if_lease_lost(self, event: ProgressEvent, now: float) -> None:
         """A step boundary (a step starting, or a wait polling): raise LeaseLost there when
-        the locks can no longer be trusted, so nothing more is done without them."""
+        the locks can no longer be trusted, so nothing more is done without them; Stopped
+        when the console is closing (its terminal went away)."""
         why = self.keeper.lost_why() if self.keeper is not None else None
-        if why is None:
+        closing = stop.stop_requested()
+        if why is None and closing is None:
             return
-        lost = LeaseLost(event.step, why)
+        lost: StepFailed = (
+            LeaseLost(event.step, why) if why is not None else Stopped(event.step, str(closing))
+        )
         if event.status is StepStatus.RUNNING:  # the step had started: it failed
             self.stopped.add(event.step)
             took = now - self.started.get(event.step, now)
@@ -178,6 +183,22 @@ def execute(
     if not plan.ok:
         failed = "; ".join(f"{p.name}: {p.text}" for p in plan.failed_preconditions)
         return _refusal(plan, controls, Refused(f"precondition failed: {failed}"))
+    closing = stop.stop_requested()
+    if closing is not None:
+        return _refusal(plan, controls, Refused(f"{closing}; nothing was done"))
+    with stop.running():
+        return _execute(apply, plan, controls, progress, lock_ttl_s, recheck)
+
+
+def _execute(
+    apply: ApplyFn,
+    plan: Plan,
+    controls: Controls,
+    progress: Progress,
+    lock_ttl_s: float,
+    recheck: RecheckFn | None,
+) -> Outcome:
+    """The locks, the recheck under them, the run; the locks are released however it ends."""
     try:
         leases = acquire_locks(controls, plan, lock_ttl_s)
     except LockHeld as held:

@@ -33,20 +33,28 @@ SIM_CAPS: dict[str, Any] = {
 
 def _sim_target(snapshot: Snapshot, name: str) -> ProbeTarget:
     """In the demo every backend is a target, with the default caps of a configured one."""
+    from gpucon.actions.backends import find_backend
     from gpucon.config import ProbeTarget
     from gpucon.errors import BadParams
 
-    backend = snapshot.backends.get(name)
-    if backend is None:
-        known = ", ".join(sorted(snapshot.backends)[:8]) or "none"
-        raise BadParams("target", f"no backend {name!r} in the simulated fleet (known: {known})")
+    try:
+        backend = find_backend(snapshot, name)  # its name, or the escaped form listings print
+    except BadParams:
+        from gpucon.errors import shown
+        from gpucon.model.ids import escaped_name
+
+        known = ", ".join(escaped_name(n) for n in sorted(snapshot.backends)[:8]) or "none"
+        raise BadParams(
+            "target", f"no backend {shown(name)} in the simulated fleet (known: {known})"
+        ) from None
+    name = backend.name
     return ProbeTarget(
         name=name, url=backend.url or f"sim://{name}", model=backend.model or "", **SIM_CAPS
     )
 
 
 def _target(snapshot: Snapshot, params: Mapping[str, Any]) -> ProbeTarget:
-    from gpucon.errors import BadParams
+    from gpucon.errors import BadParams, shown
 
     name = params.get("target")
     targets: Sequence[ProbeTarget] = params.get("probe_targets") or ()
@@ -58,7 +66,7 @@ def _target(snapshot: Snapshot, params: Mapping[str, Any]) -> ProbeTarget:
         if t.name == name:
             return t
     known = ", ".join(t.name for t in targets) or "none configured"
-    raise BadParams("target", f"{name!r} is not a configured probe target (known: {known})")
+    raise BadParams("target", f"{shown(name)} is not a configured probe target (known: {known})")
 
 
 def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:

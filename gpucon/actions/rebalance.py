@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpucon.actions.backends import text_param
+from gpucon.actions.backends import find_backend, text_param
 from gpucon.actions.plan import (
     BlastRadius,
     Outcome,
@@ -29,8 +29,9 @@ from gpucon.actions.plan import (
 from gpucon.actions.recheck import recheck_rebalance
 from gpucon.actions.weights import basis_summary, propose
 from gpucon.controls.base import Controls
-from gpucon.errors import BadParams, finite_number
+from gpucon.errors import MAX_NAME_CHARS, MAX_WEIGHT, BadParams, finite_number, shown
 from gpucon.model.fleet import Backend, BackendState
+from gpucon.model.ids import escaped_name
 from gpucon.model.snapshot import Snapshot
 
 DEFAULT_REASON = "rebalanced with gpucon"
@@ -58,14 +59,16 @@ def validate_weights(snapshot: Snapshot, weights: object) -> dict[str, float]:
     if not isinstance(weights, Mapping) or not weights:
         raise BadParams("weights", "give at least one backend's weight (name=weight)")
     clean: dict[str, float] = {}
-    for name, value in weights.items():
-        field = f"weights.{name}"
-        if name not in snapshot.backends:
-            raise BadParams(field, f"unknown backend {name!r}")
+    for given, value in weights.items():
+        field = f"weights.{escaped_name(str(given))[:MAX_NAME_CHARS]}"
+        try:
+            name = find_backend(snapshot, given).name  # its real name, or the escaped form
+        except BadParams as exc:
+            raise BadParams(field, exc.problem) from None
         state = snapshot.backends[name].state
         if state in (BackendState.DRAINING, BackendState.DRAINED):
             raise BadParams(field, f"{name} is {state}: undrain it first")
-        clean[name] = finite_number(field, value, minimum=0.0)
+        clean[name] = finite_number(field, value, minimum=0.0, maximum=MAX_WEIGHT)
     serving = {
         b.name: clean.get(b.name, b.weight or 0.0)
         for b in snapshot.backends.values()
@@ -102,7 +105,7 @@ def plan_rebalance(snapshot: Snapshot, params: Mapping[str, object]) -> Plan:
         reasons = {p.name: p.reason for p in proposals}
     version = params.get("registry_version")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
-        raise BadParams("registry_version", f"expected an integer, got {version!r}")
+        raise BadParams("registry_version", f"expected an integer, got {shown(version)}")
     reason = text_param(params, "reason", DEFAULT_REASON) or DEFAULT_REASON
 
     old = {n: snapshot.backends[n].weight for n in new}

@@ -33,7 +33,7 @@ from gpucon.actions.plan import (
 )
 from gpucon.actions.recheck import recheck_undrain
 from gpucon.controls.base import Controls
-from gpucon.errors import BadParams, StepFailed, finite_number
+from gpucon.errors import MAX_WEIGHT, BadParams, StepFailed, finite_number, shown
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot
 
@@ -51,11 +51,13 @@ def _restore_step(name: str, default_weight: float) -> Step:
 def plan_undrain(snapshot: Snapshot, params: Mapping[str, object]) -> Plan:
     """Return a draining/drained backend (or node, with ``node``) to service."""
     reason = text_param(params, "reason", "undrained with gpucon") or ""
-    default_weight = finite_number("default_weight", params.get("default_weight", 1.0), minimum=0.0)
+    default_weight = finite_number(
+        "default_weight", params.get("default_weight", 1.0), minimum=0.0, maximum=MAX_WEIGHT
+    )
     node = text_param(params, "node")
     if node is not None:
         return _plan_node(snapshot, params, node, reason, default_weight)
-    backend = find_backend(snapshot, text_param(params, "backend"))
+    backend = find_backend(snapshot, params.get("backend"))
     ok = backend.state in OUT_OF_SERVICE
     pre: tuple[Precondition, ...] = (
         Precondition(
@@ -101,7 +103,7 @@ def _plan_node(
 ) -> Plan:
     on_node = node_backends(snapshot, node)
     if not on_node and node not in snapshot.nodes:
-        raise BadParams("node", f"unknown node {node!r}")
+        raise BadParams("node", f"unknown node {shown(node)}")
     restore: tuple[Backend, ...] = tuple(b for b in on_node if b.state in OUT_OF_SERVICE)
     kube = bool(params.get("kube", False))
     pre = [

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from gpucon.actions.catalog import ApplyFn, PlanFn
     from gpucon.actions.plan import Progress
     from gpucon.config import GpuconConfig
+    from gpucon.controls.audit_log import AuditRecord
     from gpucon.session import Session
 
 from gpucon.registry import keys
@@ -109,13 +110,13 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
 
 
 def _parse_weights(items: list[str]) -> dict[str, object]:
-    from gpucon.errors import BadParams
+    from gpucon.errors import BadParams, shown
 
     weights: dict[str, object] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise BadParams("--set", f"expected NAME=WEIGHT, got {item!r}")
+            raise BadParams("--set", f"expected NAME=WEIGHT, got {shown(item)}")
         weights[name.strip()] = value.strip()
     return weights
 
@@ -202,7 +203,7 @@ def _audit_file(args: argparse.Namespace) -> Any:
 
 
 def _print_records(args: argparse.Namespace, records: list[Any], origins: list[str | None]) -> None:
-    from gpucon.actions.audit import format_record, run_statuses
+    from gpucon.actions.audit import run_statuses
 
     statuses = run_statuses(records, None if args.demo else _lock_holder(args))
     for record, origin, status in zip(records, origins, statuses, strict=True):
@@ -210,8 +211,47 @@ def _print_records(args: argparse.Namespace, records: list[Any], origins: list[s
             row = {**record.to_dict(), "status": status}
             print(json.dumps(row if origin is None else {**row, "origin": origin}))
         else:
-            line = _safe(format_record(record, status))
+            line = audit_line(record, status)
             print(line if origin is None else f"{origin:<10} {line}")
+
+
+# (field, width in terminal cells) of each column of ``gpucon audit``; the text and the digest
+# end the line, cut to their own widths
+AUDIT_COLUMNS = (
+    ("time", 23),
+    ("fleet", 12),
+    ("operator", 20),
+    ("event", 8),
+    ("action", 9),
+    ("target", 24),
+    ("step", 20),
+    ("status", 11),
+)
+AUDIT_TEXT_WIDTH = 80
+
+
+def audit_line(record: AuditRecord, status: str | None) -> str:
+    """One audit record as a row whose columns hold their widths: every value escaped (control
+    codes shown, not obeyed), cut to its column with an ellipsis, measured in terminal cells
+    (a CJK character counts two)."""
+    from gpucon.errors import format_ts
+    from gpucon.widgets.safe_text import fit, pad
+
+    values = {
+        "time": format_ts(record.ts),
+        "fleet": record.fleet or "?",
+        "operator": record.operator,
+        "event": record.event,
+        "action": record.action,
+        "target": record.target,
+        "step": record.step,
+        "status": record.status if status is None else status,
+    }
+    cells = [pad(_safe(str(values[name] or "")), width) for name, width in AUDIT_COLUMNS]
+    cells.append(fit(_safe(record.text or ""), AUDIT_TEXT_WIDTH))
+    if record.digest:
+        cells.append(fit(f"[{_safe(record.digest)}]", 20))
+    return "  ".join(cells).rstrip()
 
 
 def _print_merged_audit(args: argparse.Namespace) -> int:

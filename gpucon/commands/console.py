@@ -57,11 +57,25 @@ def _fail(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
+def _seconds(option: str, value: float, minimum: float) -> float:
+    """``value`` when it is a finite number of seconds in [``minimum``, a day]; otherwise a
+    usage error naming the option, the value and the range (``nan`` and ``1e308`` included:
+    either would leave the screen frozen after its first frame)."""
+    from gpucon.config.schema import MAX_DURATION_S
+    from gpucon.errors import BadParams, finite_number
+
+    try:
+        return finite_number(f"{option} (seconds)", value, minimum=minimum, maximum=MAX_DURATION_S)
+    except BadParams as exc:
+        _fail(f"gpucon: {exc}")
+
+
 def _refresh(args: argparse.Namespace, configured: float) -> float:
-    refresh = args.refresh if args.refresh is not None else configured
-    if refresh <= 0:
-        _fail("gpucon: --refresh must be a positive number of seconds")
-    return float(refresh)
+    from gpucon.config.schema import MIN_REFRESH_S
+
+    if args.refresh is None:
+        return _seconds("ui.refresh_s", configured, MIN_REFRESH_S)
+    return _seconds("--refresh", args.refresh, MIN_REFRESH_S)
 
 
 def _load_config(args: argparse.Namespace) -> GpuconConfig:
@@ -128,8 +142,11 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None) -> int:
     config = _load_config(args)
     refresh_s = _refresh(args, config.ui.refresh_s)
-    if args.page_seconds <= 0:
-        _fail("gpucon: --page-seconds must be a positive number of seconds")
+    _seconds("--page-seconds", args.page_seconds, 1.0)
+    from gpucon.config.keys import key_collisions
+
+    for collision in key_collisions(config.ui.keys)[:1]:
+        _fail(f"gpucon: {collision}")
     session = _open(args, config, refresh_s)
 
     from gpucon.app import GpuconApp
@@ -167,8 +184,22 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
         app.startup_problems.extend(credential_warnings(config))
     if after_first_frame is not None:
         app.after_first_frame.append(after_first_frame)
+    from gpucon.actions import stop
+    from gpucon.commands.hangup import HANGUP_EXIT, TerminalWatch
+
+    def stop_actions(why: str) -> None:
+        """From the watch's thread: each running action stops at its next step boundary,
+        records its outcome and releases its locks; no new one starts."""
+        stop.request_stop(f"the console is closing: {why}")
+        stop.wait_idle(3.0)
+
+    def quit() -> None:
+        app.call_from_thread(app.exit, None, HANGUP_EXIT)
+
+    watch = TerminalWatch(stop_actions, quit).start()
     try:
         app.run()
     finally:
+        watch.close()
         session.close()
     return app.return_code or 0

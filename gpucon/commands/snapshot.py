@@ -150,27 +150,46 @@ def _num(value: float | None, unit: str = "", digits: int = 0) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}{unit}"
 
 
+# the widest a free-text column (a slot's backends, an error, an alert) may run
+LAST_COLUMN = 80
+
+
+def _col(value: object, width: int) -> str:
+    """Untrusted ``value`` as one column: control codes removed, cut to ``width`` terminal
+    cells with an ellipsis and padded to it (a CJK character counts two cells)."""
+    from gpucon.widgets.safe_text import clean, pad
+
+    return pad(clean(value), width)
+
+
+def _tail(value: object, width: int = LAST_COLUMN) -> str:
+    """The last column of a row: cut like the others, not padded."""
+    from gpucon.widgets.safe_text import clean, fit
+
+    return fit(clean(value), width)
+
+
 def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
     """A short text view: sources, slots with their backends, backends (with or without a
-    known slot), queues, alerts."""
-    from gpucon.widgets.safe_text import clean
+    known slot), queues, alerts. Every column holds its width whatever the fleet names hold."""
+    from gpucon.model.ids import escaped_name  # a name the verbs accept, control codes shown
 
-    lines = [f"fleet {clean(fleet)} · {len(snapshot.slots)} slots · seq {snapshot.seq}"]
+    lines = [f"fleet {_tail(fleet, 40)} · {len(snapshot.slots)} slots · seq {snapshot.seq}"]
     for name in sorted(snapshot.sources):
         s = snapshot.sources[name]
-        error = f"  {clean(s.error)}" if s.error else ""
-        lines.append(f"  source {name:<11} {s.health.value:<9}{error}")
+        error = f"  {_tail(s.error)}" if s.error else ""
+        lines.append(f"  source {_col(name, 11)} {s.health.value:<9}{error}")
     lines.append("")
     lines.append(f"{'SLOT':<28} {'PROFILE':<14} {'ACTIVITY':>8} {'MEM MiB':>15}  BACKENDS")
     for sid in sorted(snapshot.slots):
         slot = snapshot.slots[sid]
         mem = f"{_num(slot.mem_used_mib)}/{_num(slot.mem_total_mib)}"
         backends = ", ".join(
-            f"{clean(b.name)}({b.state.value})" for b in snapshot.backends_on(slot.id)
+            f"{escaped_name(b.name)}({b.state.value})" for b in snapshot.backends_on(slot.id)
         )
         lines.append(
-            f"{clean(sid)[:28]:<28} {clean(slot.profile or '')[:14]:<14} "
-            f"{_num(slot.activity_pct, '%'):>8} {mem:>15}  {backends}"
+            f"{_col(sid, 28)} {_col(slot.profile or '', 14)} "
+            f"{_num(slot.activity_pct, '%'):>8} {mem:>15}  {_tail(backends)}".rstrip()
         )
     lines.extend(_gpu_and_node_lines(snapshot))
     if snapshot.backends:
@@ -186,7 +205,7 @@ def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
             slo = snapshot.slo_p95_ms.get(name)
             p95 = _num(lat.p95_ms if lat else None) + ("" if slo is None else f"/{_num(slo)}")
             lines.append(
-                f"{clean(name)[:24]:<24} {clean(b.slot_id or '')[:24]:<24} "
+                f"{_col(escaped_name(name), 24)} {_col(b.slot_id or '', 24)} "
                 f"{b.state.value:<9} {_num(b.weight):>6} {_num(b.inflight):>5} {p95:>13} "
                 f"{_num(lat.req_per_s if lat else None, digits=1):>9} "
                 f"{_ready_word(snapshot, name):<5}"
@@ -199,14 +218,15 @@ def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
         for stream in sorted(snapshot.queues):
             q = snapshot.queues[stream]
             lines.append(
-                f"{clean(stream)[:20]:<20} {_num(q.waiting):>7} {_num(q.pending):>8} "
+                f"{_col(stream, 20)} {_num(q.waiting):>7} {_num(q.pending):>8} "
                 f"{_num(q.lag):>7} {_num(q.oldest_age_s, 's', 1):>8} {_num(q.length):>7}"
             )
     if snapshot.alerts:
         lines.append("")
         for alert in snapshot.alerts:
             lines.append(
-                f"! {alert.severity.name.lower():<8} {clean(alert.target)}: {clean(alert.message)}"
+                f"! {alert.severity.name.lower():<8} {_tail(alert.target, 40)}: "
+                f"{_tail(alert.message, 120)}"
             )
     return lines
 
@@ -215,7 +235,6 @@ def _gpu_and_node_lines(snapshot: Snapshot) -> list[str]:
     """GPU health (temperature, power/limit, utilisation, last XID, clocks held down) and
     Kubernetes nodes (MIG config, its state, cordon)."""
     from gpucon.widgets import health_text as ht
-    from gpucon.widgets.safe_text import clean
 
     lines: list[str] = []
     if snapshot.gpus:
@@ -228,7 +247,7 @@ def _gpu_and_node_lines(snapshot: Snapshot) -> list[str]:
                 "n/a" if g.thermal_slowdown is None and g.power_capped is None else "ok"
             )
             lines.append(
-                f"{clean(ht.gpu_label(g))[:24]:<24} {clean(g.name or 'n/a')[:22]:<22} "
+                f"{_col(ht.gpu_label(g), 24)} {_col(g.name or 'n/a', 22)} "
                 f"{ht.temperature(g):>5} {ht.power(g):>10} {_num(g.util_pct, '%'):>5}  "
                 f"{ht.xid(g, snapshot.taken_at):<10} {flags}"
             )
@@ -239,8 +258,8 @@ def _gpu_and_node_lines(snapshot: Snapshot) -> list[str]:
             n = snapshot.nodes[name]
             state = ht.node_state(n, snapshot.mig_pending_since.get(name), snapshot.taken_at)
             lines.append(
-                f"{clean(name)[:28]:<28} {clean(n.mig_config or 'n/a')[:20]:<20} "
-                f"{clean(state)[:14]:<14} {'CORDONED' if n.unschedulable else 'open'}"
+                f"{_col(name, 28)} {_col(n.mig_config or 'n/a', 20)} "
+                f"{_col(state, 14)} {'CORDONED' if n.unschedulable else 'open'}"
             )
     return lines
 

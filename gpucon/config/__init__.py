@@ -261,6 +261,11 @@ def load_config(
                 document: dict[str, Any] = tomllib.load(fh)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{path}: expected UTF-8 text, got byte 0x{exc.object[exc.start]:02x} "
+                f"at offset {exc.start}"
+            ) from None
         except OSError as exc:
             raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
         config = parse_document(document, path)

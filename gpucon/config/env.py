@@ -84,7 +84,7 @@ def apply_env(config: GpuconConfig, env: Mapping[str, str]) -> GpuconConfig:
             seconds = float(got[1])
         except ValueError:
             got[0].fail("ui.refresh_s", "a number of seconds", got[1])
-        ui = replace(ui, refresh_s=got[0].number(seconds, "ui.refresh_s", positive=True))
+        ui = replace(ui, refresh_s=got[0].number(seconds, "ui.refresh_s"))
         origins["ui.refresh_s"] = "env GPUCON_REFRESH_S"
     changes["ui"] = ui
     config = replace(config, **changes)  # type: ignore[arg-type]

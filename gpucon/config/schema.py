@@ -30,9 +30,44 @@ from gpucon.config import (
     RedisConfig,
     UiConfig,
 )
+from gpucon.errors import range_text, shown
 from gpucon.model.alerts import AlertThresholds
 
 T = TypeVar("T")
+
+# Every number a config holds is finite and within a stated range: a value that passes here
+# must also work where it is used (a 1e18 s timeout passed once and then broke every read:
+# no clock or Redis client takes it). Ranges by the field's unit, from its name's suffix.
+MAX_DURATION_S = 86_400.0  # cadences, timeouts, windows: a day at most
+MIN_REFRESH_S = 0.05  # the console redraws at most 20 times a second
+# a shorter duration is no deadline at all: a clock's step (time.monotonic() + 1e-31 is itself)
+MIN_DURATION_S = 0.001
+MAX_MS = 3_600_000.0  # SLOs and waits in milliseconds: an hour at most
+MAX_MIB = 16_777_216.0  # 16 TiB of GPU memory
+MAX_RATE = 1_000_000.0
+MAX_PLAIN = 1_000_000_000.0  # any other number
+MAX_INTEGER = 1_000_000
+MAX_STRING_CHARS = 4_096
+# PromQL's duration syntax ([5m], [1h30m], [500ms])
+PROMQL_DURATION_RE = re.compile(r"^(?:[0-9]+(?:ms|[smhdwy]))+$")
+
+
+def number_range(name: str) -> tuple[float, float, bool]:
+    """(minimum, maximum, minimum excluded) for a float field named ``name``."""
+    if name == "refresh_s":
+        return MIN_REFRESH_S, MAX_DURATION_S, False
+    if name.endswith("_s"):
+        return MIN_DURATION_S, MAX_DURATION_S, False
+    if name.endswith("_ms"):
+        return 0.0, MAX_MS, True
+    if name.endswith("_pct"):
+        return 0.0, 100.0, False
+    if name.endswith("_mib"):
+        return 0.0, MAX_MIB, False
+    if name.startswith("max_"):
+        return 0.0, MAX_RATE, True
+    return 0.0, MAX_PLAIN, False
+
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -80,13 +115,14 @@ class Checker:
     def fail(
         self, key: str, expected: str, value: object = None, *, got: str | None = None
     ) -> typing.NoReturn:
-        shown = got if got is not None else f"{_type_name(value)} {value!r}"
+        said = got if got is not None else f"{_type_name(value)} {shown(value)}"
+        key = shown(key, 200)[1:-1] if not key.isprintable() or len(key) > 200 else key
         where = (
             f"environment {self.variable} ({key})"
             if self.variable
             else f"{self.path or '(no file)'}: {key}"
         )
-        raise ConfigError(f"{where}: expected {expected}, got {shown}")
+        raise ConfigError(f"{where}: expected {expected}, got {said}")
 
     def table(self, value: object, key: str) -> dict[str, Any]:
         if not isinstance(value, dict):
@@ -101,23 +137,31 @@ class Checker:
                     where, f"one of the known keys ({', '.join(allowed)})", got="an unknown key"
                 )
 
-    def number(self, value: object, key: str, *, positive: bool = False) -> float:
+    def number(
+        self, value: object, key: str, *, field: str | None = None, positive: bool = False
+    ) -> float:
+        """A finite number within the range its field's name implies (``number_range``);
+        ``positive``: greater than the range's minimum, not equal to it."""
+        minimum, maximum, above = number_range(field or key.rsplit(".", 1)[-1])
+        above = above or positive
+        allowed = f"a number {range_text(minimum, maximum, above=above)}"
         if isinstance(value, bool) or not isinstance(value, int | float):
-            self.fail(key, "a number", value)
-        number = float(typing.cast(float, value))
+            self.fail(key, allowed, value)
+        try:
+            number = float(typing.cast(float, value))
+        except OverflowError:  # an integer beyond any float
+            self.fail(key, allowed, value)
         if not math.isfinite(number):
-            self.fail(key, "a finite number", value)
-        if positive and number <= 0:
-            self.fail(key, "a number greater than 0", value)
-        if not positive and number < 0:
-            self.fail(key, "a number of 0 or more", value)
+            self.fail(key, f"a finite number ({range_text(minimum, maximum, above=above)})", value)
+        if (number <= minimum if above else number < minimum) or number > maximum:
+            self.fail(key, allowed, value)
         return number
 
     def integer(self, value: object, key: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             self.fail(key, "an integer", value)
-        if value <= 0:
-            self.fail(key, "an integer greater than 0", value)
+        if not 0 < value <= MAX_INTEGER:
+            self.fail(key, f"an integer greater than 0 and at most {MAX_INTEGER:,}", value)
         return value
 
     def string(self, value: object, key: str, *, allow_empty: bool = False) -> str:
@@ -126,7 +170,9 @@ class Checker:
         text = value
         if not allow_empty and not text.strip():
             self.fail(key, "a non-empty string", value)
-        if any(ord(ch) < 32 for ch in text):
+        if len(text) > MAX_STRING_CHARS:
+            self.fail(key, f"a string of at most {MAX_STRING_CHARS:,} characters", value)
+        if any(ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in text):
             self.fail(key, "a string without control characters", value)
         return text
 
@@ -218,9 +264,13 @@ class Checker:
             text = self.string(value, key)
             if not ENV_NAME_RE.match(text):
                 self.fail(key, "the name of an environment variable (letters, digits, _)", value)
+        if name == "rate_window":
+            text = self.string(value, key)
+            if not PROMQL_DURATION_RE.match(text):
+                self.fail(key, "a PromQL duration such as 30s, 1m or 1h30m", value)
             return text
         if hint is float:
-            return self.number(value, key, positive=name.endswith("_s") or name.startswith("max_"))
+            return self.number(value, key, field=name)
         if hint is int:
             return self.integer(value, key)
         if hint is bool:
@@ -318,9 +368,13 @@ def parse_document(document: Mapping[str, Any], path: Path | None) -> GpuconConf
     for binding in keys:
         check.name(binding, f"keys.{binding} (a binding id)")
         check.origins[f"keys.{binding}"] = "file"
+    from gpucon.config.keys import key_collisions
+
+    for collision in key_collisions(keys)[:1]:
+        raise ConfigError(f"{path or '(no file)'}: {collision}")
     ui = dataclasses.replace(ui, keys=keys)
     slo = {
-        model: check.number(ms, f"slo.{model}", positive=True)
+        model: check.number(ms, f"slo.{model}", field="slo_ms")
         for model, ms in check.table(document.get("slo", {}), "slo").items()
     }
     for model in slo:

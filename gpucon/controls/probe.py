@@ -23,7 +23,13 @@ from typing import Any, Protocol
 import httpx
 
 from gpucon.config import ProbeTarget
-from gpucon.errors import BadParams, finite_number
+from gpucon.errors import (
+    MAX_ACTION_TIMEOUT_S,
+    MIN_ACTION_TIMEOUT_S,
+    BadParams,
+    finite_number,
+    shown,
+)
 from gpucon.registry import keys
 from gpucon.sources.connect import RedisAuth
 
@@ -43,13 +49,13 @@ class ProbeBounds:
 
 def _positive_int(field_name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise BadParams(field_name, f"expected a whole number, got {value!r}")
+        raise BadParams(field_name, f"expected a whole number, got {shown(value)}")
     try:
         number = float(value)
-    except ValueError:
-        raise BadParams(field_name, f"expected a whole number, got {value!r}") from None
+    except (ValueError, OverflowError):
+        raise BadParams(field_name, f"expected a whole number, got {shown(value)}") from None
     if not math.isfinite(number) or number != int(number):
-        raise BadParams(field_name, f"expected a whole number, got {value!r}")
+        raise BadParams(field_name, f"expected a whole number, got {shown(value)}")
     if number < 1:
         raise BadParams(field_name, f"must be ≥ 1, got {int(number)}")
     return int(number)
@@ -59,15 +65,15 @@ def check_bounds(target: ProbeTarget, params: dict[str, object]) -> ProbeBounds:
     """The probe's bounds from raw params, within the target's caps; BadParams names the field."""
     count = _positive_int("count", params.get("count", target.max_requests))
     concurrency = _positive_int("concurrency", params.get("concurrency", 1))
-    rate = finite_number("rate", params.get("rate", target.max_rate_per_s))
-    duration = finite_number("duration", params.get("duration", target.max_duration_s))
-    timeout = finite_number("timeout", params.get("timeout", 10.0))
-    if rate <= 0:
-        raise BadParams("rate", f"must be > 0 requests/s, got {rate:g}")
-    if duration <= 0:
-        raise BadParams("duration", f"must be > 0 s, got {duration:g}")
-    if timeout <= 0:
-        raise BadParams("timeout", f"must be > 0 s, got {timeout:g}")
+
+    def positive(name: str, default: float, maximum: float | None = None) -> float:
+        # at least a clock's step: a rate of 1e-31/s would wait 1e31 s between requests
+        value = params.get(name, default)
+        return finite_number(name, value, minimum=MIN_ACTION_TIMEOUT_S, maximum=maximum)
+
+    rate = positive("rate", target.max_rate_per_s)
+    duration = positive("duration", target.max_duration_s)
+    timeout = positive("timeout", 10.0, MAX_ACTION_TIMEOUT_S)
     caps = (
         ("count", count, target.max_requests, "max_requests"),
         ("rate", rate, target.max_rate_per_s, "max_rate_per_s"),

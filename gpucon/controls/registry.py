@@ -21,7 +21,7 @@ from typing import Any
 import redis
 
 from gpucon.controls.base import LockLease, check_weights_unchanged
-from gpucon.errors import BadParams, JsonValue, LockHeld, StalePlan
+from gpucon.errors import BadParams, JsonValue, LockHeld, StalePlan, shown
 from gpucon.registry import keys, states
 from gpucon.registry.parse import BackendRecord, parse_record
 from gpucon.registry.read import decode_hash, read_record
@@ -106,7 +106,7 @@ class RedisRegistry:
             done.clear()
             raw = decode_hash(pipe.hgetall(key))
             if not raw:
-                raise BadParams("backend", f"no backend named {name!r} in the registry")
+                raise BadParams("backend", f"no backend named {shown(name)} in the registry")
             change = move(parse_record(name, raw)[0])
             pipe.multi()
             pipe.hset(key, mapping=change.hash_fields())
@@ -150,7 +150,9 @@ class RedisRegistry:
             for name in weights:
                 raw = decode_hash(pipe.hgetall(keys.backend_key(name)))
                 if not raw:
-                    raise BadParams(f"weights.{name}", f"no backend named {name!r} in the registry")
+                    raise BadParams(
+                        f"weights.{name}", f"no backend named {shown(name)} in the registry"
+                    )
                 seen[name] = parse_record(name, raw)[0].weight
             check_weights_unchanged(seen, expected_weights)
             pipe.multi()

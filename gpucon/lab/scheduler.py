@@ -186,10 +186,13 @@ class Scheduler:
                     cfg.group, cfg.consumer, {cfg.stream: ">"}, count=free, block=cfg.block_ms
                 )
             except aioredis.ResponseError as exc:
-                if "NOGROUP" in str(exc):
+                if "NOGROUP" not in str(exc):
+                    raise
+                # a Redis that restarted without its data: make the group again, unless it
+                # went down again meanwhile (then the next read says so)
+                with contextlib.suppress(aioredis.ConnectionError, aioredis.TimeoutError):
                     await self._ensure_group()
-                    continue
-                raise
+                continue
             except (aioredis.ConnectionError, aioredis.TimeoutError) as exc:
                 log.warning("redis read failed: %s", exc)
                 await asyncio.sleep(0.5)

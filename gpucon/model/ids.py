@@ -61,3 +61,28 @@ def parse_slot_id(slot_id: str) -> ParsedSlotId:
     raise ValueError(
         f"slot id {slot_id!r}: expected host/gpuN, host/gpuN/giM, vm:NAME or vm:NAME/N"
     )
+
+
+def escaped_name(name: str) -> str:
+    """``name`` with every control, format or separator character (and the backslash) written
+    as a Python-style escape (``b\\x1b[31m1``): the form messages and listings print and the
+    CLI accepts, so a backend whose registry name holds such characters can still be named.
+    Printable text, CJK included, is kept as it is."""
+    import unicodedata
+
+    if name.isprintable() and "\\" not in name:
+        return name
+    out: list[str] = []
+    for ch in name:
+        code = ord(ch)
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch.isprintable() and unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp"):
+            out.append(ch)
+        elif code < 0x100:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return "".join(out)

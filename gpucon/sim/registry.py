@@ -24,7 +24,7 @@ from gpucon.controls.base import (
     LockLease,
     check_weights_unchanged,
 )
-from gpucon.errors import BadParams, JsonValue, LockHeld, StalePlan
+from gpucon.errors import BadParams, JsonValue, LockHeld, StalePlan, shown
 from gpucon.registry import states
 from gpucon.registry.parse import BackendRecord
 
@@ -69,7 +69,7 @@ class SimRegistry:
     def _backend_or_fail(self, name: str) -> Any:
         backend = self._lookup(name)
         if backend is None:
-            raise BadParams("backend", f"no backend named {name!r} in the simulated fleet")
+            raise BadParams("backend", f"no backend named {shown(name)} in the simulated fleet")
         return backend
 
     def backend(self, name: str) -> BackendRecord | None:
@@ -130,7 +130,7 @@ class SimRegistry:
             for name in weights:
                 backend = self._lookup(name)
                 if backend is None:
-                    raise BadParams(f"weights.{name}", f"no backend named {name!r}")
+                    raise BadParams(f"weights.{name}", f"no backend named {shown(name)}")
                 seen[name] = backend.weight
             check_weights_unchanged(seen, expected_weights)
             self.fleet.set_weights({n: float(w) for n, w in weights.items()})

@@ -29,12 +29,12 @@ MIB = 1024.0 * 1024.0
 
 def sample_value(series: Mapping[str, Any], family: str, problems: Problems) -> float | None:
     """The series' value as a finite float, or None (and a problem noted)."""
-    value = series.get("value")
+    value = series.get("value") if type(series) is dict else None
     labels = labels_of(series)
     name = labels.get("__name__") or labels.get("dcgm_field") or family
     try:
         number = float(value[1])  # type: ignore[index]
-    except (TypeError, ValueError, IndexError, KeyError):
+    except (TypeError, ValueError, IndexError, KeyError, OverflowError):
         problems.add(f"{family}: {name} has a value that is not a number ({value!r:.40})")
         return None
     if not math.isfinite(number):
@@ -51,8 +51,14 @@ _NAN_IS_NORMAL = frozenset(
 
 
 def labels_of(series: Mapping[str, Any]) -> Mapping[str, str]:
-    labels = series.get("metric")
-    return labels if type(labels) is dict else {}
+    """The series' labels; a label whose name or value is not text is dropped (Prometheus
+    never sends one, but a proxy or a bad exporter may: it must not break a sort later)."""
+    labels = series.get("metric") if type(series) is dict else None
+    if type(labels) is not dict:
+        return {}
+    if all(type(v) is str for v in labels.values()):
+        return labels
+    return {k: v for k, v in labels.items() if type(k) is str and type(v) is str}
 
 
 # -- DCGM -------------------------------------------------------------------------------------

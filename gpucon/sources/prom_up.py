@@ -12,7 +12,7 @@ from typing import Any
 
 from gpucon.model.liveness import TargetUp
 from gpucon.sources.problems import Problems
-from gpucon.sources.prom_parse import sample_value
+from gpucon.sources.prom_parse import labels_of, sample_value
 
 UP_FAMILY = "up"
 UP_QUERY = "up"
@@ -22,8 +22,7 @@ def parse_up(series_list: Sequence[Mapping[str, Any]], problems: Problems) -> li
     """One TargetUp per ``instance``; a target scraped by several jobs is up if any job is."""
     by_instance: dict[str, TargetUp] = {}
     for series in series_list:
-        labels = series.get("metric")
-        labels = labels if type(labels) is dict else {}
+        labels = labels_of(series)
         instance = labels.get("instance")
         if not isinstance(instance, str) or not instance:
             problems.add("up: a series has no instance label")

@@ -83,6 +83,74 @@ class ThemeError(ValueError):
     """A theme name or file that cannot be used; the message says why."""
 
 
+COLOUR_FIELDS = (
+    *("primary", "secondary", "warning", "error", "success", "accent"),
+    *("foreground", "background", "surface", "panel", "boost"),
+)
+MAX_VARIABLE_CHARS = 200
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:59]}…"
+
+
+def _check_theme_data(path: Path, data: dict[str, object]) -> None:
+    """Every colour a string that parses as one, every variable a short string and our own
+    variables colours: ThemeError names the field, the value and what was expected."""
+    from textual.color import Color, ColorParseError
+
+    def colour(key: str, value: object) -> None:
+        if not isinstance(value, str):
+            raise ThemeError(
+                f"theme file {path}: {key}: expected a colour string such as '#4aa8ff', "
+                f"got {_shown(value)}"
+            )
+        try:
+            Color.parse(value)
+        except ColorParseError:
+            raise ThemeError(
+                f"theme file {path}: {key}: expected a colour such as '#4aa8ff' or "
+                f"'rgb(74,168,255)', got {_shown(value)}"
+            ) from None
+
+    for key in ("name", "primary"):
+        if not isinstance(data.get(key), str):
+            raise ThemeError(f"theme file {path}: {key!r} must be a string")
+    for key in COLOUR_FIELDS:
+        if data.get(key) is not None:
+            colour(key, data[key])
+    variables = data.get("variables", {})
+    if not isinstance(variables, dict):
+        raise ThemeError(f"theme file {path}: variables: expected a table, got {_shown(variables)}")
+    for name, value in variables.items():
+        if name in VARIABLE_DEFAULTS:
+            colour(f"variables.{name}", value)
+        elif not isinstance(value, str) or len(value) > MAX_VARIABLE_CHARS:
+            raise ThemeError(
+                f"theme file {path}: variables.{name}: expected a string of at most "
+                f"{MAX_VARIABLE_CHARS} characters (a colour or a style), got {_shown(value)}"
+            )
+
+
+def _check_stylesheet(path: Path, theme: Theme) -> None:
+    """Parse gpucon's stylesheet with the theme's variables, as the app will: a value the
+    checks above let through but CSS refuses is named here, not as a traceback at start."""
+    from textual.css.stylesheet import Stylesheet
+
+    variables = {**theme.to_color_system().generate(), **VARIABLE_DEFAULTS, **theme.variables}
+    sheet = Stylesheet(variables=variables)
+    sheet.read(CSS_PATH)
+    try:
+        sheet.parse()
+    except Exception:  # StylesheetParseError, TokenError, ...: Textual's own wording is noise
+        names = ", ".join(sorted(theme.variables)) or "none"
+        raise ThemeError(
+            f"theme file {path}: variables ({names}): gpucon's stylesheet cannot use them "
+            f"(expected colours such as '#4aa8ff' or styles such as 'bold')"
+        ) from None
+
+
 def load_theme_file(path: Path) -> Theme:
     """A Theme from a TOML file; ThemeError names the file and the field that is wrong."""
     import tomllib  # only a theme file needs it: not imported for the first frame
@@ -94,15 +162,14 @@ def load_theme_file(path: Path) -> Theme:
     known = {f.name for f in fields(Theme)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ThemeError(f"theme file {path}: unknown field {unknown[0]!r}")
-    for key in ("name", "primary"):
-        if not isinstance(data.get(key), str):
-            raise ThemeError(f"theme file {path}: {key!r} must be a string")
+        raise ThemeError(f"theme file {path}: unknown field {_shown(unknown[0])}")
+    _check_theme_data(path, data)
     try:
         theme = Theme(**data)
         theme.to_color_system().generate()  # a bad colour fails here, not at paint time
     except Exception as exc:
         raise ThemeError(f"theme file {path}: {exc}") from exc
+    _check_stylesheet(path, theme)
     return theme
 
 

@@ -93,7 +93,18 @@ def test_without_yes_and_without_a_terminal_it_refuses(
     [
         (["drain", "ghost", "--yes"], 2, "backend: unknown backend 'ghost'"),
         (["drain", "b1", "--yes", "--timeout", "nan"], 2, "timeout_s: must be a finite number"),
-        (["rebalance", "--set", "b1=-3", "--yes"], 2, "weights.b1: must be ≥ 0"),
+        (["rebalance", "--set", "b1=-3", "--yes"], 2, "weights.b1: must be from 0 to 1,000,000"),
+        (["rebalance", "--set", "b1=1e308", "--yes"], 2, "weights.b1: must be from 0 to 1,000,000"),
+        (
+            ["drain", "b1", "--yes", "--timeout", "99999999999"],
+            2,
+            "timeout_s: must be from 0.01 to 86,400, got 99999999999.0",
+        ),
+        (
+            ["drain", "b1", "--yes", "--reason", "x" * 100_000],
+            2,
+            "reason: must be at most 500 characters, got 'xxx",
+        ),
         (["rebalance", "--set", "b1=nan", "--yes"], 2, "weights.b1: must be a finite number"),
         (["rebalance", "--set", "b1", "--yes"], 2, "--set: expected NAME=WEIGHT"),
         (["rebalance", "--set", "b1=0", "--set", "b2=0", "--yes"], 2, "weights: all active"),
@@ -227,3 +238,21 @@ def test_proposed_rebalance_reads_the_fleet_through_its_sources(
     assert plan["params"]["old_weights"] == {"b1": 2.0, "b2": 3.0}
     assert plan["params"]["basis"] == "capacity: 2 kept"
     assert "no capacity known" in plan["params"]["reasons"]["b1"]
+
+
+def test_a_backend_whose_name_holds_a_control_character_is_named_by_its_escaped_form(
+    client: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    odd = "b\x1b[31m3"
+    register_backends(client, [BackendRecord(odd, "http://127.0.0.1:3", "m", "h/gpu1")])
+    # a name that is not there is refused with the known names in the escaped form
+    assert main(["drain", "ghost", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "b\\x1b[31m3" in err and "\x1b" not in err
+    # that form names the backend: it is drained, by its real name in the registry
+    assert main(["drain", "b\\x1b[31m3", "--yes", "--timeout", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert client.hget(keys.backend_key(odd), "state") == "drained"
+    assert main(["undrain", "b\\x1b[31m3", "--yes"]) == 0
+    assert client.hget(keys.backend_key(odd), "state") == "active"

@@ -87,7 +87,7 @@ def test_killed_drain_reads_interrupted_and_the_rerun_converges(
     assert rows[0]["fleet"] == "default"
     assert main(["audit"]) == 0
     line = capsys.readouterr().out.splitlines()[0]
-    assert "  default  ann@h1  intent  drain  b1  interrupted  " in line
+    assert line.split()[3:9] == ["default", "ann@h1", "intent", "drain", "b1", "interrupted"]
 
     # the request finishes; the same drain again, without a reason, completes the first one
     client.eval(rs.RELEASE_LUA, 3, *rs.script_keys("b1"), "1-0", "b1")

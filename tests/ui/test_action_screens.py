@@ -342,6 +342,33 @@ async def test_drain_flow_of_a_backend_named_with_markup(
     registry.close()
 
 
+@pytest.mark.integration
+async def test_the_selected_row_is_acted_on_by_its_real_name_control_codes_and_all(
+    registry_client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    """A registry name with an escape code once locked the operator out ("must not contain
+    control or format characters"): the console drains the selected row by its real name."""
+    name = "b\x1b[31m3"
+    register_backends(registry_client, [BackendRecord(name, "http://127.0.0.1:3", "m", "h/g/3")])
+    registry = RedisRegistry.from_url(redis_url)
+    controls = Controls(registry, AuditLog(tmp_path / "audit.jsonl"), "ui@test")
+    snapshot, _ = read_registry(registry_client)
+    app = registry_app(snapshot, controls)
+    async with app.run_test(size=SIZE) as pilot:
+        fleet_screen(app).start_action("drain", "h/g/3", name)  # what pressing d on it does
+        await wait_until(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await pilot.pause()
+        assert "\x1b" not in label_of(app.screen.query_one("#confirm", Button))
+        await pilot.click("#confirm")
+        await wait_until(pilot, lambda: isinstance(app.screen, ProgressScreen))
+        progress = app.screen
+        assert isinstance(progress, ProgressScreen)
+        await wait_until(pilot, lambda: progress.finished)
+        assert progress.outcome is not None and progress.outcome.ok
+    assert registry_client.hget(keys.backend_key(name), "state") == "drained"
+    registry.close()
+
+
 async def test_without_controls_actions_only_notify() -> None:
     app = registry_app(Snapshot(taken_at=0.0), None)
     async with app.run_test(size=SIZE) as pilot:

@@ -38,8 +38,13 @@ def test_demo_options_parse() -> None:
     [
         (["demo", "--scenario", "nope"], "unknown 'nope'"),
         (["demo", "--size", "100000"], "size"),
-        (["demo", "--refresh", "0"], "--refresh must be a positive"),
-        (["demo", "--noc", "--page-seconds", "-1"], "--page-seconds must be a positive"),
+        (["demo", "--refresh", "0"], "--refresh (seconds): must be from 0.05 to 86,400, got 0"),
+        (["demo", "--refresh", "nan"], "--refresh (seconds): must be a finite number"),
+        (["demo", "--refresh", "1e308"], "--refresh (seconds): must be from 0.05 to 86,400"),
+        (
+            ["demo", "--noc", "--page-seconds", "-1"],
+            "--page-seconds (seconds): must be from 1 to 86,400, got -1",
+        ),
         (["live"], "gpucon demo"),  # no config: how to write one, and the demo
     ],
 )

@@ -130,6 +130,28 @@ async def test_bad_theme_gives_one_notification_not_a_crash(tmp_path: Path) -> N
             assert "using gpucon-dark" in next(iter(app._notifications)).message
 
 
+@pytest.mark.parametrize(
+    ("variables", "said"),
+    [
+        ('"util-hot" = 5', "variables.util-hot: expected a colour string"),
+        ('stale = "zzz"', "variables.stale: expected a colour such as"),
+    ],
+)
+async def test_theme_variables_that_are_not_colours_give_one_notification(
+    tmp_path: Path, variables: str, said: str
+) -> None:
+    """Once a StylesheetError with a Rich traceback (a number) or "CSS parsing failed" at
+    start (a word that is no colour): now the theme is refused by name and the default used."""
+    theme = tmp_path / "mine.toml"
+    theme.write_text(f'name = "mine"\nprimary = "#4aa8ff"\n[variables]\n{variables}\n')
+    app = Rig().app(theme=str(theme))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.theme == "gpucon-dark" and app.is_running
+        (notification,) = app._notifications
+        assert said in notification.message and "using gpucon-dark" in notification.message
+
+
 async def test_theme_file_is_loaded(tmp_path: Path) -> None:
     good = tmp_path / "mine.toml"
     good.write_text('name = "mine"\nprimary = "#ff00ff"\n[variables]\nstale = "#123456"\n')
@@ -180,3 +202,37 @@ def test_config_check_knows_the_binding_ids_the_screens_bind() -> None:
     from gpucon.config.keys import BINDING_IDS
 
     assert known_binding_ids() == BINDING_IDS
+
+
+def test_the_default_keys_config_knows_are_the_screens_bindings() -> None:
+    """``key_collisions`` reasons over DEFAULT_KEYS: each id's keys and screen must be what the
+    BINDINGS say, or a collision would go unnamed (or a harmless remap be refused)."""
+    from textual.binding import Binding
+
+    from gpucon.config.keys import APP, DEFAULT_KEYS
+    from gpucon.screens.audit import AuditScreen
+    from gpucon.screens.detail import DetailScreen
+    from gpucon.screens.fleet import ActionFleetScreen, FleetScreen
+    from gpucon.screens.help import HelpScreen
+    from gpucon.screens.plan import PlanScreen
+    from gpucon.screens.progress import ProgressScreen
+    from gpucon.widgets.panels import AlertsPanel
+    from gpucon.widgets.slot_table import SlotTable
+
+    where = {
+        APP: (GpuconApp,),
+        "fleet": (FleetScreen, ActionFleetScreen, SlotTable, AlertsPanel),
+        "detail": (DetailScreen,),
+        "help": (HelpScreen,),
+        "plan": (PlanScreen,),
+        "progress": (ProgressScreen,),
+        "audit": (AuditScreen,),
+    }
+    bound = {
+        b.id: (screen, b.key)
+        for screen, classes in where.items()
+        for cls in classes
+        for b in cls.BINDINGS
+        if isinstance(b, Binding) and b.id
+    }
+    assert bound == DEFAULT_KEYS

@@ -111,6 +111,13 @@ def test_the_demo_audits_to_its_own_file(
     )
     assert main(["audit", "--demo"]) == 0
     (line,) = capsys.readouterr().out.splitlines()
-    assert "  simulated  demo@test  intent  drain  sim-b1  interrupted  " in line
+    assert line.split()[3:9] == [
+        "simulated",
+        "demo@test",
+        "intent",
+        "drain",
+        "sim-b1",
+        "interrupted",
+    ]
     assert main(["audit"]) == 0
     assert capsys.readouterr().out == ""

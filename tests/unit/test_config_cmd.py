@@ -35,7 +35,7 @@ def test_bad_config_exits_non_zero_naming_the_key(
     bad.write_text("[fleets.prod.redis]\ncadence_s = -1\n")
     assert main(["config", "check", "--config", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert f"{bad}: fleets.prod.redis.cadence_s: expected a number greater than 0" in err
+    assert f"{bad}: fleets.prod.redis.cadence_s: expected a number from 0.001 to 86,400" in err
 
 
 def test_missing_config_exits_non_zero_and_offers_the_demo(
