@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpucon.model.fleet import Backend, LatencyStats
+from gpucon.redact import redact
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,11 @@ class ReadyCheck:
     ready: bool
     # why it is not ready: "refused", "timeout", "status 503", ...
     error: str | None = None
+
+    def __post_init__(self) -> None:
+        # the text is shown (detail, alerts): a url it quotes keeps no credentials
+        if self.error:
+            object.__setattr__(self, "error", redact(self.error))
 
 
 @dataclass(frozen=True, slots=True)

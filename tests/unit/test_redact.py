@@ -70,3 +70,14 @@ def test_action_texts_are_masked_whoever_built_them() -> None:
     assert "pw1234" not in ProgressEvent("s", StepStatus.FAILED, leak).text
     assert "pw1234" not in StepResult("s", False, leak).text
     assert str(StepFailed("s", leak)) == "step 's' failed: ConnectionError: redis://ops:***@h:1/0"
+
+
+def test_a_readiness_check_s_error_keeps_no_credentials() -> None:
+    """A backend's /v2/health/ready error is shown in the detail and the alerts."""
+    from gpucon.model.liveness import ReadyCheck
+
+    check = ReadyCheck(
+        "b1", False, "refused: http://ops:Hunter2Secret@10.0.0.1:8000/v2/health/ready"
+    )
+    assert check.error is not None and "Hunter2Secret" not in check.error
+    assert "ops:***@10.0.0.1:8000" in check.error
