@@ -121,6 +121,10 @@ def health_facts(slot: Slot | None, snapshot: Snapshot) -> Text:
     return text
 
 
+# REQ/S, P50, P95, P99 and ERR with their gaps, as the header lays them out
+LATENCY_WIDTH = 35
+
+
 def backend_lines(
     backends: tuple[Backend, ...],
     snapshot: Snapshot,
@@ -145,14 +149,15 @@ def backend_lines(
             style="" if reg_age is None else "dim italic",
         )
         lat_age = snapshot.staleness.oldest(f"latency:{b.name}")
+        # the latency columns are LATENCY_WIDTH cells whatever they say: MODEL stays in place
         if lat is None:
-            line.append("     n/a: no latency source", style="italic")
+            line.append(f"{'n/a: no latency source':>{LATENCY_WIDTH - 2}}  ", style="italic")
         elif lat_age is not None:  # the last values seen, dimmed; no rate now
-            line.append(
+            stale = (
                 f"      n/a {fmt.ms(lat.p50_ms):>4} {fmt.ms(lat.p95_ms):>5} {fmt.ms(lat.p99_ms):>5}"
-                f"  stale {fmt.age(lat_age)}  ",
-                style="dim italic",
+                f"  stale {fmt.age(lat_age)}"
             )
+            line.append(f"{stale:<{LATENCY_WIDTH - 2}}  ", style="dim italic")
         else:
             err = None if lat.error_rate is None else lat.error_rate * 100
             line.append(
