@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from gpucon.errors import JsonValue, Refused
+from gpucon.registry import states
 from gpucon.registry.parse import BackendRecord
 
 if TYPE_CHECKING:
@@ -42,6 +43,30 @@ class LockLease:
     holder: str
     since: float
     action: str
+
+
+class StateMoves:
+    """The backend moves of ``gpucon.registry.states`` as registry methods: each registry says
+    only how it applies a move atomically (``_move``: Redis in a WATCH/MULTI transaction, the
+    simulator under its lock), so the moves themselves exist once."""
+
+    clock: Callable[[], float]
+
+    def _move(self, name: str, move: Callable[[BackendRecord], states.Change]) -> states.Change:
+        raise NotImplementedError
+
+    def begin_drain(self, name: str, owner: str, reason: str) -> float | None:
+        now = self.clock()
+        return self._move(name, lambda r: states.begin_drain(r, owner, reason, now)).result
+
+    def mark_state(self, name: str, state: str, owner: str, reason: str) -> None:
+        now = self.clock()
+        self._move(name, lambda r: states.mark_state(r, state, owner, reason, now))
+
+    def undrain(self, name: str, owner: str, reason: str, default_weight: float) -> float:
+        now = self.clock()
+        change = self._move(name, lambda r: states.undrain(r, owner, reason, now, default_weight))
+        return float(default_weight if change.result is None else change.result)
 
 
 class RegistryControl(Protocol):

@@ -20,7 +20,7 @@ from typing import Any
 
 import redis
 
-from gpucon.controls.base import LockLease, check_weights_unchanged
+from gpucon.controls.base import LockLease, StateMoves, check_weights_unchanged
 from gpucon.errors import BadParams, JsonValue, LockHeld, StalePlan, shown
 from gpucon.registry import keys, states
 from gpucon.registry.parse import BackendRecord, parse_record
@@ -58,7 +58,7 @@ def _float(value: str | None) -> float | None:
         return None
 
 
-class RedisRegistry:
+class RedisRegistry(StateMoves):
     """The RegistryControl over a real Redis."""
 
     def __init__(self, client: redis.Redis, clock: Callable[[], float] = time.time) -> None:
@@ -117,19 +117,6 @@ class RedisRegistry:
 
         self.client.transaction(txn, key)
         return done[0]
-
-    def begin_drain(self, name: str, owner: str, reason: str) -> float | None:
-        now = self.clock()
-        return self._move(name, lambda r: states.begin_drain(r, owner, reason, now)).result
-
-    def mark_state(self, name: str, state: str, owner: str, reason: str) -> None:
-        now = self.clock()
-        self._move(name, lambda r: states.mark_state(r, state, owner, reason, now))
-
-    def undrain(self, name: str, owner: str, reason: str, default_weight: float) -> float:
-        now = self.clock()
-        change = self._move(name, lambda r: states.undrain(r, owner, reason, now, default_weight))
-        return float(default_weight if change.result is None else change.result)
 
     def set_weights(
         self,

@@ -22,6 +22,7 @@ from typing import Any
 
 from gpucon.controls.base import (
     LockLease,
+    StateMoves,
     check_weights_unchanged,
 )
 from gpucon.errors import BadParams, JsonValue, LockHeld, StalePlan, shown
@@ -49,7 +50,7 @@ def _store_for(fleet: Any) -> _FleetStore:
         return store
 
 
-class SimRegistry:
+class SimRegistry(StateMoves):
     """RegistryControl over a SimFleet."""
 
     def __init__(self, fleet: Any, clock: Callable[[], float] = time.time) -> None:
@@ -99,19 +100,6 @@ class SimRegistry:
                 self._store.weight_before_drain.pop(name, None)
             self.fleet.set_backend_state(name, change.state, change.owner, change.reason)
             return change
-
-    def begin_drain(self, name: str, owner: str, reason: str) -> float | None:
-        now = self.clock()
-        return self._move(name, lambda r: states.begin_drain(r, owner, reason, now)).result
-
-    def mark_state(self, name: str, state: str, owner: str, reason: str) -> None:
-        now = self.clock()
-        self._move(name, lambda r: states.mark_state(r, state, owner, reason, now))
-
-    def undrain(self, name: str, owner: str, reason: str, default_weight: float) -> float:
-        now = self.clock()
-        change = self._move(name, lambda r: states.undrain(r, owner, reason, now, default_weight))
-        return float(default_weight if change.result is None else change.result)
 
     def set_weights(
         self,
