@@ -38,12 +38,12 @@ from typing import Any
 
 import redis
 
+from benchmarks.results_file import write_section
 from gpucon.registry import keys
 from gpucon.registry.parse import ready_text
 from gpucon.registry.read import RegistryReader
 from tests.helpers.servers import redis_server
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SECTION = "## Registry read: Redis server time per tick"
 SIZES = (8, 512, 3584)
 CONSOLES = 50
@@ -222,19 +222,6 @@ def table(rows: list[Row], ticks: int, repeat: int, load: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(text: str) -> None:
-    """Replace this benchmark's section of RESULTS.md (others' sections stay as they are)."""
-    current = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    start = current.find(SECTION)
-    if start == -1:
-        updated = current.rstrip("\n") + "\n\n" + text
-    else:
-        end = current.find("\n## ", start + len(SECTION))
-        rest = current[end + 1 :] if end != -1 else ""
-        updated = current[:start] + text + ("\n" + rest if rest else "")
-    RESULTS.write_text(updated)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ticks", type=int, default=50)
@@ -254,7 +241,7 @@ def main() -> None:
         f"goal <= 2 ms {goal}"
     )
     if args.write:
-        write_section(text)
+        write_section(SECTION, text)
 
 
 if __name__ == "__main__":

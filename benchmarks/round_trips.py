@@ -25,6 +25,7 @@ from pathlib import Path
 
 import redis
 
+from benchmarks.results_file import write_section
 from gpucon.model.reading import Reading
 from gpucon.registry import keys
 from gpucon.sources.prometheus import PrometheusSource
@@ -38,7 +39,6 @@ from tests.helpers.prometheus import (
 )
 from tests.helpers.servers import redis_server
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SECTION = "## Round trips per tick"
 SIZES = (8, 512)
 NOTE = (
@@ -231,19 +231,6 @@ def table(rows: list[Row], reads: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(text: str) -> None:
-    """Replace this benchmark's section of RESULTS.md (others' sections stay as they are)."""
-    current = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    start = current.find(SECTION)
-    if start == -1:
-        updated = current.rstrip("\n") + "\n\n" + text
-    else:
-        end = current.find("\n## ", start + len(SECTION))
-        rest = current[end + 1 :] if end != -1 else ""
-        updated = current[:start] + text + ("\n" + rest if rest else "")
-    RESULTS.write_text(updated)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reads", type=int, default=20)
@@ -263,7 +250,7 @@ def main() -> None:
             f"{source}: round trips per tick {'constant' if len(counts) == 1 else 'GROW'}: {counts}"
         )
     if args.write:
-        write_section(text)
+        write_section(SECTION, text)
 
 
 if __name__ == "__main__":
