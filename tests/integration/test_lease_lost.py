@@ -95,77 +95,74 @@ def test_the_lease_is_marked_lost_within_its_renewal_interval(
     registry.close()
 
 
+class WaitingDrain:
+    """A drain of b1 (reason "bad fan") running in a thread, already in its wait step: a
+    request is in flight, so it polls until something stops it."""
+
+    def __init__(self, url: str, tmp_path: Path) -> None:
+        self.client = fleet(url)
+        self.registry = RedisRegistry.from_url(url, timeout_s=REDIS_TIMEOUT_S)
+        self.audit = tmp_path / "audit.jsonl"
+        controls = Controls(
+            self.registry, AuditLog(self.audit, self.registry.append_audit), "ann@h1"
+        )
+        snapshot, _ = read_registry(self.client)
+        plan = drain.plan_drain(
+            snapshot, {"backend": "b1", "timeout_s": 60, "poll_s": 0.05, "reason": "bad fan"}
+        )
+        waiting = threading.Event()
+        self.outcomes: list[Outcome] = []
+
+        def progress(event: ProgressEvent) -> None:
+            if event.step == "wait:b1" and event.status is StepStatus.RUNNING:
+                waiting.set()
+
+        def act() -> None:
+            self.outcomes.append(
+                execute(drain.apply_drain, plan, controls, progress, lock_ttl_s=TTL_S)
+            )
+
+        self.worker = threading.Thread(target=act)
+        self.worker.start()
+        assert waiting.wait(10), "the drain never reached its wait step"
+
+    def backend_state(self) -> tuple[str, str, str]:
+        state = self.client.hgetall("gpucon:backend:b1")
+        return (str(state["state"]), str(state["owner"]), str(state["reason"]))
+
+    def close(self) -> None:
+        self.registry.close()
+        self.client.close()
+
+
 def test_redis_stopped_during_a_drains_wait_stops_it_and_leaves_it_visible(
     own_redis: tuple[str, int], tmp_path: Path
 ) -> None:
     url, pid = own_redis
-    client = fleet(url)
-    registry = RedisRegistry.from_url(url, timeout_s=REDIS_TIMEOUT_S)
-    audit = tmp_path / "audit.jsonl"
-    controls = Controls(registry, AuditLog(audit, registry.append_audit), "ann@h1")
-    snapshot, _ = read_registry(client)
-    plan = drain.plan_drain(
-        snapshot, {"backend": "b1", "timeout_s": 60, "poll_s": 0.05, "reason": "bad fan"}
-    )
-    waiting = threading.Event()
-    outcomes: list[Outcome] = []
-
-    def progress(event: ProgressEvent) -> None:
-        if event.step == "wait:b1" and event.status is StepStatus.RUNNING:
-            waiting.set()
-
-    def act() -> None:
-        outcomes.append(execute(drain.apply_drain, plan, controls, progress, lock_ttl_s=TTL_S))
-
-    worker = threading.Thread(target=act)
-    worker.start()
-    assert waiting.wait(10)
+    run = WaitingDrain(url, tmp_path)
     os.kill(pid, signal.SIGSTOP)
-    worker.join(timeout=20)
-    assert outcomes, "the drain did not stop with Redis stopped"
+    run.worker.join(timeout=20)
+    assert run.outcomes, "the drain did not stop with Redis stopped"
     os.kill(pid, signal.SIGCONT)
-    (outcome,) = outcomes
+    (outcome,) = run.outcomes
     assert outcome.status is OutcomeStatus.FAILED and outcome.exit_code == 5, outcome
     assert "wait:b1" in outcome.message
     # once Redis answers again, the backend's state is there for everyone: who and why
-    state = client.hgetall("gpucon:backend:b1")
-    assert (state["state"], state["owner"], state["reason"]) == ("draining", "ann@h1", "bad fan")
-    events = [(r.event, r.status) for r in read_audit(audit)]
+    assert run.backend_state() == ("draining", "ann@h1", "bad fan")
+    events = [(r.event, r.status) for r in read_audit(run.audit)]
     assert events[0] == ("intent", "") and events[-1] == ("outcome", "failed")
-    registry.close()
-    client.close()
+    run.close()
 
 
 def test_a_lock_lost_while_a_drain_waits_stops_it_at_the_next_step_boundary(
     redis_url: str, tmp_path: Path
 ) -> None:
-    client = fleet(redis_url)
-    registry = RedisRegistry.from_url(redis_url, timeout_s=REDIS_TIMEOUT_S)
-    audit = tmp_path / "audit.jsonl"
-    controls = Controls(registry, AuditLog(audit, registry.append_audit), "ann@h1")
-    snapshot, _ = read_registry(client)
-    plan = drain.plan_drain(
-        snapshot, {"backend": "b1", "timeout_s": 60, "poll_s": 0.05, "reason": "bad fan"}
-    )
-    waiting = threading.Event()
-    outcomes: list[Outcome] = []
-
-    def progress(event: ProgressEvent) -> None:
-        if event.step == "wait:b1" and event.status is StepStatus.RUNNING:
-            waiting.set()
-
-    worker = threading.Thread(
-        target=lambda: outcomes.append(
-            execute(drain.apply_drain, plan, controls, progress, lock_ttl_s=TTL_S)
-        )
-    )
-    worker.start()
-    assert waiting.wait(10)
+    run = WaitingDrain(redis_url, tmp_path)
     took_over = time.monotonic()
-    client.delete("gpucon:lock:b1")  # as if it had lapsed: someone else may now take it
-    worker.join(timeout=10)
+    run.client.delete("gpucon:lock:b1")  # as if it had lapsed: someone else may now take it
+    run.worker.join(timeout=10)
     stopped_after = time.monotonic() - took_over
-    (outcome,) = outcomes
+    (outcome,) = run.outcomes
     assert outcome.status is OutcomeStatus.FAILED and outcome.exit_code == 5, outcome
     assert "stopped before 'wait:b1': the lock was lost" in outcome.message
     assert "expired or was taken over" in outcome.message
@@ -173,9 +170,7 @@ def test_a_lock_lost_while_a_drain_waits_stops_it_at_the_next_step_boundary(
     assert "state=draining" in outcome.state_left and "owner=ann@h1" in outcome.state_left
     assert stopped_after <= TTL_S / 3 + 1.0  # the next renewal, then the next poll
     assert [s.ok for s in outcome.steps] == [True, False]  # draining done, wait stopped
-    state = client.hgetall("gpucon:backend:b1")
-    assert (state["state"], state["owner"], state["reason"]) == ("draining", "ann@h1", "bad fan")
-    records = read_audit(audit)
+    assert run.backend_state() == ("draining", "ann@h1", "bad fan")
+    records = read_audit(run.audit)
     assert [(r.event, r.step) for r in records][-2:] == [("step", "wait:b1"), ("outcome", "")]
-    registry.close()
-    client.close()
+    run.close()
