@@ -1,10 +1,13 @@
 """The load probe as an action (tier 1): plan pure, apply through the probe engine.
 
 ``plan(snapshot, params)`` picks the target from the config's probe targets only (passed in
-``params["probe_targets"]``), checks count, rate, concurrency and duration against that
-target's caps (BadParams naming the field) and says what will be sent where. ``apply`` runs
-``gpucon.controls.probe`` with a progress bar's worth of events and returns the report in the
-outcome's ``details``; the report's one-line summary is a step result, so the audit log has it.
+``params["probe_targets"]``), takes count, rate, concurrency, duration and timeout from the
+params or, for each one not given, from the backend's observed service time
+(``actions.probe_defaults``), checks them against that target's caps (BadParams naming the
+field) and says what will be sent where, and whether enough requests can complete to judge.
+``apply`` runs ``gpucon.controls.probe`` with progress from the first request (sent, ok,
+failed, running p50) and returns the report in the outcome's ``details``; its one-line summary
+with the verdict (``actions.probe_verdict``) is a step result, so the audit log has it.
 """
 
 from __future__ import annotations
@@ -14,20 +17,23 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the verb's parser is built for every gpucon command: import lazily
-    from gpucon.actions.plan import Outcome, Plan, Progress
+    from gpucon.actions.plan import Outcome, Plan, Precondition, Progress
+    from gpucon.actions.probe_defaults import ProbeDefaults, ServiceEstimate
     from gpucon.config import ProbeTarget
     from gpucon.controls.base import Controls
+    from gpucon.controls.probe import ProbeBounds, ProbeProgress
     from gpucon.model.snapshot import Snapshot
 
 PROGRESS_EVERY_S = 0.1
-# the demo's probe, unless the operator asks for more (within a configured target's caps)
-SIM_DEFAULTS = {"count": 40, "rate": 20.0, "duration": 10.0}
+# the params an operator may edit in the plan (the console's form; the verb's options)
+EDITABLE = ("count", "rate", "concurrency", "duration", "timeout")
 # a simulated backend's caps: nothing real is loaded, but the bounds are enforced all the same
+# (long enough for a slow diffusion backend's default probe to complete a p95's samples)
 SIM_CAPS: dict[str, Any] = {
     "max_requests": 500,
     "max_rate_per_s": 100.0,
     "max_concurrency": 16,
-    "max_duration_s": 60.0,
+    "max_duration_s": 600.0,
 }
 
 
@@ -69,17 +75,83 @@ def _target(snapshot: Snapshot, params: Mapping[str, Any]) -> ProbeTarget:
     raise BadParams("target", f"{shown(name)} is not a configured probe target (known: {known})")
 
 
+def _as_params(values: ProbeDefaults | ProbeBounds) -> dict[str, float]:
+    return {
+        "count": values.count,
+        "rate": values.rate_per_s,
+        "concurrency": values.concurrency,
+        "duration": values.duration_s,
+        "timeout": values.timeout_s,
+    }
+
+
+def _judging(
+    service: ServiceEstimate, chosen: ProbeDefaults, bounds: ProbeBounds, *, edited: list[str]
+) -> list[Precondition]:
+    """Whether the probe as planned can be judged: how its params were chosen, how many
+    requests can complete, and whether the timeout leaves a request its service time."""
+    from gpucon.actions.plan import Precondition
+    from gpucon.actions.probe_defaults import MIN_SAMPLES, fmt_s, sendable
+
+    how = f"defaults from {chosen.why}"
+    if edited:
+        how = f"{', '.join(edited)} as given; other {how}"
+    lines = [Precondition("params", True, how, warning=service.service_s is None)]
+    completes = min(bounds.count, sendable(bounds.rate_per_s, bounds.duration_s))
+    if service.service_s is not None:  # at most `concurrency` at a time, each service_s long
+        per_slot = int(bounds.duration_s / service.service_s) + 1
+        completes = min(completes, bounds.concurrency * per_slot)
+    if completes < MIN_SAMPLES:
+        lines.append(
+            Precondition(
+                "samples",
+                True,
+                f"about {completes} request(s) can complete in {bounds.duration_s:g} s at "
+                f"{bounds.rate_per_s:g}/s, {bounds.concurrency} at once: fewer than the "
+                f"{MIN_SAMPLES} a p95 needs, so the verdict will be 'too short' (raise "
+                "duration, count or concurrency, within the target's caps)",
+                warning=True,
+            )
+        )
+    else:
+        lines.append(
+            Precondition("samples", True, f"about {completes} requests can complete (a p95 "
+                         f"needs {MIN_SAMPLES})")
+        )  # fmt: skip
+    slowest = service.p95_s or service.service_s
+    if slowest is not None and bounds.timeout_s < slowest:
+        lines.append(
+            Precondition(
+                "timeout",
+                True,
+                f"timeout {fmt_s(bounds.timeout_s)} is under the backend's observed "
+                f"{fmt_s(slowest)}: requests will time out",
+                warning=True,
+            )
+        )
+    return lines
+
+
 def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     """The probe plan; refuses unknown targets and out-of-bounds params before anything runs."""
+    from gpucon.actions.load import slo_for
     from gpucon.actions.plan import BlastRadius, Plan, Precondition, Step, Tier
+    from gpucon.actions.probe_defaults import ProbeCaps, observed_service, probe_defaults
     from gpucon.controls.probe import check_bounds
     from gpucon.errors import BadParams
     from gpucon.model.fleet import BackendState
 
     target = _target(snapshot, params)
-    if params.get("simulated"):  # a demo probe takes a few seconds unless asked for more
-        params = {**SIM_DEFAULTS, **params}
-    bounds = check_bounds(target, dict(params))
+    service = observed_service(snapshot, target.name)
+    caps = ProbeCaps(
+        target.max_requests, target.max_rate_per_s, target.max_concurrency, target.max_duration_s
+    )
+    chosen = probe_defaults(service, caps)
+    given = {k: params[k] for k in EDITABLE if params.get(k) is not None}
+    if given:  # check what was given (BadParams names it), then fit the others to it
+        checked = _as_params(check_bounds(target, {**_as_params(chosen), **given}))
+        chosen = probe_defaults(service, caps, {k: checked[k] for k in given})
+    bounds = check_bounds(target, _as_params(chosen))
     via_queue = bool(params.get("via_queue", False))
     simulated = bool(params.get("simulated", False))
     if simulated and via_queue:
@@ -94,6 +166,7 @@ def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
                 "backend", True, f"{target.name} is {backend.state} (a direct probe reaches it)"
             )
         )
+    pre.extend(_judging(service, chosen, bounds, edited=sorted(given)))
     active = [b.name for b in snapshot.backends.values() if b.state is BackendState.ACTIVE]
     if via_queue:
         pre.append(
@@ -150,32 +223,68 @@ def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
             "redis_url": redis_url if via_queue else None,
             "stream": stream,
             "simulated": simulated,
+            "slo_p95_ms": slo_for(snapshot, target.name),
+            "service_s": service.service_s,
         },
         summary=f"probe {target.name}: {send}",
         made_at=snapshot.taken_at,
     )
 
 
-def summary_line(report: Mapping[str, Any]) -> str:
+def summary_line(report: Mapping[str, Any], params: Mapping[str, Any] | None = None) -> str:
+    """``VERDICT: why; 20/20 ok; offered ... achieved ...; p50 .. p99 ms; errors: none``."""
+    from gpucon.actions.probe_verdict import rates_text, verdict
+
+    p = params or {}
+    judged = verdict(
+        report,
+        slo_p95_ms=p.get("slo_p95_ms"),
+        service_s=p.get("service_s"),
+        timeout_s=p.get("timeout"),
+    )
     lat = report["latency_ms"]
 
     def ms(key: str) -> str:
         return "n/a" if lat.get(key) is None else f"{lat[key]:.1f}"
 
-    stable = {True: "stable", False: "NOT stable", None: "too short to judge"}[report["stable"]]
     errors = ", ".join(f"{k}: {v}" for k, v in sorted(report["errors"].items())) or "none"
+    stable = {True: "; stable", False: "; throughput NOT stable", None: ""}[report["stable"]]
     return (
-        f"{report['succeeded']}/{report['sent']} ok; offered {report['offered_rate']:.1f}/s, "
-        f"achieved {report['achieved_rate']:.1f}/s; p50 {ms('p50')} p90 {ms('p90')} "
-        f"p95 {ms('p95')} p99 {ms('p99')} ms; errors: {errors}; {stable}"
+        f"{judged.line()}; {report['succeeded']}/{report['sent']} ok; {rates_text(report)}; "
+        f"p50 {ms('p50')} p90 {ms('p90')} p95 {ms('p95')} p99 {ms('p99')} ms; "
+        f"errors: {errors}{stable}"
     )
+
+
+def progress_text(pp: ProbeProgress) -> str:
+    """``3/20 done (5 sent): 3 ok, 0 failed; p50 14.2 s; 21 s of 350 s``."""
+    from gpucon.actions.probe_defaults import fmt_s
+
+    p50 = "n/a" if pp.p50_ms is None else fmt_s(pp.p50_ms / 1000.0)
+    of = "" if pp.duration_s is None else f" of {pp.duration_s:g} s"
+    return (
+        f"{pp.completed + pp.errors}/{pp.total} done ({pp.sent} sent): {pp.completed} ok, "
+        f"{pp.errors} failed; p50 {p50}; {pp.elapsed_s:.0f} s{of}"
+    )
+
+
+def progress_fraction(pp: ProbeProgress) -> float | None:
+    """Requests answered of those planned, or the sending window's elapsed share when that
+    is further on (a probe cut short by its duration sends fewer than its count)."""
+    if not pp.total:
+        return None
+    done = (pp.completed + pp.errors) / pp.total
+    if pp.duration_s:
+        done = max(done, min(0.99, pp.elapsed_s / pp.duration_s))
+    return min(1.0, done)
 
 
 def apply(plan: Plan, controls: Controls, progress: Progress) -> Outcome:
     """Run the planned probe (blocking: call from a worker thread, never the UI thread)."""
     from gpucon.actions.plan import Outcome, OutcomeStatus, ProgressEvent, StepStatus
+    from gpucon.actions.probe_verdict import verdict
     from gpucon.config import ProbeTarget
-    from gpucon.controls.probe import ProbeBounds, ProbeProgress
+    from gpucon.controls.probe import ProbeBounds
 
     p = plan.params
     t = p["target"]
@@ -185,12 +294,13 @@ def apply(plan: Plan, controls: Controls, progress: Progress) -> Outcome:
 
     def on_progress(pp: ProbeProgress) -> None:
         now = time.monotonic()
-        if now - last[0] < PROGRESS_EVERY_S and pp.completed + pp.errors < pp.sent:
+        first = pp.sent == 1 and pp.completed + pp.errors == 0  # said at once, never throttled
+        if not first and now - last[0] < PROGRESS_EVERY_S:
             return
         last[0] = now
-        text = f"{pp.sent}/{pp.total} sent, {pp.completed} ok, {pp.errors} errors"
-        fraction = (pp.completed + pp.errors) / pp.total if pp.total else None
-        progress(ProgressEvent("probe", StepStatus.RUNNING, text, fraction))
+        progress(
+            ProgressEvent("probe", StepStatus.RUNNING, progress_text(pp), progress_fraction(pp))
+        )
 
     progress(ProgressEvent("probe", StepStatus.STARTED, plan.steps[0].text))
     prober = controls.prober
@@ -217,9 +327,14 @@ def apply(plan: Plan, controls: Controls, progress: Progress) -> Outcome:
         return Outcome(plan.action, plan.target, OutcomeStatus.FAILED, text, plan.digest)
     report = result.to_dict()
     progress(ProgressEvent("probe", StepStatus.DONE, f"sent {result.sent} requests"))
-    line = summary_line(report)
+    judged = verdict(
+        report, slo_p95_ms=p.get("slo_p95_ms"), service_s=p.get("service_s"), timeout_s=p["timeout"]
+    )
+    report["verdict"] = {"kind": judged.kind, "text": judged.text}
+    line = summary_line(report, p)
     progress(ProgressEvent("report", StepStatus.STARTED, "measuring"))
     progress(ProgressEvent("report", StepStatus.DONE, line))
-    status = OutcomeStatus.OK if result.succeeded > 0 else OutcomeStatus.FAILED
+    # the probe ran: only a failing backend fails it (slow and too short are in the verdict)
+    status = OutcomeStatus.FAILED if judged.backend_failing else OutcomeStatus.OK
     message = f"probe of {plan.target}: {line}"
     return Outcome(plan.action, plan.target, status, message, plan.digest, details=report)

@@ -333,7 +333,8 @@ def run_planned(
     # a proposed rebalance needs what only the full sources know (latency, SM counts), and
     # so do a drain's headroom and an undrain's alerts; a node's backends are known only by
     # joining the registry with Kubernetes' pods
-    full = args.command in ("drain", "undrain") or "node" in params
+    # and a probe's defaults need the backend's observed service time
+    full = args.command in ("drain", "undrain", "probe") or "node" in params
     full = full or (args.command == "rebalance" and "weights" not in params)
     snapshot, version = session.planning_view(full=full)
     if args.command == "rebalance":

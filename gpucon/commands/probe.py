@@ -1,7 +1,7 @@
 """``gpucon probe TARGET``: a bounded load probe from the shell, planned, confirmed, audited.
 
-The action itself is ``gpucon.actions.probe``; this module is its verb: the options, the
-params they make, a progress bar on stderr, and the same plan/confirm/apply path as the other
+The action itself is ``gpucon.actions.probe``; this module is its verb: the options (each one
+not given is chosen from the backend's observed service time), the params they make, a progress bar on stderr, and the same plan/confirm/apply path as the other
 verbs (``gpucon.commands.actions.run_planned``).
 """
 
@@ -20,11 +20,14 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
     parser.add_argument(
         "target", metavar="TARGET", help="a probe target named in the config (--demo: a backend)"
     )
+    # each one left out is chosen from the backend's observed service time (the plan says how)
     parser.add_argument("--count", type=float, default=None, help="requests (cap: max_requests)")
     parser.add_argument("--rate", type=float, default=None, help="requests/s (max_rate_per_s)")
-    parser.add_argument("--concurrency", type=float, default=1, help="at once (max_concurrency)")
+    parser.add_argument(
+        "--concurrency", type=float, default=None, help="at once (max_concurrency)"
+    )
     parser.add_argument("--duration", type=float, default=None, help="seconds (max_duration_s)")
-    parser.add_argument("--timeout", type=float, default=10.0, help="per request, seconds")
+    parser.add_argument("--timeout", type=float, default=None, help="per request, seconds")
     parser.add_argument("--via-queue", action="store_true", help="through the Redis queue")
     parser.add_argument("--dry-run", action="store_true", help="print the plan, send nothing")
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
@@ -41,11 +44,9 @@ def params_from_args(args: argparse.Namespace, config: GpuconConfig) -> dict[str
         "target": args.target,
         "probe_targets": () if demo else fleet.probe_targets,
         "via_queue": bool(args.via_queue),
-        "timeout": args.timeout,
-        "concurrency": args.concurrency,
         "simulated": demo,
     }
-    for name in ("count", "rate", "duration"):
+    for name in ("count", "rate", "concurrency", "duration", "timeout"):
         value = getattr(args, name)
         if value is not None:
             params[name] = value

@@ -5,7 +5,9 @@ through the queue (``XADD`` to the stream, wait for the scheduler's reply on
 ``gen:reply:{entry_id}``). Every probe is bounded by count, rate, concurrency and duration,
 checked against the target's configured caps before anything is sent (BadParams naming the
 field). The result holds offered and achieved rate, p50/p90/p95/p99, errors by reason and
-stability by perf_analyzer's rule (the last three windows' throughput within 10 %).
+stability by perf_analyzer's rule (the last three windows' throughput within 10 %). Progress
+is reported from the first send on (and every ``TICK_S`` while nothing else happens), with the
+p50 of what has completed so far: a slow backend's first answer may be many seconds away.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import math
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -36,6 +38,7 @@ from gpucon.sources.connect import RedisAuth
 STABILITY_PCT = 10.0
 STABILITY_WINDOWS = 3
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
+TICK_S = 0.5  # progress at least this often while a probe waits on slow answers
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +64,7 @@ def _positive_int(field_name: str, value: object) -> int:
     return int(number)
 
 
-def check_bounds(target: ProbeTarget, params: dict[str, object]) -> ProbeBounds:
+def check_bounds(target: ProbeTarget, params: Mapping[str, object]) -> ProbeBounds:
     """The probe's bounds from raw params, within the target's caps; BadParams names the field."""
     count = _positive_int("count", params.get("count", target.max_requests))
     concurrency = _positive_int("concurrency", params.get("concurrency", 1))
@@ -95,6 +98,8 @@ class ProbeProgress:
     errors: int
     total: int
     elapsed_s: float
+    p50_ms: float | None = None  # of the requests completed so far
+    duration_s: float | None = None  # the sending window planned
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,13 +110,15 @@ class ProbeResult:
     sent: int
     succeeded: int
     errors: dict[str, int]
-    offered_rate: float  # requests sent per second over the sending phase
+    # requests sent per second between the first and the last send; None under two sends
+    offered_rate: float | None
     achieved_rate: float  # successful answers per second, first send to last answer
     duration_s: float
     latency_ms: dict[str, float | None]  # "p50".."p99"; None without a success
     window_s: float
     window_rates: tuple[float, ...]
     stable: bool | None  # None: fewer than three full windows
+    send_span_s: float = 0.0  # from the first send to the last
 
     @property
     def failed(self) -> int:
@@ -126,11 +133,12 @@ class ProbeResult:
                 "rate": self.bounds.rate_per_s,
                 "concurrency": self.bounds.concurrency,
                 "duration": self.bounds.duration_s,
+                "timeout": self.bounds.timeout_s,
             },
             "sent": self.sent,
             "succeeded": self.succeeded,
             "errors": dict(self.errors),
-            "offered_rate": round(self.offered_rate, 3),
+            "offered_rate": None if self.offered_rate is None else round(self.offered_rate, 3),
             "achieved_rate": round(self.achieved_rate, 3),
             "duration_s": round(self.duration_s, 3),
             "latency_ms": {
@@ -139,6 +147,7 @@ class ProbeResult:
             "window_s": round(self.window_s, 3),
             "window_rates": [round(r, 3) for r in self.window_rates],
             "stable": self.stable,
+            "send_span_s": round(self.send_span_s, 3),
         }
 
 
@@ -294,16 +303,23 @@ async def run_probe(
 
     def report() -> None:
         if on_progress is not None:
-            done = len(tally.latencies_ms)
+            done = tally.latencies_ms
             on_progress(
                 ProbeProgress(
                     tally.sent,
-                    done,
+                    len(done),
                     sum(tally.errors.values()),
                     bounds.count,
                     time.perf_counter() - start,
+                    quantile(sorted(done), 0.5),
+                    bounds.duration_s,
                 )
             )
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            report()
 
     async def one(seq: int) -> None:
         t0 = time.perf_counter()
@@ -323,6 +339,7 @@ async def run_probe(
         report()
 
     last_send = start
+    ticker = asyncio.create_task(tick()) if on_progress is not None else None
     try:
         for seq in range(bounds.count):
             due = start + seq / bounds.rate_per_s
@@ -340,19 +357,20 @@ async def run_probe(
             task = asyncio.create_task(one(seq))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
+            report()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
     finally:
+        if ticker is not None:
+            ticker.cancel()
         for task in tasks:
             task.cancel()
         await sender.aclose()
     end = time.perf_counter()
     report()
     send_span = last_send - start
-    offered = tally.sent / send_span if send_span > 0 else float(tally.sent)
-    # the last send's interval counts too: n sends at rate r span (n-1)/r seconds
-    if tally.sent > 1 and send_span > 0:
-        offered = (tally.sent - 1) / send_span
+    # n sends at rate r span (n-1)/r seconds; one send has no rate (1/span would be huge)
+    offered = (tally.sent - 1) / send_span if tally.sent > 1 and send_span > 0 else None
     ok = len(tally.latencies_ms)
     achieved = ok / (end - start) if end > start else 0.0
     ordered = sorted(tally.latencies_ms)
@@ -371,6 +389,7 @@ async def run_probe(
         window_s=window,
         window_rates=rates,
         stable=is_stable(rates),
+        send_span_s=send_span,
     )
 
 

@@ -1,0 +1,120 @@
+"""What a probe's report says about the backend (pure): slow or failing, fine, or nothing yet.
+
+A probe that was too short must not read as a broken backend. The verdict is one of:
+
+- ``failing``: most requests failed (at least ``FAILING_MIN`` of them), or more than
+  ``ERROR_PCT`` % failed over at least ``MIN_SAMPLES`` answers;
+- ``too short``: fewer than ``MIN_SAMPLES`` requests completed, or the probe sent for less than
+  ``MIN_SERVICE_TIMES`` service times, or every failure was a timeout shorter than the
+  backend's service time (the probe's setting, not the backend's fault) — it names what to
+  change;
+- ``slow``: p95 over the backend's SLO with enough samples;
+- ``ok``: p95 within it.
+
+The rates are said so that they mean something: the offered rate is measured only over two
+sends or more (one send has no rate), next to the rate that was planned; when the probe's
+concurrency held sends back, that is said instead of a rate nobody asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpucon.actions.probe_defaults import MIN_SAMPLES, fmt_s
+
+ERROR_PCT = 5.0
+FAILING_MIN = 3
+MIN_SERVICE_TIMES = 3.0
+HELD_BACK = 0.9  # offered below this share of the planned rate: the concurrency held it back
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    kind: str  # "ok", "slow", "failing", "too short"
+    text: str
+
+    @property
+    def backend_failing(self) -> bool:
+        return self.kind == "failing"
+
+    def line(self) -> str:
+        return f"{self.kind.upper()}: {self.text}"
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else fmt_s(value / 1000.0)
+
+
+def verdict(
+    report: Mapping[str, Any],
+    *,
+    slo_p95_ms: float | None,
+    service_s: float | None = None,
+    timeout_s: float | None = None,
+) -> Verdict:
+    """The verdict on one probe's ``report`` (``ProbeResult.to_dict``)."""
+    ok = int(report.get("succeeded") or 0)
+    errors: Mapping[str, int] = report.get("errors") or {}
+    failed = sum(errors.values())
+    answered = ok + failed
+    lat = report.get("latency_ms") or {}
+    p50, p95 = lat.get("p50"), lat.get("p95")
+    if int(report.get("sent") or 0) == 0:
+        return Verdict("too short", "nothing was sent: raise the duration or the rate")
+    timeouts_only = failed > 0 and set(errors) == {"timeout"}
+    if timeouts_only and timeout_s is not None and service_s is not None and timeout_s < service_s:
+        return Verdict(
+            "too short",
+            f"{failed} request(s) timed out after {fmt_s(timeout_s)}, less than the backend's "
+            f"service time {fmt_s(service_s)}: raise the timeout",
+        )
+    error_pct = 100.0 * failed / answered if answered else 0.0
+    many = failed >= FAILING_MIN and error_pct >= 50.0
+    if many or (answered >= MIN_SAMPLES and error_pct > ERROR_PCT):
+        worst = max(errors.items(), key=lambda kv: kv[1])[0]
+        return Verdict(
+            "failing",
+            f"{failed} of {answered} requests failed ({error_pct:.0f}%, mostly {worst})",
+        )
+    sent_for = report.get("send_span_s")
+    if (
+        service_s is not None
+        and sent_for is not None
+        and ok < MIN_SAMPLES
+        and sent_for < MIN_SERVICE_TIMES * service_s
+    ):
+        return Verdict(
+            "too short",
+            f"it sent for {fmt_s(sent_for)}, under {MIN_SERVICE_TIMES:g} service times "
+            f"({fmt_s(service_s)} each); p50 {_ms(p50)} from {ok} sample(s)",
+        )
+    if ok < MIN_SAMPLES:
+        more = f", {failed} failed" if failed else ""
+        return Verdict(
+            "too short",
+            f"{ok} of the {MIN_SAMPLES} samples a p95 needs{more}; p50 {_ms(p50)} "
+            "(raise count and duration to judge)",
+        )
+    if slo_p95_ms is None:
+        return Verdict("ok", f"p95 {_ms(p95)} over {ok} samples (no SLO known)")
+    if p95 is not None and p95 > slo_p95_ms:
+        return Verdict("slow", f"p95 {_ms(p95)} over its SLO {_ms(slo_p95_ms)} ({ok} samples)")
+    return Verdict("ok", f"p95 {_ms(p95)} within its SLO {_ms(slo_p95_ms)} ({ok} samples)")
+
+
+def rates_text(report: Mapping[str, Any]) -> str:
+    """``offered 19.9/s of 20/s planned, achieved 19.7/s``; "n/a" where there is no rate."""
+    bounds = report.get("bounds") or {}
+    planned = bounds.get("rate")
+    offered = report.get("offered_rate")
+    achieved = report.get("achieved_rate")
+    sent = int(report.get("sent") or 0)
+    offer = f"offered n/a ({sent} sent)" if offered is None else f"offered {offered:.3g}/s"
+    if planned is not None:
+        offer += f" of {planned:g}/s planned"
+        if offered is not None and offered < HELD_BACK * planned:
+            offer += f" (held back by concurrency {bounds.get('concurrency')})"
+    got = "n/a" if achieved is None else f"{achieved:.3g}/s"
+    return f"{offer}, achieved {got}"

@@ -1,0 +1,71 @@
+"""The probe's verdict: a slow or failing backend apart from a probe too short to judge."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpucon.actions.probe_verdict import rates_text, verdict
+
+
+def report(
+    ok: int,
+    errors: dict[str, int] | None = None,
+    *,
+    p50: float | None = 20.0,
+    p95: float | None = 30.0,
+    sent: int | None = None,
+    send_span_s: float = 10.0,
+    offered: float | None = 20.0,
+    rate: float = 20.0,
+) -> dict[str, Any]:
+    errs = errors or {}
+    return {
+        "sent": ok + sum(errs.values()) if sent is None else sent,
+        "succeeded": ok,
+        "errors": errs,
+        "latency_ms": {"p50": p50, "p90": p95, "p95": p95, "p99": p95},
+        "send_span_s": send_span_s,
+        "offered_rate": offered,
+        "achieved_rate": 19.5,
+        "bounds": {"count": 200, "rate": rate, "concurrency": 2, "duration": 10.0},
+    }
+
+
+def test_enough_samples_within_the_slo_is_ok_and_over_it_is_slow() -> None:
+    assert verdict(report(200), slo_p95_ms=100.0, service_s=0.02).kind == "ok"
+    slow = verdict(report(200, p95=180.0), slo_p95_ms=100.0, service_s=0.02)
+    assert slow.kind == "slow" and "over its SLO" in slow.text and not slow.backend_failing
+
+
+def test_failing_requests_are_the_backends_fault() -> None:
+    v = verdict(report(0, {"connect: refused": 5}), slo_p95_ms=100.0, service_s=0.02)
+    assert v.kind == "failing" and v.backend_failing and "connect: refused" in v.text
+    v = verdict(report(180, {"http 500": 20}), slo_p95_ms=100.0, service_s=0.02)
+    assert v.kind == "failing" and "10%" in v.text
+    # one error among many is no verdict of failure
+    assert verdict(report(199, {"http 500": 1}), slo_p95_ms=100.0).kind == "ok"
+
+
+def test_a_short_probe_of_a_slow_backend_is_too_short_not_failing() -> None:
+    # the old demo probe: 10 s at 20/s, one at a time, against a 14 s backend
+    one = report(0, {"timeout": 1}, p50=None, p95=None, send_span_s=0.0, offered=None)
+    v = verdict(one, slo_p95_ms=14_000.0, service_s=14.0, timeout_s=10.0)
+    assert v.kind == "too short" and "raise the timeout" in v.text and not v.backend_failing
+    few = report(4, p50=14_100.0, p95=15_000.0, send_span_s=52.0)
+    v = verdict(few, slo_p95_ms=14_000.0, service_s=14.0, timeout_s=45.0)
+    assert v.kind == "too short" and "4 of the 20 samples" in v.text and "14.1 s" in v.text
+    brief = report(2, p50=14_100.0, send_span_s=20.0)
+    v = verdict(brief, slo_p95_ms=14_000.0, service_s=14.0, timeout_s=45.0)
+    assert v.kind == "too short" and "under 3 service times" in v.text
+    v = verdict(report(0, sent=0), slo_p95_ms=100.0)
+    assert v.kind == "too short" and "nothing was sent" in v.text
+
+
+def test_rates_are_said_sensibly() -> None:
+    # one send has no rate: never 1/(a few microseconds)
+    one = report(1, sent=1, send_span_s=0.0, offered=None)
+    text = rates_text(one)
+    assert "offered n/a (1 sent)" in text and "of 20/s planned" in text
+    assert "offered 19.9/s of 20/s planned" in rates_text(report(200, offered=19.9))
+    held = rates_text(report(40, offered=4.0))
+    assert "held back by concurrency 2" in held
