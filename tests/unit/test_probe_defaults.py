@@ -18,7 +18,8 @@ DEMO_CAPS = ProbeCaps(
     max_requests=500, max_rate_per_s=100.0, max_concurrency=16, max_duration_s=600
 )
 FAST = ServiceEstimate(0.0182, 0.0273, None, "its p50")  # the lab's text backend
-SDXL = ServiceEstimate(14.0, 15.5, None, "its p50")  # SDXL on a small slice
+SDXL_S, SDXL_P95_S = 14.0, 15.5
+SDXL = ServiceEstimate(SDXL_S, SDXL_P95_S, None, "its p50")  # SDXL on a small slice
 
 
 def completes(d: ProbeDefaults, service_s: float) -> int:
@@ -39,10 +40,10 @@ def test_a_14_s_sdxl_backend_gets_a_rate_it_sustains_and_time_for_enough_samples
     d = probe_defaults(SDXL, DEMO_CAPS)
     assert d.concurrency >= 1
     # at most what its one request in flight sustains: the probe does not queue on itself
-    assert d.rate_per_s * SDXL.service_s <= d.concurrency
-    assert d.count == MIN_SAMPLES and completes(d, SDXL.service_s) >= MIN_SAMPLES
-    assert d.duration_s >= MIN_SAMPLES * SDXL.service_s / d.concurrency * 0.8
-    assert d.timeout_s >= 3 * SDXL.p95_s  # type: ignore[operator]
+    assert d.rate_per_s * SDXL_S <= d.concurrency
+    assert d.count == MIN_SAMPLES and completes(d, SDXL_S) >= MIN_SAMPLES
+    assert d.duration_s >= MIN_SAMPLES * SDXL_S / d.concurrency * 0.8
+    assert d.timeout_s >= 3 * SDXL_P95_S
     assert d.short_of is None
 
 
