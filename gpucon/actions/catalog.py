@@ -22,6 +22,11 @@ PlanFn = Callable[[Snapshot, Mapping[str, object]], Plan]
 ApplyFn = Callable[[Plan, Controls, Progress], Outcome]
 RecheckFn = Callable[[Plan, Controls], list[str]]
 
+# the params an operator may change in the console's plan before applying it, by action
+EDITABLE: dict[str, tuple[str, ...]] = {
+    "probe": ("count", "rate", "concurrency", "duration", "timeout"),
+}
+
 # name -> (tier, title)
 KNOWN: dict[str, tuple[Tier, str]] = {
     "drain": (Tier.DISRUPTIVE, "Drain"),
@@ -38,6 +43,9 @@ class ActionSpec:
     title: str
     plan: PlanFn
     apply: ApplyFn
+    # params the console's plan screen lets the operator edit (the action's plan is pure
+    # and quick for them: it is made again on the UI thread as they are typed)
+    editable: tuple[str, ...] = ()
 
 
 def get_action(name: str) -> ActionSpec:
@@ -47,7 +55,7 @@ def get_action(name: str) -> ActionSpec:
         raise BadParams("action", f"unknown action {shown(name)} (known: {', '.join(KNOWN)})")
     tier, title = entry
     plan_fn, apply_fn = _functions(name)
-    return ActionSpec(name, tier, title, plan_fn, apply_fn)
+    return ActionSpec(name, tier, title, plan_fn, apply_fn, EDITABLE.get(name, ()))
 
 
 def _functions(name: str) -> tuple[PlanFn, ApplyFn]:

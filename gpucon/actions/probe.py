@@ -248,7 +248,9 @@ def summary_line(report: Mapping[str, Any], params: Mapping[str, Any] | None = N
         return "n/a" if lat.get(key) is None else f"{lat[key]:.1f}"
 
     errors = ", ".join(f"{k}: {v}" for k, v in sorted(report["errors"].items())) or "none"
-    stable = {True: "; stable", False: "; throughput NOT stable", None: ""}[report["stable"]]
+    # throughput's stability means nothing over a probe too short to judge anything
+    judged_stable = None if judged.kind == "too short" else report["stable"]
+    stable = {True: "; stable", False: "; throughput NOT stable", None: ""}[judged_stable]
     return (
         f"{judged.line()}; {report['succeeded']}/{report['sent']} ok; {rates_text(report)}; "
         f"p50 {ms('p50')} p90 {ms('p90')} p95 {ms('p95')} p99 {ms('p99')} ms; "

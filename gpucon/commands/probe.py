@@ -1,8 +1,9 @@
 """``gpucon probe TARGET``: a bounded load probe from the shell, planned, confirmed, audited.
 
 The action itself is ``gpucon.actions.probe``; this module is its verb: the options (each one
-not given is chosen from the backend's observed service time), the params they make, a progress bar on stderr, and the same plan/confirm/apply path as the other
-verbs (``gpucon.commands.actions.run_planned``).
+not given is chosen from the backend's observed service time), the params they make, a
+progress bar on stderr, and the same plan/confirm/apply path as the other verbs
+(``gpucon.commands.actions.run_planned``).
 """
 
 from __future__ import annotations
@@ -23,9 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
     # each one left out is chosen from the backend's observed service time (the plan says how)
     parser.add_argument("--count", type=float, default=None, help="requests (cap: max_requests)")
     parser.add_argument("--rate", type=float, default=None, help="requests/s (max_rate_per_s)")
-    parser.add_argument(
-        "--concurrency", type=float, default=None, help="at once (max_concurrency)"
-    )
+    parser.add_argument("--concurrency", type=float, default=None, help="at once (max_concurrency)")
     parser.add_argument("--duration", type=float, default=None, help="seconds (max_duration_s)")
     parser.add_argument("--timeout", type=float, default=None, help="per request, seconds")
     parser.add_argument("--via-queue", action="store_true", help="through the Redis queue")

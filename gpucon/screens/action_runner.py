@@ -36,12 +36,31 @@ APPLY_GROUP = "action-apply"
 
 
 class PlanReady(Message):
-    """The plan for ``spec`` is made: show it and ask for confirmation."""
+    """The plan for ``spec`` is made: show it and ask for confirmation. ``snapshot`` and
+    ``params`` are what it was made from (an editable plan is made again from them)."""
 
-    def __init__(self, spec: ActionSpec, plan: Plan) -> None:
+    def __init__(
+        self,
+        spec: ActionSpec,
+        plan: Plan,
+        snapshot: Snapshot | None = None,
+        params: Mapping[str, object] | None = None,
+    ) -> None:
         super().__init__()
         self.spec = spec
         self.plan = plan
+        self.snapshot = snapshot
+        self.params: Mapping[str, object] = params or {}
+
+    def replan(self, edits: Mapping[str, object]) -> Plan:
+        """The plan made again with ``edits`` over its params (BadParams names a bad one).
+        Only for the spec's editable params, whose plan is pure: it reads nothing."""
+        if self.snapshot is None:
+            raise BadParams("plan", "this plan cannot be made again (no snapshot kept)")
+        unknown = sorted(set(edits) - set(self.spec.editable))
+        if unknown:
+            raise BadParams(unknown[0], f"{self.spec.name} does not take it from the console")
+        return self.spec.plan(self.snapshot, {**self.params, **edits})
 
 
 class PlanFailed(Message):
@@ -186,7 +205,8 @@ class ActionRunner:
     ) -> None:
         message: Message
         try:
-            message = PlanReady(spec, make_plan(spec, snapshot, params, controls))
+            plan = make_plan(spec, snapshot, params, controls)
+            message = PlanReady(spec, plan, snapshot, params)
         except Exception as error:  # ActionError, or the registry could not be read
             message = PlanFailed(spec.name, error)
         if not get_current_worker().is_cancelled:  # a newer plan superseded this one

@@ -427,13 +427,16 @@ class ActionFleetScreen(FleetScreen):
         message.stop()
         spec, plan = message.spec, message.plan
 
+        screen = PlanScreen(plan, editable=spec.editable, replan=message.replan)
+
         def confirmed(answer: bool | None) -> None:
             controls = self.gpucon.controls
+            chosen = screen.plan  # the plan as confirmed: its params may have been edited
             if not answer or controls is None:
-                self.say(f"{plan.action} {plan.target}: cancelled, nothing changed")
+                self.say(f"{chosen.action} {chosen.target}: cancelled, nothing changed")
                 return
-            progress = ProgressScreen(plan)
+            progress = ProgressScreen(chosen)
             self.app.push_screen(progress)
-            self.runner.apply(spec, plan, controls, progress)
+            self.runner.apply(spec, chosen, controls, progress)
 
-        self.app.push_screen(PlanScreen(plan), callback=confirmed)
+        self.app.push_screen(screen, callback=confirmed)

@@ -5,13 +5,18 @@ blast radius and undo. Cancel has focus when it opens, so Enter on a stray keypr
 Tier 1: an "Apply" button. Tier 2: the button names the exact target ("Drain b1"). Tier 3: a
 dry-run banner and an input where the target's name must be typed before the button unlocks.
 A plan with a failed precondition cannot be confirmed; one with a warning can, under a yellow
-line that says so. Dismisses with True (confirmed) or False. Fleet text is ``Text``, never
-markup: a str label is parsed as Textual markup, so a backend named ``b[/x]`` would crash the
-screen and ``b[bold]x[/bold]`` would be shown as "bx" on the very button that must name it.
+line that says so. An action with editable params (the probe) shows them in a form
+(``plan_params.ParamsForm``): Enter in it makes the plan again with the values typed, and Apply
+does so first when they changed; a bad value is named under the form and nothing is applied.
+Dismisses with True (confirmed) or False; ``plan`` is then the plan that was confirmed.
+Fleet text is ``Text``, never markup: a str label is parsed as Textual markup, so a backend
+named ``b[/x]`` would crash the screen and ``b[bold]x[/bold]`` would be shown as "bx" on the
+very button that must name it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
 
 from rich.text import Text
@@ -23,6 +28,8 @@ from textual.widgets import Button, Input, Static
 
 from gpucon.actions.plan import Plan, Tier
 from gpucon.actions.render import TIER_NAMES
+from gpucon.errors import ActionError, BadParams
+from gpucon.screens.plan_params import ParamsForm
 from gpucon.widgets.safe_text import clean
 
 TIER_STYLES = {
@@ -107,9 +114,19 @@ class PlanScreen(ModalScreen[bool]):
     ]
     AUTO_FOCUS = "#cancel"
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        *,
+        editable: Sequence[str] = (),
+        replan: Callable[[Mapping[str, str]], Plan] | None = None,
+    ) -> None:
+        """``replan`` makes the plan again with the form's values (a pure, quick ``plan``:
+        it runs on the UI thread); without it nothing is editable."""
         super().__init__()
         self.plan = plan
+        self.editable = tuple(editable) if replan is not None else ()
+        self.replan = replan
 
     def compose(self) -> ComposeResult:
         plan = self.plan
@@ -121,20 +138,9 @@ class PlanScreen(ModalScreen[bool]):
                 )
             with VerticalScroll(id="plan-scroll"):  # long plans scroll; the buttons stay
                 yield Static(plan_text(plan), id="plan-body")
-            if not plan.ok:
-                yield Static(
-                    Text("A precondition failed: this plan cannot be applied.", style="bold red"),
-                    id="plan-blocked",
-                )
-            elif plan.warnings:
-                count = len(plan.warnings)
-                yield Static(
-                    Text(
-                        f"{count} warning(s): it can be applied, but read the WARN line(s) first.",
-                        style="bold yellow",
-                    ),
-                    id="plan-warned",
-                )
+            if self.editable:
+                yield ParamsForm(self.editable, plan.params)
+            yield Static(self.verdict_text(), id="plan-verdict")
             if plan.tier is Tier.DESTRUCTIVE:
                 yield Input(placeholder=f"type {clean(plan.target)} to unlock", id="confirm-name")
             with Horizontal(id="plan-buttons"):
@@ -146,8 +152,50 @@ class PlanScreen(ModalScreen[bool]):
                     disabled=not plan.ok or plan.tier is Tier.DESTRUCTIVE,
                 )
 
+    def verdict_text(self) -> Text:
+        """Under the plan: why it cannot be applied, or that it has warnings to read."""
+        if not self.plan.ok:
+            return Text("A precondition failed: this plan cannot be applied.", style="bold red")
+        if self.plan.warnings:
+            count = len(self.plan.warnings)
+            return Text(
+                f"{count} warning(s): it can be applied, but read the WARN line(s) first.",
+                style="bold yellow",
+            )
+        return Text("")
+
     def on_mount(self) -> None:
         self.query_one("#cancel", Button).focus()
+
+    def remake(self, force: bool = False) -> bool:
+        """Make the plan again from the form's values when they changed (or ``force``);
+        False when a value is refused (the form names it) and the plan stays as it was."""
+        if self.replan is None or not self.editable:
+            return True
+        form = self.query_one(ParamsForm)
+        if not force and not form.changed():
+            return True
+        try:
+            plan = self.replan(form.values())
+        except BadParams as error:
+            form.show_error(error.field, str(error))
+            return False
+        except ActionError as error:
+            form.show_error(None, str(error))
+            return False
+        self.plan = plan
+        self.query_one("#plan-body", Static).update(plan_text(plan))
+        self.query_one("#plan-verdict", Static).update(self.verdict_text())
+        form.show(plan.params)
+        confirm = self.query_one("#confirm", Button)
+        confirm.label = confirm_label(plan)
+        confirm.disabled = not plan.ok or plan.tier is Tier.DESTRUCTIVE
+        return True
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id and event.input.id.startswith("param-"):
+            event.stop()
+            self.remake()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "confirm-name":
@@ -156,10 +204,15 @@ class PlanScreen(ModalScreen[bool]):
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
-        if event.button.id == "confirm" and not event.button.disabled:
-            self.dismiss(True)
-        else:
+        if event.button.id != "confirm" or event.button.disabled:
             self.dismiss(False)
+            return
+        before = self.plan
+        if not self.remake():
+            return  # a refused value: named under the form, nothing applied
+        if self.plan is not before and not self.plan.ok:
+            return  # the new plan cannot be applied: it says why
+        self.dismiss(True)
 
     def action_scroll_plan(self, lines: int) -> None:
         """Scroll a long plan while Cancel keeps the focus."""

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from textual.widgets import Button
+from textual.widgets import Button, Input, Static
 
 from gpucon.actions.audit import read_audit
 from gpucon.config import GpuconConfig
@@ -89,6 +89,17 @@ async def test_probe_key_in_the_demo_probes_any_backend(tmp_path: Path) -> None:
         assert plan_screen.plan.target == "bert-base-b0-gi2"
         assert plan_screen.plan.params["simulated"] is True
         assert app.focused is not None and app.focused.id == "cancel"
+        # a fast backend: many requests by default, chosen from its observed service time
+        assert int(plan_screen.query_one("#param-count", Input).value) >= 100
+        params_line = next(p for p in plan_screen.plan.preconditions if p.name == "params")
+        assert "service time" in params_line.text
+        # edit: 30 requests at 60/s, seen in the plan on Enter, then applied
+        plan_screen.query_one("#param-count", Input).value = "30"
+        plan_screen.query_one("#param-rate", Input).value = "60"
+        plan_screen.query_one("#param-rate", Input).focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "send up to 30 requests at 60/s" in plan_screen.plan.steps[0].text
         await pilot.click("#confirm")
         await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
         progress = app.screen
@@ -96,9 +107,97 @@ async def test_probe_key_in_the_demo_probes_any_backend(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: progress.finished)
         outcome = progress.outcome
         assert outcome is not None and outcome.ok, outcome
-        assert outcome.details["mode"] == "sim" and outcome.details["succeeded"] == 40
+        assert outcome.details["mode"] == "sim" and outcome.details["succeeded"] == 30
         shown = progress.outcome_text().plain
-        assert "probe of bert-base-b0-gi2: 40/40 ok" in shown and "p95" in shown
+        assert "probe of bert-base-b0-gi2: " in shown and "30/30 ok" in shown and "p95" in shown
+        # 30 samples within its SLO: the verdict is the backend's, not "too short"
+        assert outcome.details["verdict"]["kind"] in ("ok", "slow"), outcome.details["verdict"]
         assert "probe" in progress.steps_text().plain and "report" in progress.steps_text().plain
     records = read_audit(tmp_path / "audit-demo.jsonl")
     assert records[0].event == "intent" and records[-1].status == "ok"
+
+
+async def test_a_bad_probe_param_is_named_and_nothing_is_sent(tmp_path: Path) -> None:
+    rig = sim_rig()
+    source: Any = rig.source
+    controls = demo_controls(
+        GpuconConfig(audit_path=tmp_path / "audit.jsonl", operator="demo@test"), source.fleet
+    )
+    app = rig.app(controls=controls)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("slash", *"bert", "enter")
+        await pilot.pause()
+        await pilot.press("p")
+        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await pilot.pause()
+        plan_screen = app.screen
+        assert isinstance(plan_screen, PlanScreen)
+        for field, value, said in (
+            ("rate", "fast", "rate: expected a number"),
+            ("concurrency", "99", "concurrency: 99 exceeds the cap 16"),
+            ("count", "0", "count: must be ≥ 1"),
+        ):
+            plan_screen.query_one("#param-rate", Input).value = "20"
+            plan_screen.query_one("#param-concurrency", Input).value = "1"
+            plan_screen.query_one("#param-count", Input).value = "20"
+            box = plan_screen.query_one(f"#param-{field}", Input)
+            box.value = value
+            await pilot.pause(0.3)  # a button ignores clicks while it shows the last one
+            await pilot.click("#confirm")
+            await pilot.pause()
+            assert app.screen is plan_screen  # still asking: nothing applied
+            error = str(plan_screen.query_one("#param-error", Static).render())
+            assert error.startswith(said), error
+            assert box.has_class("-invalid") and app.focused is box
+        assert controls.prober is not None
+        assert controls.prober.last_sender is None  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await pilot.pause()
+    assert not (tmp_path / "audit-demo.jsonl").exists()  # no intent was ever written
+
+
+async def test_a_slow_backends_probe_shows_progress_before_its_first_answer(
+    tmp_path: Path,
+) -> None:
+    rig = sim_rig()
+    source: Any = rig.source
+    controls = demo_controls(
+        GpuconConfig(audit_path=tmp_path / "audit.jsonl", operator="demo@test"), source.fleet
+    )
+    app = rig.app(controls=controls)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("slash", *"sd15", "enter")  # a diffusion backend: seconds a request
+        await pilot.pause()
+        await pilot.press("p")
+        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await pilot.pause()
+        plan_screen = app.screen
+        assert isinstance(plan_screen, PlanScreen)
+        plan = plan_screen.plan
+        assert plan.target.startswith("sd15")
+        service_s = plan.params["service_s"]
+        assert service_s is not None and service_s > 0.5
+        # its defaults: a timeout longer than its service time, a rate it sustains
+        assert float(plan.params["timeout"]) > 2 * service_s
+        assert float(plan.params["rate"]) * service_s <= float(plan.params["concurrency"])
+        # a short probe on purpose: 3 requests cannot judge a p95
+        plan_screen.query_one("#param-count", Input).value = "3"
+        plan_screen.query_one("#param-rate", Input).value = "2"
+        plan_screen.query_one("#param-concurrency", Input).value = "3"
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
+        progress = app.screen
+        assert isinstance(progress, ProgressScreen)
+        # progress from the first request, long before its first answer comes back
+        await wait_for(pilot, lambda: "probe" in progress.lines, timeout_s=service_s)
+        _status, line, _ = progress.lines["probe"]
+        assert "0 ok, 0 failed" in line and "sent" in line and "p50 n/a" in line, line
+        await wait_for(pilot, lambda: progress.finished, timeout_s=60.0)
+        outcome = progress.outcome
+        assert outcome is not None and outcome.ok, outcome
+        assert outcome.details["verdict"]["kind"] == "too short"
+        shown = progress.outcome_text().plain
+        assert "TOO SHORT: " in shown and " sample(s)" in shown, shown
+        assert "offered 2" not in shown or "/s of 2/s planned" in shown  # a rate that means it
