@@ -1,0 +1,102 @@
+"""The console's `p` on a live fleet (the lab stack): its plan, edited params, progress from the
+first request, and p50/p95/p99 of real requests that the backend's own log counts."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Input, Static
+
+from gpucon.actions.audit import read_audit
+from gpucon.actions.plan import StepStatus
+from gpucon.app import GpuconApp
+from gpucon.config import load_config
+from gpucon.screens.plan import PlanScreen
+from gpucon.screens.progress import ProgressScreen
+from gpucon.session import open_session
+from tests.helpers.lab_stack import served, start_lab
+
+pytestmark = pytest.mark.integration
+
+SIZE = (160, 45)
+
+
+async def wait_for(pilot: Any, check: Any, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await pilot.pause(0.02)
+
+
+async def test_probe_key_on_the_lab_sends_real_requests_and_reports_quantiles(
+    redis_url: str, tmp_path: Path
+) -> None:
+    with start_lab(redis_url, tmp_path / "lab", backends=2, service_ms=10) as lab:
+        assert lab.config_path is not None
+        url = lab.backends[0].url
+        config = load_config(lab.config_path, env={})
+        session = open_session(config, refresh_s=0.5)
+        try:
+            app = GpuconApp(
+                session.hub, mode="live", controls=session.controls(), config=config,
+                fleet_name=session.fleet_name,
+            )  # fmt: skip
+            async with app.run_test(size=SIZE) as pilot:
+                await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.backends)
+                await pilot.press("slash", *"lab-b0", "enter")
+                await pilot.pause()
+                await pilot.press("p")
+                await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+                await pilot.pause()
+                screen = app.screen
+                assert isinstance(screen, PlanScreen)
+                plan = screen.plan
+                assert plan.target == "lab-b0" and plan.ok
+                assert f"directly to {url}" in plan.steps[0].text
+                # a bad value is named, and nothing reaches the backend
+                screen.query_one("#param-rate", Input).value = "-3"
+                await pilot.click("#confirm")
+                await pilot.pause()
+                error = str(screen.query_one("#param-error", Static).render())
+                assert app.screen is screen and error.startswith("rate: must be"), error
+                assert served(url) == []
+                for name, value in (("count", "40"), ("rate", "20"), ("concurrency", "2")):
+                    screen.query_one(f"#param-{name}", Input).value = value
+                await pilot.pause(0.3)  # a button ignores clicks while it shows the last one
+                await pilot.click("#confirm")
+                await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
+                progress = app.screen
+                assert isinstance(progress, ProgressScreen)
+                seen: list[str] = []
+
+                def watch() -> bool:
+                    line = progress.lines.get("probe")
+                    if line is not None and line[0] is StepStatus.RUNNING:
+                        seen.append(line[1])
+                    return progress.finished
+
+                await wait_for(pilot, watch, timeout_s=30.0)
+                outcome = progress.outcome
+                assert outcome is not None and outcome.ok, outcome
+                report = outcome.details
+                assert report["mode"] == "direct" and report["bounds"]["count"] == 40
+                assert report["succeeded"] == 40 and report["errors"] == {}
+                lat = report["latency_ms"]
+                assert all(lat[q] is not None for q in ("p50", "p95", "p99"))
+                assert 10.0 <= lat["p50"] <= lat["p95"] <= lat["p99"]  # 10 ms service time
+                assert 15.0 <= report["offered_rate"] <= 21.0
+                shown = progress.outcome_text().plain
+                assert "40/40 ok" in shown and "of 20/s planned" in shown
+                assert report["verdict"]["kind"] in ("ok", "slow")
+                # progress came while it ran, from the first requests on
+                assert seen and "done (" in seen[0] and "/40 done" in seen[0]
+        finally:
+            session.close()
+        assert len(served(url)) == 40  # real requests, counted by the backend itself
+        assert served(lab.backends[1].url) == []
+        records = read_audit(lab.directory / "audit.jsonl")
+        assert [r.event for r in records][-1] == "outcome" and records[-1].status == "ok"
+        assert {r.fleet for r in records} == {"lab"}
