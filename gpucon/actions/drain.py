@@ -24,7 +24,7 @@ from gpucon.actions.backends import (
     node_backends,
     text_param,
 )
-from gpucon.actions.headroom import headroom
+from gpucon.actions.headroom import others_serving, state_line
 from gpucon.actions.plan import (
     BlastRadius,
     Outcome,
@@ -49,40 +49,12 @@ from gpucon.errors import (
     finite_number,
     shown,
 )
-from gpucon.model.fleet import Backend, BackendState
+from gpucon.model.fleet import BackendState
 from gpucon.model.snapshot import Snapshot
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_REASON = "drained with gpucon"
 POLL_S = 0.2
-
-
-def _others_serving(
-    snapshot: Snapshot, draining: tuple[Backend, ...], force: bool
-) -> list[Precondition]:
-    """For each model the drain takes backends from, another active backend must serve it,
-    and the plan says whether those have room for the load (``headroom``)."""
-    names = {b.name for b in draining}
-    serving = [
-        b
-        for b in snapshot.backends.values()
-        if b.name not in names and b.state is BackendState.ACTIVE and (b.weight or 0.0) > 0
-    ]
-    checks = []
-    for model in sorted({b.model or "" for b in draining}):
-        # a backend without a model can serve anything, as far as gpucon knows
-        others = [b for b in serving if not model or not b.model or b.model == model]
-        what = f"model {model}" if model else "the queue"
-        ok = bool(others)
-        text = f"{len(others)} other active backend(s) keep serving {what}"
-        if not ok:
-            text += f": nothing would serve {what} (use force to drain anyway)"
-        name = f"others_serving:{model}" if model else "others_serving"
-        checks.append(Precondition(name, ok or force, text))
-        if others:
-            leaving = [b for b in draining if not model or b.model == model]
-            checks.append(headroom(snapshot, model, leaving, others))
-    return checks
 
 
 def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
@@ -113,11 +85,8 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     names = tuple(b.name for b in backends)
 
     pre: list[Precondition] = []
-    for b in backends:
-        ok = b.state is not BackendState.DRAINED
-        text = f"{b.name} is {b.state}" + ("" if ok else ": already drained, nothing to do")
-        pre.append(Precondition(f"state:{b.name}", ok or node is not None, text))
-    pre.extend(_others_serving(snapshot, backends, force))
+    pre.extend(state_line(snapshot, b, node) for b in backends)
+    pre.extend(others_serving(snapshot, backends, force))
     pods = {b.pod for b in backends if b.pod}
     node_info = snapshot.nodes.get(node) if node is not None else None
     if node_info is not None:  # every GPU pod on the node, a backend's or not (a batch job)

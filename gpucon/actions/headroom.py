@@ -9,6 +9,10 @@ drained is often the broken one (XID errors, a noisy neighbour), and taking it o
 even when the rest are hot. The operator must be able to do it from the console at 2 AM, and
 must see what it costs before confirming. ("Nothing would serve the model" stays a FAIL.)
 
+The drain's preconditions on the backends that keep serving are here too (``others_serving``):
+an active backend that is not ready takes no load, so it is not counted among them, and a
+backend being drained that is not serving is said to move no load (``state_line``).
+
 Undrain: alerts firing on the backend or its slot now. The backend is about to get traffic
 again; an alert there (a hot slot, low memory, p95 over SLO) means it may fail the requests it
 gets, so the plan WARNs and names them.
@@ -18,9 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpucon.actions.load import SATURATED_PCT, BackendLoad, alerts_on, backend_load
+from gpucon.actions.load import (
+    SATURATED_PCT,
+    BackendLoad,
+    alerts_on,
+    backend_load,
+    not_serving,
+)
 from gpucon.actions.plan import Precondition
-from gpucon.model.fleet import Backend
+from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot
 
 SHOWN = 4  # backends listed by name in a precondition line; the rest are counted
@@ -56,6 +66,14 @@ def headroom(
     """PASS when some taker has room for the load, WARN when none has; "n/a" when unknown."""
     name = f"headroom:{model}" if model else "headroom"
     what = model or "the queue"
+    idle = [b.name for b in leaving if not_serving(snapshot, b) is not None]
+    if leaving and len(idle) == len(leaving):  # the scheduler sends them nothing now
+        return Precondition(
+            name,
+            True,
+            f"{', '.join(idle[:SHOWN])} not serving: draining moves no load; "
+            f"{len(takers)} backend(s) serve {what} as before",
+        )
     loads = [backend_load(snapshot, b) for b in takers]
     moved = _moved_rps(snapshot, leaving)
     served = [ld.req_per_s for ld in loads if ld.req_per_s is not None]
@@ -103,3 +121,51 @@ def alerts_warning(snapshot: Snapshot, backends: Sequence[Backend]) -> Precondit
         "it gets traffic again while they fire"
     )
     return Precondition(f"alerts:{where}", True, text, warning=True)
+
+
+def others_serving(
+    snapshot: Snapshot, draining: tuple[Backend, ...], force: bool
+) -> list[Precondition]:
+    """For each model the drain takes backends from, another active backend must serve it,
+    and the plan says whether those have room for the load (``headroom``)."""
+    names = {b.name for b in draining}
+    active = [
+        b
+        for b in snapshot.backends.values()
+        if b.name not in names and b.state is BackendState.ACTIVE and (b.weight or 0.0) > 0
+    ]
+    # an active backend that is not ready takes no load: it does not count as serving
+    down = {b.name for b in active if not_serving(snapshot, b) is not None}
+    checks = []
+    for model in sorted({b.model or "" for b in draining}):
+        # a backend without a model can serve anything, as far as gpucon knows
+        same = [b for b in active if not model or not b.model or b.model == model]
+        others = [b for b in same if b.name not in down]
+        what = f"model {model}" if model else "the queue"
+        ok = bool(others)
+        text = f"{len(others)} other active backend(s) keep serving {what}"
+        if len(same) > len(others):
+            text += f" ({len(same) - len(others)} more active but not serving)"
+        if not ok:
+            text += f": nothing would serve {what} (use force to drain anyway)"
+        name = f"others_serving:{model}" if model else "others_serving"
+        checks.append(Precondition(name, ok or force, text))
+        if others:
+            leaving = [b for b in draining if not model or b.model == model]
+            checks.append(headroom(snapshot, model, leaving, others))
+    return checks
+
+
+def state_line(snapshot: Snapshot, b: Backend, node: str | None) -> Precondition:
+    """The backend's state, and whether it serves: a backend that is not ready gets no
+    traffic, so draining it moves no load (it only keeps the scheduler from sending it any
+    once it is ready again)."""
+    ok = b.state is not BackendState.DRAINED
+    text = f"{b.name} is {b.state}" + ("" if ok else ": already drained, nothing to do")
+    why = not_serving(snapshot, b)
+    if ok and why is not None:
+        text = (
+            f"{b.name} is {b.state} in the registry but NOT serving ({why}): draining it moves "
+            "no load, it keeps the scheduler off it once it is ready again"
+        )
+    return Precondition(f"state:{b.name}", ok or node is not None, text)

@@ -93,6 +93,16 @@ def co_tenants(snapshot: Snapshot, backend: Backend) -> tuple[ComputeProcess, ..
     return foreign_processes(slot.processes, len(snapshot.backends_on(slot.id)))
 
 
+def not_serving(snapshot: Snapshot, backend: Backend) -> str | None:
+    """Why the backend is not serving now (its readiness signals say so), or None when it is
+    serving or nothing fresh says either way. The scheduler sends such a backend nothing:
+    draining it moves no load, and it takes none of another's."""
+    live = snapshot.liveness.get(backend.name)
+    if live is not None:
+        return None if live.serving is not False else (live.because or "not ready")
+    return "registry ready=0" if backend.ready is False else None
+
+
 def backend_load(snapshot: Snapshot, backend: Backend) -> BackendLoad:
     slot = snapshot.slots.get(backend.slot_id or "")
     lat = snapshot.latency.get(backend.name)

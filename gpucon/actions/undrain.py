@@ -19,6 +19,7 @@ from gpucon.actions.backends import (
     text_param,
 )
 from gpucon.actions.headroom import alerts_warning
+from gpucon.actions.load import alerts_on, not_serving
 from gpucon.actions.plan import (
     BlastRadius,
     Outcome,
@@ -69,6 +70,19 @@ def plan_undrain(snapshot: Snapshot, params: Mapping[str, object]) -> Plan:
     warned = alerts_warning(snapshot, (backend,))
     if warned is not None:
         pre = (*pre, warned)
+    why = not_serving(snapshot, backend)
+    said = any(a.rule == "not_ready" for a in alerts_on(snapshot, backend))  # in `warned`
+    if why is not None and not said:
+        pre = (
+            *pre,
+            Precondition(
+                f"serving:{backend.name}",
+                True,
+                f"{backend.name} is not ready ({why}): undrained, it serves nothing until it "
+                "is fixed",
+                warning=True,
+            ),
+        )
     return Plan(
         action="undrain",
         target=backend.name,

@@ -144,9 +144,14 @@ def _not_ready(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, S
         if b.state is BackendState.DOWN:
             yield ("not_ready", b.name, Severity.CRITICAL, "backend down")
             continue
-        if b.state is BackendState.DRAINED:
-            continue  # taken out on purpose: it may well be stopped
         lv = i.liveness.get(b.name)
+        if b.state is BackendState.DRAINED:
+            # taken out on purpose, and it may well be stopped: a reminder, not an alarm,
+            # that it must be fixed before it is undrained
+            if lv is not None and lv.serving is False:
+                why = f"drained and not ready ({lv.because}): fix it before undraining it"
+                yield ("not_ready", b.name, Severity.INFO, why)
+            continue
         if lv is None:
             if b.ready is False and b.state is BackendState.ACTIVE:
                 yield ("not_ready", b.name, Severity.CRITICAL, "not ready (registry ready=0)")

@@ -210,7 +210,9 @@ def test_not_ready_by_state() -> None:
     cases = {
         (BackendState.ACTIVE, not_serving): Severity.CRITICAL,
         (BackendState.DRAINING, not_serving): Severity.CRITICAL,  # dies mid-drain: requests lost
-        (BackendState.DRAINED, not_serving): None,  # taken out on purpose
+        # taken out on purpose: a reminder, not an alarm, that it is dead (fix before undrain)
+        (BackendState.DRAINED, not_serving): Severity.INFO,
+        (BackendState.DRAINED, silent): None,
         (BackendState.ACTIVE, disputed): Severity.WARNING,
         (BackendState.ACTIVE, settling): None,  # a restart the scheduler has not seen yet
         (BackendState.ACTIVE, silent): Severity.INFO,

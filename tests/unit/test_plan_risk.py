@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpucon.actions import drain, undrain
 from gpucon.actions.plan import Plan
 from gpucon.actions.render import plan_lines
 from gpucon.hub import Hub
 from gpucon.model.alerts import Alert, Severity
 from gpucon.model.fleet import Backend, BackendState, LatencyStats, Slot, SlotKind
+from gpucon.model.liveness import BackendLiveness
 from gpucon.model.snapshot import Snapshot
 from gpucon.screens.plan import plan_text
 from gpucon.sim import DEMO_SLO_P95_MS, build_sim_fleet
@@ -144,3 +147,51 @@ def test_in_the_burst_demo_a_drain_of_the_h200_warns_that_the_slices_are_full() 
     verdict, text = precondition(plan, "headroom:sdxl")
     assert verdict == "WARN" and "no headroom" in text
     assert "sdxl-a0-gi1 activity 100%" in text
+
+
+def not_ready_fleet(target_state: BackendState = BackendState.ACTIVE) -> Snapshot:
+    """``b0`` not ready (its http check refused), ``b1``/``b2`` serving, ``b3`` active but
+    not ready either."""
+    backends = {
+        n: Backend(
+            n, model="m", weight=1.0, state=target_state if n == "b0" else BackendState.ACTIVE
+        )
+        for n in ("b0", "b1", "b2", "b3")
+    }
+    dead = "http refused, prometheus up=0"
+    liveness = {
+        "b0": BackendLiveness("b0", serving=False, because=dead),
+        "b1": BackendLiveness("b1", serving=True, because="http ready"),
+        "b2": BackendLiveness("b2", serving=True, because="http ready"),
+        "b3": BackendLiveness("b3", serving=False, because=dead),
+    }
+    return Snapshot(taken_at=1.0, backends=backends, liveness=liveness)
+
+
+def test_draining_a_backend_that_is_not_ready_says_it_moves_no_load() -> None:
+    plan = drain.plan_drain(not_ready_fleet(), {"backend": "b0"})
+    verdict, text = precondition(plan, "state:b0")
+    assert verdict == "PASS"
+    assert text.startswith("b0 is active in the registry but NOT serving (http refused")
+    assert "draining it moves no load" in text
+    # b3 is active but not ready: it takes none of the load, so it is not counted
+    _, serving = precondition(plan, "others_serving:m")
+    assert (
+        serving == "2 other active backend(s) keep serving model m (1 more active but not serving)"
+    )
+    _, room = precondition(plan, "headroom:m")
+    assert room == "b0 not serving: draining moves no load; 2 backend(s) serve m as before"
+    assert "n/a" not in room
+
+
+def test_undrain_of_a_backend_that_is_not_ready_warns() -> None:
+    snap = not_ready_fleet(BackendState.DRAINED)
+    plan = undrain.plan_undrain(snap, {"backend": "b0"})
+    verdict, text = precondition(plan, "serving:b0")
+    assert verdict == "WARN" and text.startswith("b0 is not ready (http refused")
+    assert plan.ok
+    # with the reminder alert on it, the alerts' line says it, once
+    reminder = Alert("not_ready:b0", "not_ready", "b0", Severity.INFO, "drained and not ready", 1.0)
+    plan = undrain.plan_undrain(replace(snap, alerts=(reminder,)), {"backend": "b0"})
+    names = [p.name for p in plan.warnings]
+    assert "serving:b0" not in names and any(n.startswith("alerts:") for n in names)
