@@ -34,9 +34,10 @@ class Cause(StrEnum):
 
     # something is down or broken: a backend, a GPU (XID), a MIG reconfiguration, a source
     FAULT = "fault"
-    # a resource runs out or is taken: memory, heat, power, a co-tenant
+    # a resource runs out or is taken: memory, heat, power, a co-tenant, the backends' capacity
+    # (a stream backing up: the p95 of every backend behind it rises because of it)
     RESOURCE = "resource"
-    # what users feel, often caused by the above: p95, queue wait and growth, hot slots
+    # what users feel, often caused by the above: p95, queue wait, hot slots
     SYMPTOM = "symptom"
 
 
@@ -68,9 +69,13 @@ class AlertThresholds:
     mem_trend_rises: int = 3
     mem_full_warn_s: float = 1800.0
     mem_full_crit_s: float = 300.0
-    # early warning, queue: the waiting count's least-squares slope over the window at least
-    # this many entries a second, growing by ``queue_growth_pct`` across it (a deep queue
-    # that drifts a little is not a burst), and at least ``queue_growth_min_waiting`` waiting
+    # early warning, queue: the waiting count rose in each of the last ``queue_growth_ticks``
+    # ticks by ``queue_growth_min`` entries or more across them (a spike); or its
+    # least-squares slope over the window is at least ``queue_growth_per_s`` entries a second;
+    # either way grown by ``queue_growth_pct`` of what waited before (a deep queue that drifts
+    # a little is not a burst) and at least ``queue_growth_min_waiting`` waiting
+    queue_growth_ticks: int = 3
+    queue_growth_min: float = 10.0
     queue_growth_window_s: float = 30.0
     queue_growth_per_s: float = 0.25
     queue_growth_pct: float = 25.0
@@ -119,10 +124,10 @@ RULE_CAUSE: dict[str, Cause] = {
     "noisy_neighbour": Cause.RESOURCE,
     "thermal": Cause.RESOURCE,
     "power_limit": Cause.RESOURCE,
+    "queue_growth": Cause.RESOURCE,
     "p95_slo": Cause.SYMPTOM,
     "p95_trend": Cause.SYMPTOM,
     "queue_wait": Cause.SYMPTOM,
-    "queue_growth": Cause.SYMPTOM,
     "hot_slot": Cause.SYMPTOM,
     "no_traffic": Cause.SYMPTOM,
 }

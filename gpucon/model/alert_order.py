@@ -2,9 +2,10 @@
 
 Order: the cause leads the symptoms it brings. A backend down, not ready, an XID, a failed MIG
 reconfiguration or a stale source (``Cause.FAULT``) come before memory running out, heat,
-power and noisy co-tenants (``Cause.RESOURCE``), and those before the p95, queue and hot-slot
-alerts they cause (``Cause.SYMPTOM``); within each, worse first, then newest first. INFO
-alerts (no traffic, nothing vouches) come after every WARN and CRIT: they ask for no action.
+power, noisy co-tenants and a stream backing up (``Cause.RESOURCE``), and those before the
+p95, queue-wait and hot-slot alerts they cause (``Cause.SYMPTOM``); within each, worse first,
+then newest first. INFO alerts (no traffic, nothing vouches) come after every WARN and CRIT:
+they ask for no action.
 
 Groups: one per target, led by its first alert in that order, with the others behind it, so a
 panel can show one line per target ("sdxl-c0 backend down (+2)").

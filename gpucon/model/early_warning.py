@@ -3,9 +3,8 @@
 - ``memory_trend``: a slot's memory that keeps growing is extrapolated to when it is full
   ("full in 4.8 min"): WARN below ``mem_full_warn_s``, CRIT below ``mem_full_crit_s``;
   once under ``min_free_mem_mib`` free, ``low_memory`` speaks instead.
-- ``queue_growth``: a stream's waiting count growing (least-squares slope over the window, and
-  by ``queue_growth_pct`` of what waited at its start),
-  with the oldest entry's age ("queue growing 1.2/s over 10 s, 24 waiting, oldest 3.2 s").
+- ``queue_growth`` (``model.queue_growth``): a stream's waiting count rising tick after tick,
+  or steadily over the window ("queue growing +4.1/s for 3 ticks (3 s), 16 waiting, ...").
 - ``p95_trend``: a backend's p95 above ``p95_near_slo_pct`` of its SLO and rising: above the
   window's first sample by ``p95_rise_pct`` of the SLO, and so is the least-squares line.
 
@@ -29,6 +28,7 @@ from gpucon.model.alert_base import (
 )
 from gpucon.model.cotenants import foreign_memory_mib, foreign_processes
 from gpucon.model.fleet import BackendState, Slot
+from gpucon.model.queue_growth import queue_growth
 from gpucon.model.trends import known_points, slope, ticks_within
 
 
@@ -113,42 +113,6 @@ def _co_tenant_note(i: AlertInputs, slot: Slot) -> str:
     return f"; co-tenant {foreign[0].name or '?'} (pid {foreign[0].pid}) holds {held:.1f} GiB"
 
 
-def queue_growth(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
-    times = i.history.times
-    n = ticks_within(times, i.now, t.queue_growth_window_s)
-    if n < 3:
-        return
-    window_times = times[len(times) - n :]
-    for stream, q in i.queues.items():
-        key = f"queue:{stream}:waiting"
-        newest = i.history.last(key)
-        oldest = i.history.back(key, n - 1)
-        if newest is None or newest < t.queue_growth_min_waiting:
-            continue
-        if oldest is not None and newest <= oldest:
-            continue
-        ts, vs = known_points(window_times, i.history.tail(key, n))
-        rate = slope(ts, vs)
-        if rate is None or rate < t.queue_growth_per_s:
-            continue
-        grown = rate * (ts[-1] - ts[0])  # across the window, by the fitted line
-        if grown < t.queue_growth_pct / 100.0 * max(newest - grown, 1.0):
-            continue
-        ages = [a for a in i.history.tail(f"queue:{stream}:oldest", n) if a is not None]
-        wait = ""
-        if q.oldest_age_s is not None:
-            wait = f", oldest {fmt(q.oldest_age_s, ' s')}"
-            if len(ages) >= 2 and ages[-1] > ages[0]:
-                wait += f" (was {fmt(ages[0], ' s')})"
-        yield (
-            "queue_growth",
-            stream,
-            Severity.WARNING,
-            f"queue growing {fmt(rate, '/s')} over {ts[-1] - ts[0]:.0f}s, "
-            f"{newest:.0f} waiting{wait}",
-        )
-
-
 _NOT_TAKING_WORK = frozenset({BackendState.DRAINING, BackendState.DRAINED, BackendState.DOWN})
 
 
@@ -194,3 +158,5 @@ def p95_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
 
 
 RULES = (memory_trend, queue_growth, p95_trend)
+
+__all__ = ["RULES", "memory_trend", "p95_trend", "queue_growth"]

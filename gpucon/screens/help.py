@@ -42,7 +42,8 @@ COLUMN_HELP: tuple[tuple[str, str], ...] = (
     (
         "P95/SLO ms",
         "95th-percentile latency over its SLO, in ms; ! = over the SLO, ~ = within 20 % of it; "
-        "n/a ·SLO 14s = no latency reported yet (SLO 14 s). Sorts by p95 / SLO",
+        "n/a ·SLO 14s = no latency reported yet (SLO 14 s); — = drained or down, no p95 now. "
+        "Sorts by p95 / SLO",
     ),
     ("REQ/S", "requests per second, a rate over {window}"),
 )

@@ -36,7 +36,9 @@ PEAK_LOAD = 0.5
 # virtual time of day the simulation starts at: late morning, the tide rising
 START_OF_DAY_S = 10.5 * 3600
 MAX_TICK_S = 1.0
-RATE_TAU_S = 20.0  # smoothing of the arrival rate the queueing model sees
+# smoothing of the arrival rate the queueing model sees (its Poisson noise); an incident's
+# multiplier on the rate (``rate_factor``: a traffic spike) reaches the stream at once
+RATE_TAU_S = 20.0
 QUEUE_TAU_S = 30.0  # how fast a queue's load follows a change of rate or capacity
 ACTIVE = BackendState.ACTIVE
 
@@ -100,7 +102,8 @@ class SimWorld:
     def _warm_start(self) -> None:
         """Start in the steady state of the current load, not from an empty fleet."""
         for pool in self.pools:
-            self._dispatch(pool, pool.rate, 1.0, 0.0, 1.0)
+            pool.calm_rate = pool.rate
+            self._dispatch(pool, pool.rate, 1.0, 1.0, 0.0, 1.0)
             for b in pool.backends:
                 compute = b.service_s * b.interference
                 b.busy = b.alloc * compute
@@ -140,23 +143,29 @@ class SimWorld:
         for pool in self.pools:
             name = pool.model.name
             offered = pool.base_rate * level * self.bursts[name].factor(t)
-            offered *= self.rate_factor.get(name, 1.0)
-            self._dispatch(pool, offered, dt, a_rate, a_queue)
+            self._dispatch(pool, offered, self.rate_factor.get(name, 1.0), dt, a_rate, a_queue)
             self._serve(pool, dt, phase, period_s)
         self._advance_slots(dt, phase)
         self.time = t + dt
         self.ticks += 1
 
     def _dispatch(
-        self, pool: Pool, offered: float, dt: float, a_rate: float, a_queue: float
+        self, pool: Pool, offered: float, factor: float, dt: float, a_rate: float, a_queue: float
     ) -> None:
-        """Arrivals into the stream, placed on backends; the pool's waiting model."""
+        """Arrivals into the stream, placed on backends; the pool's waiting model.
+
+        ``offered`` is the tide's and the random bursts' rate, ``factor`` an incident's
+        multiplier on it: the rate the queue sees smooths the arrivals' noise over RATE_TAU_S,
+        but follows the multiplier at once (a spike's requests are in the stream that second).
+        """
         rng = self.rng
-        expected = offered * dt
+        expected = offered * factor * dt
         # Poisson-like noise on the count (uniform with the same variance: cheap)
         arrivals = max(0.0, expected + math.sqrt(expected) * (rng.random() - 0.5) * 3.46)
         self.stream_entries += arrivals
-        pool.rate += (arrivals / dt - pool.rate) * a_rate
+        if factor > 0.0:
+            pool.calm_rate += (arrivals / factor / dt - pool.calm_rate) * a_rate
+        pool.rate = pool.calm_rate * factor
         takers: list[SimBackend] = []
         caps: list[float] = []
         keys: list[float] = []

@@ -226,6 +226,7 @@ class Pool:
         "backlog",
         "backlog_wait_s",
         "base_rate",
+        "calm_rate",
         "dispatched",
         "model",
         "oldest_age_s",
@@ -241,7 +242,8 @@ class Pool:
         self.model = model
         self.backends: list[SimBackend] = []
         self.base_rate = 0.0  # req/s at the daily peak, before bursts
-        self.rate = 0.0  # smoothed arrival rate
+        self.rate = 0.0  # arrival rate the queueing model sees: calm_rate times the incident's
+        self.calm_rate = 0.0  # smoothed arrival rate of the tide and bursts, before any incident
         self.rho = 0.0  # load on the backends that take work, as the queue has felt it
         self.backlog = 0.0  # entries in the stream not yet delivered to a backend
         self.dispatched = 0.0  # req/s delivered this tick

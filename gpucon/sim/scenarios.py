@@ -16,7 +16,8 @@ from gpucon.sim.traffic import ramp
 INCIDENT_START_S = 10.0
 
 SCENARIOS: dict[str, str] = {
-    "burst": "traffic for SDXL and SD1.5 triples for four minutes; the stream backs up",
+    "burst": "an image-generation spike: SDXL and SD1.5 requests jump sixfold within a second for "
+    "four minutes; their backends fill and the stream backs up",
     "noisy-neighbour": "a training job inside VM vm-b-1 takes its RTX 4090; both MPS servers slow",
     "slice-memory-leak": "the SD1.5 server on a 1g.10gb slice leaks memory until it runs out",
     "backend-down": "the H200's SDXL backend fails its health check; its traffic moves elsewhere",
@@ -26,9 +27,17 @@ SCENARIOS: dict[str, str] = {
 Hook = Callable[[SimWorld, float, float], None]
 
 
+# an image-generation spike (a feature goes viral, a batch client starts): the requests for
+# the image models multiply within a second or two, far beyond what their backends serve
+BURST_FACTOR = 6.0
+BURST_RAMP_S = 1.0
+BURST_HOLD_S = 240.0
+
+
 def _burst() -> Hook:
     def hook(world: SimWorld, t: float, dt: float) -> None:
-        factor = 1.0 + 2.0 * ramp(t, INCIDENT_START_S, 240.0, 20.0)
+        level = ramp(t, INCIDENT_START_S, BURST_HOLD_S, BURST_RAMP_S)
+        factor = 1.0 + (BURST_FACTOR - 1.0) * level
         world.rate_factor["sdxl"] = factor
         world.rate_factor["sd15"] = factor
 

@@ -1,6 +1,7 @@
 """The fleet screen's GPU and node panel: each GPU's temperature, power against its limit,
 utilisation, last XID and clock slowdowns; each Kubernetes node's MIG config, its state and
-whether it is cordoned. Troubled GPUs and nodes come first; only what fits is built.
+whether it is cordoned. Troubled GPUs and nodes come first; only what fits is built. With no
+GPU and no node to show, the panel is one line that says so (class ``-empty``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from gpucon.widgets.panels import TextPanel
 GPU_HEADER = f"{'GPU':<18} {'TEMP':>5} {'POWER':>9} {'UTIL':>4} XID"
 NODE_HEADER = f"{'NODE':<18} {'MIG CONFIG':<15}{'STATE':<13} SCHED"
 _NODE_TROUBLE = {"failed": 0, "pending": 1}
+NO_GPU_SOURCE = "GPUs: no GPU source reports any (NVML, DCGM or libvirt)"
 T = TypeVar("T")
 
 
@@ -39,6 +41,13 @@ class HealthPanel(TextPanel):
             "warn": self.theme_style("util-hot"),
         }
         now = snapshot.taken_at
+        # nothing to show (a lab, a fleet read only through Triton and Redis): one line, not an
+        # empty panel's worth of rows
+        empty = not snapshot.gpus and not snapshot.nodes
+        self.set_class(empty, "-empty")
+        if empty:
+            self.show_text(Text(NO_GPU_SOURCE, style="dim", no_wrap=True, overflow="ellipsis"))
+            return
         room = max(2, (self.size.height or 8))
         nodes = sorted(
             snapshot.nodes.values(),
@@ -54,7 +63,7 @@ class HealthPanel(TextPanel):
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(GPU_HEADER + "\n", style="bold")
         gpus = sorted(snapshot.gpus.values(), key=lambda g: (-gpu_trouble(g), g.host, g.index))
-        if not gpus:
+        if not gpus:  # nodes, but no GPU source
             text.append("no GPUs reported\n", style="dim")
         shown, hidden = _fit(gpus, gpu_room - 1)
         for gpu in shown:

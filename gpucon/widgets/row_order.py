@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypeAlias
 
 from gpucon.model.fleet import BackendState
+from gpucon.widgets.slot_cells import NO_LATENCY_NOW
 from gpucon.widgets.slot_rows import RowKey, RowValues
 
 _STATE_RANK = {s.value: i for i, s in enumerate(BackendState)}
@@ -37,7 +38,7 @@ def row_targets(key: RowKey, row: RowValues) -> tuple[str, ...]:
 
 
 def _ratio(row: RowValues) -> float | None:
-    if row.p95 is None:
+    if row.p95 is None or row.state in NO_LATENCY_NOW:  # shown as absent: sorts as absent
         return None
     return row.p95 / row.slo if row.slo else row.p95
 

@@ -8,7 +8,8 @@ A stale value (its source's last good reading is older than two cadences, or its
 failed) is drawn in the "stale" style with its age beside it (``1840·45s``), never in the style
 of a current value: no bar, no SLO colour. A rate from a stale source is not a rate now, so
 REQ/S shows ``n/a·45s``. Cells too narrow for the age (WT, STATE) are only dimmed; the row's
-INFL cell carries the registry's age.
+INFL cell carries the registry's age. A drained or down backend's P95/SLO is ``—`` (dim):
+whatever p95 is still reported is from before it stopped taking requests.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def _mem(row: RowValues, width: int) -> Cell:
 
 
 _TAKES_WORK = frozenset({"active", "draining"})
+# backends that take no requests: a p95 is shown as absent (ABSENT), never as a current one
+NO_LATENCY_NOW = frozenset({"drained", "down"})
+ABSENT = "—"
 
 
 def _state(row: RowValues) -> Cell:
@@ -70,6 +74,10 @@ def _state(row: RowValues) -> Cell:
 def _p95(row: RowValues, width: int) -> Cell:
     if not row.backend:
         return ("", "")
+    if row.state in NO_LATENCY_NOW:
+        # it takes no requests: the p95 a latency source still reports is its last one, from
+        # before it was drained or went down, and no measure of what users get now
+        return (ABSENT, "dim")
     if row.p95 is None:
         return (f"{fmt.NA} ·SLO {slo_text(row.slo)}", "na")
     if row.stale and (age := row.stale_age("p95")) is not None:

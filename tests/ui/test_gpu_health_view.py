@@ -3,8 +3,12 @@ fleet screen (under the queues), the slot detail, the REQ/S window in the table 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from gpucon.model.fleet import NodeInfo
+from gpucon.model.reading import Reading
 from gpucon.screens.detail import DetailScreen
+from gpucon.widgets.health_panel import NO_GPU_SOURCE
 from tests.ui.fleet_fixture import HandSource
 from tests.ui.rig import Rig, table_lines
 
@@ -138,3 +142,21 @@ async def test_many_gpus_show_the_troubled_first_and_say_how_many_more() -> None
         assert lines[-1].startswith("… and ") and lines[-1].endswith(" more GPUs")
         shown = len(lines) - 2
         assert int(lines[-1].split()[2]) == 12 - shown
+
+
+@dataclass
+class NoGpuSource(HandSource):
+    """Backends, latency and a queue, but no GPU source (the lab: Triton and Redis only)."""
+
+    def read(self) -> Reading:
+        return replace(super().read(), gpus=())
+
+
+async def test_with_no_gpu_source_the_panel_is_one_line_that_says_so() -> None:
+    app = Rig(source=NoGpuSource()).app(warmup=3)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await pilot.pause()
+        health = app.screen.query_one("#health")
+        assert panel_text(app, "#health") == NO_GPU_SOURCE
+        assert health.content_region.height == 1  # not a header over an empty list
+        assert app.screen.query_one("#queues").region.y < health.region.y

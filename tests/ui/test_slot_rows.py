@@ -165,3 +165,18 @@ def test_a_backend_that_is_not_ready_does_not_look_active() -> None:
     # taken out on purpose: its registry state is what matters
     assert cell("state", dead._replace(state="drained"), 9, "") == ("drained", "dim")
     assert cell("state", dead._replace(state="draining"), 9, "")[0] == "NOT READY"
+
+
+def test_a_drained_or_down_backend_shows_no_p95_as_current() -> None:
+    from gpucon.widgets.row_order import SORT_VALUE
+
+    rows = snapshot_rows()
+    row = rows[("vm:vm-gpu-a-2", "sd-vm-gpu-a-2-a")]
+    assert row.p95 is not None and cell("p95", row, 12, "")[0].endswith("/2500")
+    for state in ("drained", "down"):
+        # its source still reports the last p95: shown absent and dim, and it sorts as absent
+        out = row._replace(state=state)
+        assert cell("p95", out, 12, "") == ("—", "dim")
+        assert SORT_VALUE["p95"](out) is None
+    # a draining backend still finishes requests: its p95 is still a measure of them
+    assert cell("p95", row._replace(state="draining"), 12, "")[0].endswith("/2500")

@@ -20,7 +20,6 @@ from gpucon.model.fleet import (
     BackendState,
     Health,
     LatencyStats,
-    QueueStats,
     Slot,
     SlotKind,
     SourceStatus,
@@ -125,37 +124,6 @@ def test_memory_freed_restarts_the_trend() -> None:
     s = slot(used=values[-1])
     alerts = derive_alerts(inputs(len(values) - 1.0, h, slots={s.id: s}), T)
     assert [a for a in alerts if a.rule == "memory_trend"] == []  # one rise since the drop
-
-
-# -- queue growth ------------------------------------------------------------------------
-
-
-def test_a_growing_queue_is_named_with_its_rate_and_wait() -> None:
-    waiting = [4.0] * 10 + [6.0, 9.0, 11.0, 14.0, 17.0, 20.0]
-    oldest = [0.0] * 10 + [0.2, 0.5, 0.9, 1.4, 2.0, 3.2]
-    h = history({"queue:gen:queue:waiting": waiting, "queue:gen:queue:oldest": oldest})
-    q = QueueStats("gen:queue", length=20, lag=20, pending=0, oldest_age_s=3.2)
-    alerts = derive_alerts(inputs(len(waiting) - 1.0, h, queues={q.stream: q}), T)
-    (alert,) = [a for a in alerts if a.rule == "queue_growth"]
-    assert alert.target == "gen:queue" and alert.severity is Severity.WARNING
-    assert "queue growing" in alert.message and "/s over 15s" in alert.message
-    assert "20 waiting" in alert.message and "oldest 3.2 s" in alert.message
-
-
-@pytest.mark.parametrize(
-    "waiting",
-    [
-        [4.0, 5.0, 6.0, 7.0, 8.0, 9.0],  # growing, but fewer waiting than the floor
-        [30.0, 20.0, 25.0, 18.0, 22.0, 21.0],  # many, not growing
-        [12.0, 12.0, 12.0, 12.0, 12.0, 13.0],  # 0.1/s
-        [1800.0 + 5.0 * k for k in range(30)],  # 5/s, but 8 % on a deep queue: a drift
-    ],
-)
-def test_a_queue_that_is_not_growing_raises_nothing(waiting: list[float]) -> None:
-    h = history({"queue:q:waiting": waiting})
-    q = QueueStats("q", lag=int(waiting[-1]))
-    alerts = derive_alerts(inputs(len(waiting) - 1.0, h, queues={"q": q}), T)
-    assert [a for a in alerts if a.rule == "queue_growth"] == []
 
 
 # -- p95 approaching its SLO --------------------------------------------------------------
