@@ -134,25 +134,27 @@ def others_serving(
         for b in snapshot.backends.values()
         if b.name not in names and b.state is BackendState.ACTIVE and (b.weight or 0.0) > 0
     ]
-    # an active backend that is not ready takes no load: it does not count as serving
+    # an active backend that is not ready takes no load now: said, and left out of headroom
     down = {b.name for b in active if not_serving(snapshot, b) is not None}
     checks = []
     for model in sorted({b.model or "" for b in draining}):
         # a backend without a model can serve anything, as far as gpucon knows
-        same = [b for b in active if not model or not b.model or b.model == model]
-        others = [b for b in same if b.name not in down]
+        others = [b for b in active if not model or not b.model or b.model == model]
+        live = [b for b in others if b.name not in down]
         what = f"model {model}" if model else "the queue"
         ok = bool(others)
         text = f"{len(others)} other active backend(s) keep serving {what}"
-        if len(same) > len(others):
-            text += f" ({len(same) - len(others)} more active but not serving)"
         if not ok:
             text += f": nothing would serve {what} (use force to drain anyway)"
+        elif not live:
+            text += f", but none of them is serving now (not ready): {what} has no serving backend"
+        elif len(live) < len(others):
+            text += f" ({len(others) - len(live)} of them not serving now)"
         name = f"others_serving:{model}" if model else "others_serving"
-        checks.append(Precondition(name, ok or force, text))
-        if others:
+        checks.append(Precondition(name, ok or force, text, warning=ok and not live))
+        if live:
             leaving = [b for b in draining if not model or b.model == model]
-            checks.append(headroom(snapshot, model, leaving, others))
+            checks.append(headroom(snapshot, model, leaving, live))
     return checks
 
 

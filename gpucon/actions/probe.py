@@ -95,7 +95,7 @@ def _judging(
 
     how = f"defaults from {chosen.why}"
     if edited:
-        how = f"{', '.join(edited)} as given; other {how}"
+        how = f"{', '.join(edited)} as given; the rest {how}"
     lines = [Precondition("params", True, how, warning=service.service_s is None)]
     completes = min(bounds.count, sendable(bounds.rate_per_s, bounds.duration_s))
     if service.service_s is not None:  # at most `concurrency` at a time, each service_s long
@@ -148,8 +148,12 @@ def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     )
     chosen = probe_defaults(service, caps)
     given = {k: params[k] for k in EDITABLE if params.get(k) is not None}
+    edited: list[str] = []
     if given:  # check what was given (BadParams names it), then fit the others to it
-        checked = _as_params(check_bounds(target, {**_as_params(chosen), **given}))
+        defaults = _as_params(chosen)
+        checked = _as_params(check_bounds(target, {**defaults, **given}))
+        # the console sends every field: only those that differ from the defaults were edited
+        edited = sorted(k for k in given if checked[k] != defaults[k])
         chosen = probe_defaults(service, caps, {k: checked[k] for k in given})
     bounds = check_bounds(target, _as_params(chosen))
     via_queue = bool(params.get("via_queue", False))
@@ -166,7 +170,7 @@ def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
                 "backend", True, f"{target.name} is {backend.state} (a direct probe reaches it)"
             )
         )
-    pre.extend(_judging(service, chosen, bounds, edited=sorted(given)))
+    pre.extend(_judging(service, chosen, bounds, edited=edited))
     active = [b.name for b in snapshot.backends.values() if b.state is BackendState.ACTIVE]
     if via_queue:
         pre.append(

@@ -92,10 +92,16 @@ def verdict(
         )
     if ok < MIN_SAMPLES:
         more = f", {failed} failed" if failed else ""
+        planned = int((report.get("bounds") or {}).get("count") or 0)
+        sent = int(report.get("sent") or 0)
+        advice = (
+            f"only {sent} of {planned} were sent in the duration: raise duration or concurrency"
+            if sent < planned
+            else "raise count and duration to judge"
+        )
         return Verdict(
             "too short",
-            f"{ok} of the {MIN_SAMPLES} samples a p95 needs{more}; p50 {_ms(p50)} "
-            "(raise count and duration to judge)",
+            f"{ok} of the {MIN_SAMPLES} samples a p95 needs{more}; p50 {_ms(p50)} ({advice})",
         )
     if slo_p95_ms is None:
         return Verdict("ok", f"p95 {_ms(p95)} over {ok} samples (no SLO known)")

@@ -43,6 +43,9 @@ def test_probe_verb_exit_codes_and_nothing_sent_when_refused(
 
         dry = gpucon(cfg, "lab-b0", "--count", "5", "--dry-run", state=state)
         assert dry.returncode == 0 and "send up to 5 requests" in dry.stdout
+        # the options left out come from the backend's service time (none known here: no
+        # Prometheus in this lab), and the plan says which were given
+        assert "params: count as given; the rest defaults from service time n/a" in dry.stdout
 
         unconfirmed = gpucon(cfg, "lab-b0", "--count", "5", state=state)
         assert unconfirmed.returncode == 3 and "--yes" in unconfirmed.stderr

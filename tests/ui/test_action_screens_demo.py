@@ -100,6 +100,8 @@ async def test_probe_key_in_the_demo_probes_any_backend(tmp_path: Path) -> None:
         await pilot.press("enter")
         await pilot.pause()
         assert "send up to 30 requests at 60/s" in plan_screen.plan.steps[0].text
+        edited = next(p for p in plan_screen.plan.preconditions if p.name == "params")
+        assert edited.text.startswith("count, rate as given; the rest defaults from service")
         await pilot.click("#confirm")
         await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
         progress = app.screen

@@ -174,11 +174,9 @@ def test_draining_a_backend_that_is_not_ready_says_it_moves_no_load() -> None:
     assert verdict == "PASS"
     assert text.startswith("b0 is active in the registry but NOT serving (http refused")
     assert "draining it moves no load" in text
-    # b3 is active but not ready: it takes none of the load, so it is not counted
+    # b3 is active but not ready: it takes none of the load, and the plan says so
     _, serving = precondition(plan, "others_serving:m")
-    assert (
-        serving == "2 other active backend(s) keep serving model m (1 more active but not serving)"
-    )
+    assert serving == "3 other active backend(s) keep serving model m (1 of them not serving now)"
     _, room = precondition(plan, "headroom:m")
     assert room == "b0 not serving: draining moves no load; 2 backend(s) serve m as before"
     assert "n/a" not in room
@@ -195,3 +193,14 @@ def test_undrain_of_a_backend_that_is_not_ready_warns() -> None:
     plan = undrain.plan_undrain(replace(snap, alerts=(reminder,)), {"backend": "b0"})
     names = [p.name for p in plan.warnings]
     assert "serving:b0" not in names and any(n.startswith("alerts:") for n in names)
+
+
+def test_draining_onto_backends_that_are_all_down_warns() -> None:
+    snap = not_ready_fleet()
+    dead = BackendLiveness("b1", serving=False, because="http refused")
+    liveness = {**snap.liveness, "b1": dead, "b2": replace(dead, name="b2")}
+    plan = drain.plan_drain(replace(snap, liveness=liveness), {"backend": "b1"})
+    verdict, text = precondition(plan, "others_serving:m")
+    assert verdict == "WARN" and "none of them is serving now" in text
+    assert "headroom:m" not in {p.name for p in plan.preconditions}
+    assert plan.ok  # a warning: draining a dead backend onto dead ones is still allowed

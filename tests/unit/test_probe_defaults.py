@@ -31,7 +31,8 @@ def completes(d: ProbeDefaults, service_s: float) -> int:
 def test_a_fast_backend_gets_many_requests_at_the_targets_cap() -> None:
     d = probe_defaults(FAST, LIVE_CAPS)
     assert (d.count, d.rate_per_s, d.concurrency) == (200, 20.0, 1)
-    assert d.duration_s == pytest.approx(10.0, abs=0.1) and d.timeout_s == 10.0
+    # 10 s of sends at 20/s, with slack for sends held back by slow answers (the count ends it)
+    assert 10.0 <= d.duration_s <= 15.0 and d.timeout_s == 10.0
     assert sendable(d.rate_per_s, d.duration_s) >= d.count  # every one of them is sent
     assert d.short_of is None and "the target's cap" in d.why and "18.2 ms" in d.why
 
@@ -43,6 +44,8 @@ def test_a_14_s_sdxl_backend_gets_a_rate_it_sustains_and_time_for_enough_samples
     assert d.rate_per_s * SDXL_S <= d.concurrency
     assert d.count == MIN_SAMPLES and completes(d, SDXL_S) >= MIN_SAMPLES
     assert d.duration_s >= MIN_SAMPLES * SDXL_S / d.concurrency * 0.8
+    # answers a little slower than planned still leave time for all 20 to be sent
+    assert d.duration_s >= MIN_SAMPLES * SDXL_P95_S * 1.1 / d.concurrency
     assert d.timeout_s >= 3 * SDXL_P95_S
     assert d.short_of is None
 

@@ -52,8 +52,14 @@ def test_a_short_probe_of_a_slow_backend_is_too_short_not_failing() -> None:
     v = verdict(one, slo_p95_ms=14_000.0, service_s=14.0, timeout_s=10.0)
     assert v.kind == "too short" and "raise the timeout" in v.text and not v.backend_failing
     few = report(4, p50=14_100.0, p95=15_000.0, send_span_s=52.0)
+    few["bounds"]["count"] = 4
     v = verdict(few, slo_p95_ms=14_000.0, service_s=14.0, timeout_s=45.0)
     assert v.kind == "too short" and "4 of the 20 samples" in v.text and "14.1 s" in v.text
+    assert "raise count and duration" in v.text  # all 4 planned were sent
+    held = report(16, p50=10_100.0, send_span_s=170.0)
+    held["bounds"]["count"] = 20  # answers slower than planned held sends back
+    v = verdict(held, slo_p95_ms=14_000.0, service_s=7.0, timeout_s=24.0)
+    assert v.kind == "too short" and "only 16 of 20 were sent" in v.text
     brief = report(2, p50=14_100.0, send_span_s=20.0)
     v = verdict(brief, slo_p95_ms=14_000.0, service_s=14.0, timeout_s=45.0)
     assert v.kind == "too short" and "under 3 service times" in v.text
