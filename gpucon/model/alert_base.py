@@ -69,8 +69,8 @@ class AlertThresholds:
     mem_trend_rises: int = 3
     mem_full_warn_s: float = 1800.0
     mem_full_crit_s: float = 300.0
-    # early warning, queue: the waiting count rose in each of the last ``queue_growth_ticks``
-    # ticks by ``queue_growth_min`` entries or more across them (a spike); or its
+    # early warning, queue: the waiting count rose in each of its last 2 (up to
+    # ``queue_growth_ticks``) ticks by ``queue_growth_min`` entries or more (a spike); or its
     # least-squares slope over the window is at least ``queue_growth_per_s`` entries a second;
     # either way grown by ``queue_growth_pct`` of what waited before (a deep queue that drifts
     # a little is not a burst) and at least ``queue_growth_min_waiting`` waiting

@@ -2,7 +2,7 @@
 
 Two ways a stream's waiting count (lag + pending) shows a problem coming:
 
-- **sharp**: it rose in each of the last ``queue_growth_ticks`` ticks, by at least
+- **sharp**: it rose in each of its last 2 or 3 (``queue_growth_ticks``) ticks, by at least
   ``queue_growth_min`` entries across them and by ``queue_growth_pct`` of what waited before
   (a traffic spike; noise does not rise tick after tick by that much, and a deep queue that
   drifts a little is not a spike). Once raised, the alert holds while the count is still
@@ -52,18 +52,31 @@ def _rose_each_tick(values: Sequence[Sample]) -> bool:
 
 
 def _run_start(values: Sequence[float], times: Sequence[float], since: float | None) -> int:
-    """Index where the present growth began: for a held alert, ``ticks`` before it was first
-    raised (noise inside a growing queue does not restart it); else where the values began
-    to rise tick after tick."""
-    if since is not None:
-        for k, t in enumerate(times):
-            if t >= since:
-                return k
-        return len(values) - 1
+    """Index where the present growth began: where the values began to rise tick after tick
+    up to now, or, for an alert raised at ``since``, up to then (noise inside a growing queue
+    since does not restart it)."""
     start = len(values) - 1
+    if since is not None:
+        start = next((k for k, t in enumerate(times) if t >= since), start)
     while start > 0 and values[start - 1] < values[start]:
         start -= 1
     return start
+
+
+def _rose_sharply(i: AlertInputs, t: AlertThresholds, key: str) -> bool:
+    """Rose in each of its last 2 (up to ``queue_growth_ticks``) ticks, by ``queue_growth_min``
+    and ``queue_growth_pct`` of where it stood across them."""
+    ticks = t.queue_growth_ticks
+    tail = i.history.tail(key, ticks + 1)
+    for k in range(min(2, ticks), ticks + 1):
+        run = tail[len(tail) - k - 1 :]
+        if len(run) < k + 1 or not _rose_each_tick(run):
+            return False  # a shorter run already fell: a longer one holds the same fall
+        first, last = run[0], run[-1]
+        floor = max(t.queue_growth_min, t.queue_growth_pct / 100.0 * (first or 0.0))
+        if first is not None and last is not None and last - first >= floor:
+            return True
+    return False
 
 
 def _sharp(i: AlertInputs, t: AlertThresholds, stream: str) -> Growth | None:
@@ -71,24 +84,23 @@ def _sharp(i: AlertInputs, t: AlertThresholds, stream: str) -> Growth | None:
     key = f"queue:{stream}:waiting"
     ticks = t.queue_growth_ticks
     newest = i.history.last(key)
-    before = i.history.back(key, ticks)
-    if newest is None or before is None or newest <= before:
-        return None
     held = i.previous.get(f"{RULE}:{stream}")
     if held is not None and SHARP not in held.message:
         held = None  # raised by the steady trend: that one judges it
-    if held is None and (
-        newest - before < max(t.queue_growth_min, t.queue_growth_pct / 100.0 * before)
-        or not _rose_each_tick(i.history.tail(key, ticks + 1))
-    ):
-        return None
+    if held is None:
+        before = i.history.back(key, 1)
+        if newest is None or before is None or newest <= before or not _rose_sharply(i, t, key):
+            return None
+    else:  # it holds while the count is above where it was ``ticks`` ago
+        before = i.history.back(key, ticks)
+        if newest is None or before is None or newest <= before:
+            return None
     # the rise is measured from where it began, over the whole history the view holds
     times = i.history.times
     ts, vs = known_points(times, i.history.tail(key, len(times)))
-    if len(vs) <= ticks:
+    if len(vs) < 2:
         return None
     start = _run_start(vs, ts, None if held is None else held.since)
-    start = max(0, min(start - (0 if held is None else ticks), len(vs) - 1 - ticks))
     span = ts[-1] - ts[start]
     if span <= 0.0:
         return None

@@ -36,7 +36,8 @@ BURST_HOLD_S = 240.0
 
 def _burst() -> Hook:
     def hook(world: SimWorld, t: float, dt: float) -> None:
-        level = ramp(t, INCIDENT_START_S, BURST_HOLD_S, BURST_RAMP_S)
+        # the rate over this tick: the ramp at its middle (the spike begins within the first one)
+        level = ramp(t + dt / 2, INCIDENT_START_S, BURST_HOLD_S, BURST_RAMP_S)
         factor = 1.0 + (BURST_FACTOR - 1.0) * level
         world.rate_factor["sdxl"] = factor
         world.rate_factor["sd15"] = factor

@@ -64,6 +64,12 @@ def test_a_spike_is_named_within_three_ticks_with_its_rate_wait_and_models() -> 
     )
 
 
+def test_two_ticks_are_enough_when_they_rise_by_the_minimum() -> None:
+    (alert,) = growth([*CALM, 5.0, 11.0, 16.0])  # a flat tick, then +11 in two
+    assert alert.message.startswith("queue growing +5.5/s for 2 ticks (2 s), 16 waiting")
+    assert growth([*CALM, 5.0, 9.0, 14.0]) == []  # +9 in two: not yet
+
+
 @pytest.mark.parametrize(
     "tail",
     [

@@ -116,7 +116,7 @@ def test_burst_names_the_queue_within_five_ticks_with_the_trend_it_saw(seed: int
     assert lead.rule == "queue_growth" and lead.target == "gen:queue"
     assert lead.cause is Cause.RESOURCE and lead.severity is Severity.WARNING
     words = lead.message.split()
-    assert words[:2] == ["queue", "growing"] and words[3:5] == ["for", "3"]
+    assert words[:2] == ["queue", "growing"] and words[3] == "for" and words[5] == "ticks"
     assert float(words[2].removeprefix("+").removesuffix("/s")) >= 2.0  # entries a second
     assert "waiting, oldest" in lead.message and "queue time up: sd" in lead.message
     # nothing before it but the p95 of the image models' backends rising with their wait
