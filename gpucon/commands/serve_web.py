@@ -3,8 +3,9 @@ that survives what wall screens meet.
 
 textual-serve starts one console process per browser connection (about 70 MB each, see
 ``benchmarks/serve_viewers.py``). ``WallServer`` counts the connections and refuses the one
-past ``max_viewers``: its page says the wall is full and tries again by itself, and a
-WebSocket that slips in past a full index is closed with ``FULL_CLOSE`` and that sentence.
+past ``max_viewers`` (after a short grace, so that a reloading page gets its own place back):
+its WebSocket is closed with ``FULL_CLOSE`` and a sentence the page shows, and the page waits
+for a place by itself (``/healthz`` says how many are taken).
 
 The page (``serve_page/app_index.html``) differs from textual-serve's own: it asks for nothing
 outside this server (no web fonts from the internet: a wall is often offline), builds its
@@ -33,8 +34,10 @@ PAGE_DIR = Path(__file__).with_name("serve_page")
 # WebSocket close codes 4000-4999 are the application's; the page knows these two
 FULL_CLOSE = 4001
 ENDED_CLOSE = 4002
-RETRY_FULL_S = 15
 STOP_TIMEOUT_S = 5.0
+# a reloading page asks for its new connection while its old one may still count: a full wall
+# waits this long for a place before it says it is full
+RELOAD_GRACE_S = 2.0
 
 
 class _Viewer(AppService):
@@ -98,37 +101,44 @@ class WallServer(Server):
     def full(self) -> bool:
         return self.viewers >= self.max_viewers
 
-    def full_text(self) -> str:
-        return (
-            f"This wall already has {self.viewers} viewers, its limit "
-            f"(gpucon serve --max-viewers {self.max_viewers}). "
-            f"This page tries again every {RETRY_FULL_S} s."
-        )
+    async def still_full(self) -> bool:
+        """Whether the wall is full after waiting up to ``RELOAD_GRACE_S`` for a place."""
+        deadline = asyncio.get_running_loop().time() + RELOAD_GRACE_S
+        while self.full and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        return self.full
+
+    async def _make_app(self) -> web.Application:
+        app = await super()._make_app()
+        app.router.add_get("/healthz", self.handle_health)
+        return app
+
+    async def handle_health(self, request: web.Request) -> web.Response:
+        """For the page's reconnect and for a proxy's health check: up, and how full."""
+        state = {"viewers": self.viewers, "max_viewers": self.max_viewers, "full": self.full}
+        return web.json_response(state, headers={"Cache-Control": "no-store"})
 
     async def handle_index(self, request: web.Request) -> web.Response:  # type: ignore[override]
+        # always the page, full or not: a reloading browser keeps its old connection open
+        # until the new page arrives, so only the WebSocket can tell a reload from a newcomer
         context: dict[str, Any] = {
             "title": self.title,
-            "font_size": _font_size(request.query.get("fontsize", "16")),
+            "font_size": _int(request.query.get("fontsize", "16"), 16, 6, 64),
             "full_code": FULL_CLOSE,
             "ended_code": ENDED_CLOSE,
-            "retry_full_s": RETRY_FULL_S,
         }
-        if self.full:
-            response = aiohttp_jinja2.render_template(
-                "full.html", request, {**context, "message": self.full_text()}, status=503
-            )
-            response.headers["Retry-After"] = str(RETRY_FULL_S)
-        else:
-            response = aiohttp_jinja2.render_template("app_index.html", request, context)
+        response = aiohttp_jinja2.render_template("app_index.html", request, context)
         response.headers["Cache-Control"] = "no-store"
         return response
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         websocket = web.WebSocketResponse(heartbeat=15)
         await websocket.prepare(request)
-        if self.full:
+        if await self.still_full():
             log.warning("viewer refused: %d viewers already (--max-viewers)", self.viewers)
-            await websocket.close(code=FULL_CLOSE, message=self.full_text().encode()[:120])
+            # a close reason holds at most 123 bytes
+            reason = f"This wall is full: {self.viewers} viewers, its limit. Waiting for a place."
+            await websocket.close(code=FULL_CLOSE, message=reason.encode())
             return websocket
         self.viewers += 1
         self._sockets.add(websocket)
@@ -156,11 +166,13 @@ class WallServer(Server):
         except Exception:
             log.exception("viewer connection failed")
         finally:
-            if viewer is not None:
-                await viewer.stop_within(STOP_TIMEOUT_S)
+            # the place is free as soon as the browser is gone: a reloading page (its new
+            # connection may arrive while the old console is still quitting) is not refused
             self._sockets.discard(websocket)
             self.viewers -= 1
             log.info("viewer gone (%d left)", self.viewers)
+            if viewer is not None:
+                await viewer.stop_within(STOP_TIMEOUT_S)
         return websocket
 
 
@@ -169,7 +181,3 @@ def _int(text: str, default: int, low: int, high: int) -> int:
         return min(max(int(text), low), high)
     except ValueError:
         return default
-
-
-def _font_size(text: str) -> int:
-    return _int(text, 16, 6, 64)
