@@ -14,7 +14,7 @@ import aiohttp
 import httpx
 import pytest
 
-from gpucon.commands.serve_web import FULL_CLOSE
+from gpucon.commands.serve_web import ENDED_CLOSE, FULL_CLOSE
 from tests.helpers.browser import ServedWall, served_wall
 
 pytestmark = [pytest.mark.integration]
@@ -70,9 +70,14 @@ async def viewers_bounded(wall: ServedWall) -> list[int]:
         await first.close()
         wait(lambda: health(wall)["viewers"] == 1, "the closed viewer kept its place")
         wait(lambda: len(wall.consoles()) == 1, "the closed viewer's console did not exit")
-        # its place is free: a new viewer is drawn
+        # its place is free: a new viewer is drawn; when its console dies, it is told so
         async with session.ws_connect(url) as fourth:
             await until_drawn(fourth, b"READ-ONLY")
+            (mine,) = set(wall.consoles()) - set(consoles)
+            os.kill(mine, signal.SIGKILL)
+            while (message := await fourth.receive(timeout=10)).type is aiohttp.WSMsgType.BINARY:
+                pass
+            assert fourth.close_code == ENDED_CLOSE, (message, fourth.close_code)
         await second.close()
         wait(lambda: wall.consoles() == [], "consoles left after every viewer went")
         # one more, then the server is killed under it

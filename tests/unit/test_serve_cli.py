@@ -4,6 +4,7 @@ wall warns when reachable from other machines, and bad options or configs stop i
 from __future__ import annotations
 
 import shlex
+import socket
 import sys
 from pathlib import Path
 
@@ -85,3 +86,12 @@ def test_a_missing_config_is_refused_at_start(
     missing = tmp_path / "nope.toml"
     assert main(["serve", "--config", str(missing)]) == 2
     assert "gpucon:" in capsys.readouterr().err
+
+
+def test_a_port_in_use_is_a_message_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--demo", "--port", str(port)]) == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
