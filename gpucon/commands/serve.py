@@ -42,6 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
         f"{DEFAULT_MAX_VIEWERS}); the next one is told the wall is full",
     )
     parser.add_argument(
+        "--allow-origin",
+        metavar="URL",
+        action="append",
+        default=[],
+        help="a web origin that may show the wall besides its own address, e.g. your reverse "
+        "proxy's https://wall.example.org (repeatable)",
+    )
+    parser.add_argument(
         "--page-seconds",
         type=float,
         metavar="S",
@@ -84,7 +92,13 @@ def exposure_warning(host: str, port: int) -> list[str]:
 
 def _check(args: argparse.Namespace) -> str | None:
     """A usage problem with the options, or None."""
+    from gpucon.commands.serve_origin import OriginPolicy
     from gpucon.errors import BadParams, finite_number
+
+    try:
+        OriginPolicy.build(loopback_only=True, allow_origins=args.allow_origin)
+    except ValueError as exc:
+        return str(exc)
 
     if not 1 <= args.max_viewers <= MAX_VIEWERS_LIMIT:
         return f"--max-viewers must be between 1 and {MAX_VIEWERS_LIMIT}, got {args.max_viewers}"
@@ -126,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
     except Refused as exc:
         print(f"gpucon serve: {exc}", file=sys.stderr)
         return 2
+    from gpucon.commands.serve_origin import OriginPolicy
     from gpucon.commands.serve_web import WallServer
     from gpucon.commands.served import command_line
 
@@ -152,6 +167,9 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         max_viewers=args.max_viewers,
         title=title,
+        policy=OriginPolicy.build(
+            loopback_only=is_loopback(args.host), allow_origins=args.allow_origin
+        ),
         banner=banner[-1:],
     )
     try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ import aiohttp_jinja2
 from aiohttp import web
 from textual_serve.app_service import AppService
 from textual_serve.server import Server
+
+from gpucon.commands.serve_origin import OriginPolicy
 
 log = logging.getLogger("gpucon.serve")
 
@@ -70,9 +73,11 @@ class WallServer(Server):
         port: int,
         max_viewers: int,
         title: str,
+        policy: OriginPolicy,
         banner: list[str] | None = None,
     ) -> None:
         super().__init__(command, host=host, port=port, title=title, templates_path=PAGE_DIR)
+        self.policy = policy
         self.max_viewers = max_viewers
         self.viewers = 0
         self.banner = banner or []
@@ -111,7 +116,18 @@ class WallServer(Server):
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()
         app.router.add_get("/healthz", self.handle_health)
+        app.middlewares.append(self.check_host)
         return app
+
+    @web.middleware
+    async def check_host(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Every request: addressed to this wall (serve_origin.py says why)."""
+        if not self.policy.host_ok(request.headers.get("Host")):
+            log.warning("refused a request for host %r (--allow-origin)", request.host)
+            raise web.HTTPMisdirectedRequest(text="gpucon serve: unknown host (--allow-origin)\n")
+        return await handler(request)
 
     async def handle_health(self, request: web.Request) -> web.Response:
         """For the page's reconnect and for a proxy's health check: up, and how full."""
@@ -132,6 +148,10 @@ class WallServer(Server):
         return response
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        origin = request.headers.get("Origin")
+        if not self.policy.origin_ok(origin, request.headers.get("Host")):
+            log.warning("refused a viewer from origin %r (--allow-origin)", origin)
+            raise web.HTTPForbidden(text="gpucon serve: this page may not watch the wall\n")
         websocket = web.WebSocketResponse(heartbeat=15)
         await websocket.prepare(request)
         if await self.still_full():

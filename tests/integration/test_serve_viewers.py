@@ -56,6 +56,17 @@ def alive(pid: int) -> bool:
 async def viewers_bounded(wall: ServedWall) -> list[int]:
     url = f"{wall.url}ws?width=120&height=40"
     async with aiohttp.ClientSession() as session:
+        # another web page may not watch; nor may a request for a rebound hostile name
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await session.ws_connect(url, origin="http://evil.example")
+        assert refused.value.status == 403
+        rebound = await session.get(wall.url, headers={"Host": f"evil.example:{wall.port}"})
+        assert rebound.status == 421
+        assert health(wall)["viewers"] == 0
+        own = await session.ws_connect(url, origin=wall.url.rstrip("/"))
+        await until_drawn(own, b"READ-ONLY")
+        await own.close()
+        wait(lambda: health(wall)["viewers"] == 0, "the page's own viewer kept its place")
         first = await session.ws_connect(url)
         second = await session.ws_connect(url)
         for ws in (first, second):

@@ -13,6 +13,7 @@ import pytest
 from gpucon.commands import console, served
 from gpucon.commands.cli import main
 from gpucon.commands.serve import exposure_warning, is_loopback
+from gpucon.commands.serve_origin import OriginPolicy
 from gpucon.config import GpuconConfig
 from gpucon.controls.base import ReadOnlyError
 
@@ -95,3 +96,29 @@ def test_a_port_in_use_is_a_message_and_exit_2(capsys: pytest.CaptureFixture[str
         port = taken.getsockname()[1]
         assert main(["serve", "--demo", "--port", str(port)]) == 2
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_only_the_walls_own_page_or_an_allowed_origin_may_watch() -> None:
+    policy = OriginPolicy.build(loopback_only=True, allow_origins=["https://Wall.Example.org/"])
+    own = "127.0.0.1:8080"
+    assert policy.origin_ok("http://127.0.0.1:8080", own)
+    assert policy.origin_ok("https://wall.example.org", own)  # the reverse proxy
+    assert policy.origin_ok(None, own)  # no browser page: a script
+    for origin in ("http://evil.example", "http://127.0.0.1:9999", "null", "file://", ""):
+        assert not policy.origin_ok(origin, own), origin
+
+
+def test_bound_on_loopback_only_loopback_or_allowed_hosts_are_answered() -> None:
+    policy = OriginPolicy.build(loopback_only=True, allow_origins=["https://wall.example.org"])
+    for host in ("127.0.0.1:8080", "localhost:8080", "[::1]:8080", "wall.example.org"):
+        assert policy.host_ok(host), host
+    # DNS rebinding: a hostile name resolving to 127.0.0.1 is refused
+    refused: list[str | None] = ["rebind.evil.example:8080", "", None, "10.0.0.1:8080"]
+    for bad in refused:
+        assert not policy.host_ok(bad), bad
+    assert OriginPolicy.build(loopback_only=False, allow_origins=[]).host_ok("any.example")
+
+
+def test_an_allow_origin_that_is_no_origin_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--demo", "--allow-origin", "wall.example.org"]) == 2
+    assert "--allow-origin 'wall.example.org'" in capsys.readouterr().err
