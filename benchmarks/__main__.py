@@ -25,6 +25,7 @@ BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
     ("benchmarks.registry_server_time", ["--ticks", "50"], ["--ticks", "10"]),
     ("benchmarks.drain_bench", ["--repeat", "20"], ["--repeat", "5"]),
     ("benchmarks.probe_bench", ["--count", "500"], ["--count", "200"]),
+    ("benchmarks.serve_viewers", ["--seconds", "30"], ["--seconds", "5", "--viewers", "1", "2"]),
 ]
 
 

@@ -19,6 +19,7 @@ from types import ModuleType
 COMMANDS: dict[str, tuple[str, str]] = {
     "live": ("gpucon.commands.console", "the console on the fleet your config names (the default)"),
     "demo": ("gpucon.commands.console", "the console on the built-in simulated fleet"),
+    "serve": ("gpucon.commands.serve", "the NOC wall in a browser, read-only (textual-serve)"),
     "snapshot": ("gpucon.commands.snapshot", "print one snapshot of the fleet (--json)"),
     "config": ("gpucon.commands.config_check", "check the config and print what would be used"),
     "drain": ("gpucon.commands.actions", "drain a backend (stop sending it new work)"),
@@ -38,6 +39,10 @@ def command_module(module_name: str) -> ModuleType:
         from gpucon.commands import console
 
         return console
+    if module_name == "gpucon.commands.serve":
+        from gpucon.commands import serve
+
+        return serve
     if module_name == "gpucon.commands.snapshot":
         from gpucon.commands import snapshot
 
@@ -62,7 +67,8 @@ def command_module(module_name: str) -> ModuleType:
 # which subcommands each common option means something to (the lab's servers read no config;
 # only the console has a screen to theme or hang on a wall)
 CONFIG_COMMANDS = frozenset(
-    {"live", "demo", "snapshot", "config", "drain", "undrain", "rebalance", "probe", "audit"}
+    {"live", "demo", "serve", "snapshot", "config", "drain", "undrain", "rebalance", "probe"}
+    | {"audit"}
 )
 READ_ONLY_COMMANDS = frozenset({"live", "demo", "config", "drain", "undrain", "rebalance", "probe"})
 SCREEN_COMMANDS = frozenset({"live", "demo"})

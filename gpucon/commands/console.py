@@ -196,7 +196,8 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
     def quit() -> None:
         app.call_from_thread(app.exit, None, HANGUP_EXIT)
 
-    watch = TerminalWatch(stop_actions, quit).start()
+    # a console served to a browser (gpucon serve) ends with its server
+    watch = TerminalWatch(stop_actions, quit, parent_pid=getattr(args, "served_by", None)).start()
     try:
         app.run()
     finally:

@@ -2,7 +2,9 @@
 console behind (an orphan redrawing for nobody, or holding an action's locks).
 
 Two signs, either enough: SIGHUP (the session ended), or the terminal answering EIO (a pty
-closed under a process that ignores SIGHUP: ``nohup``, some multiplexers). Textual notices
+closed under a process that ignores SIGHUP: ``nohup``, some multiplexers). A console served to
+a browser (``gpucon serve``) has no terminal: its sign is its server going away (its parent
+process changes). Textual notices
 neither: its input thread reads EOF and waits. ``TerminalWatch`` polls the terminal four
 times a second from a daemon thread (``tcgetattr`` asks the tty driver; it never reads
 input) and then calls ``on_gone(why)`` once. The console stops running actions at their next
@@ -62,8 +64,10 @@ class TerminalWatch:
         *,
         fd: int | None = None,
         poll_s: float = POLL_S,
+        parent_pid: int | None = None,
     ) -> None:
         self.stop_actions = stop_actions
+        self.parent_pid = parent_pid
         self.quit = quit
         self.fd = terminal_fd() if fd is None else fd
         self.poll_s = poll_s
@@ -95,6 +99,8 @@ class TerminalWatch:
             return "the terminal hung up (SIGHUP)"
         if self.fd is not None and terminal_gone(self.fd):
             return "the terminal went away"
+        if self.parent_pid is not None and os.getppid() != self.parent_pid:
+            return "the server that served this console went away"
         return None
 
     def _watch(self) -> None:
