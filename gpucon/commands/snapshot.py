@@ -264,7 +264,7 @@ def _gpu_and_node_lines(snapshot: Snapshot) -> list[str]:
     return lines
 
 
-def _load_config(args: argparse.Namespace) -> GpuconConfig:
+def load_snapshot_config(args: argparse.Namespace) -> GpuconConfig:
     """The config; the demo needs none (its defaults, with GPUCON_* variables applied)."""
     import os
     from pathlib import Path
@@ -307,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
     from gpucon.session import DemoOptions, open_session
 
     try:
-        config = _load_config(args)
+        config = load_snapshot_config(args)
     except ConfigError as exc:
         print(f"gpucon: {exc}", file=sys.stderr)
         return 2
