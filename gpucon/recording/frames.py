@@ -51,7 +51,7 @@ def _layout(registry: CodecRegistry) -> tuple[dict[str, Any], dict[str, Any]]:
             sections[f.name] = (registry.encoder(value_hint), registry.decoder(value_hint))
         else:
             singles[f.name] = (registry.encoder(hint), registry.decoder(hint))
-    sections[SAMPLES] = (_sample, _sample)
+    sections[SAMPLES] = (registry.encoder(float), _sample)
     return sections, singles
 
 

@@ -39,8 +39,12 @@ class Recorder:
         max_bytes: int = 1 << 30,
         max_age_s: float = 7 * 86_400.0,
         audit_path: Path | None = None,
+        block: bool = False,
     ) -> None:
         self.path = path
+        # True: the caller waits for room instead of dropping (recording faster than real
+        # time, where the caller is the only clock)
+        self.block = block
         self.fleet = fleet
         self.keyframe_s = keyframe_s
         self.max_bytes = max_bytes
@@ -70,7 +74,11 @@ class Recorder:
         self._thread.start()
 
     def __call__(self, snapshot: Snapshot) -> None:
-        """Queue one snapshot (the hub's thread calls this each tick; it never blocks)."""
+        """Queue one snapshot (the hub's thread calls this each tick; it never blocks unless
+        the recorder was made to)."""
+        if self.block:
+            self._queue.put(snapshot)
+            return
         while True:
             try:
                 self._queue.put_nowait(snapshot)

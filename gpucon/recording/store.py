@@ -153,7 +153,7 @@ class RecordingStore:
             self.db.execute("UPDATE alerts SET end = ? WHERE end IS NULL", (when,))
 
     def size_bytes(self) -> int:
-        """Bytes the file's pages hold (free pages not counted), WAL included."""
+        """Bytes the file's pages hold (free pages not counted; the WAL aside)."""
         page = int(self.db.execute("PRAGMA page_size").fetchone()[0])
         pages = int(self.db.execute("PRAGMA page_count").fetchone()[0])
         free = int(self.db.execute("PRAGMA freelist_count").fetchone()[0])
