@@ -107,7 +107,7 @@ def test_sigterm_stops_the_recorder_cleanly(tmp_path: Path) -> None:
     path = tmp_path / "night.sqlite"
     proc = _start(tmp_path, path, frames=3)
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=30)
+    _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert b"stopped;" in err and b"frames written" in err
     # the log was checkpointed into the file: it is one file again
