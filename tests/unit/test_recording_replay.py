@@ -27,11 +27,11 @@ def _alerts(alerts: tuple[Alert, ...]) -> list[tuple[str, int, str, float]]:
 def test_replay_shows_the_alerts_of_the_live_run_at_the_same_times(tmp_path: Path) -> None:
     live: dict[float, Snapshot] = {}
     path = tmp_path / "r.sqlite"
-    record_simulated(
-        path, seconds=90, demo=NOISY, keyframe_s=20.0, on_snapshot=lambda s: live.setdefault(
-            s.taken_at, s
-        )
-    )  # fmt: skip
+
+    def keep(snapshot: Snapshot) -> None:
+        live[snapshot.taken_at] = snapshot
+
+    record_simulated(path, seconds=90, demo=NOISY, keyframe_s=20.0, on_snapshot=keep)
     store = RecordingStore(path, readonly=True)
     cursor = ReplayCursor(store)
     times = sorted(live)
