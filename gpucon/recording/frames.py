@@ -8,8 +8,11 @@ encoded value (codec: a dataclass as the list of its fields).
 A keyframe lists each section's keys once and their rows in the same order; from then until
 the next keyframe an entity is named by its index in that list (new keys are appended), so a
 delta does not repeat a 512-GPU fleet's names each second. A delta gives, per section, the
-changed fields of changed rows (``u``: ``[index, field, value, field, value, ...]``), new rows
-(``n``: ``[key, row]``), removed indexes (``d``), and the single values that changed (``s``).
+changed fields of changed rows (``u``: ``[index, field, value, field, value, ...]``), changed
+plain values (``v``: ``[index, value, index, value, ...]``: history samples, SLOs), new rows
+(``n``: ``[key, row]``), removed indexes (``d``), the single values that changed (``s``), and
+the changed items of a single list of unchanged length (``p``: the alerts, when only a figure
+in a message moved).
 
 ``FrameWriter`` turns snapshots into frames (the recorder's thread); ``FrameState`` applies
 frames and gives the snapshot back (replay, ``snapshot --from``, restoring history). Pure.
@@ -135,12 +138,14 @@ class FrameWriter:
         """What changed since the last frame (call ``keyframe`` first)."""
         frame: dict[str, Any] = {}
         updates: dict[str, list[Any]] = {}
+        scalars: dict[str, list[Any]] = {}
         added: dict[str, list[Any]] = {}
         removed: dict[str, list[int]] = {}
         for name, mapping in self._rows(snapshot).items():
             section = self._state[name]
             before = self._objects[name]
             changed: list[Any] = []
+            values: list[Any] = []
             new: list[Any] = []
             enc = self._sections[name][0]
             index = section.index
@@ -170,8 +175,10 @@ class FrameWriter:
                         if a != b:
                             entry += (f, a)
                     changed.append(entry)
-                else:
+                elif isinstance(row, list):
                     changed.append([i, -1, row])
+                else:  # a plain value (a history sample, an SLO): index and value
+                    values += (i, row)
             gone = (
                 [
                     index[k]
@@ -186,18 +193,34 @@ class FrameWriter:
             self._objects[name] = dict(mapping)
             if changed:
                 updates[name] = changed
+            if values:
+                scalars[name] = values
             if new:
                 added[name] = new
             if gone:
                 removed[name] = gone
-        singles = {}
+        singles: dict[str, Any] = {}
+        parts: dict[str, list[Any]] = {}
         for n in self._singles:
             value = self._single(n, snapshot)
-            if value != self._single_values.get(n, _MISSING):
-                singles[n] = value
-                self._single_values[n] = value
+            before_value = self._single_values.get(n, _MISSING)
+            if value == before_value:
+                continue
+            self._single_values[n] = value
+            same_length = isinstance(before_value, list) and len(before_value) == len(value)
+            if isinstance(value, list) and same_length:
+                # a list of the same length (the alerts, when a message's figure moved): only
+                # the items that changed
+                pairs = enumerate(zip(value, before_value, strict=True))
+                parts[n] = [[j, v] for j, (v, b) in pairs if v != b]
+                continue
+            singles[n] = value
         if updates:
             frame["u"] = updates
+        if scalars:
+            frame["v"] = scalars
+        if parts:
+            frame["p"] = parts
         if added:
             frame["n"] = added
         if removed:
@@ -258,11 +281,20 @@ class FrameState:
                 for j in range(1, len(entry), 2):
                     row[entry[j]] = entry[j + 1]
                 rows[i] = row
+        for name, flat in frame.get("v", {}).items():
+            rows = self._section(name).rows
+            for j in range(0, len(flat), 2):
+                rows[flat[j]] = flat[j + 1]
         for name, gone in frame.get("d", {}).items():
             rows = self._section(name).rows
             for i in gone:
                 rows[i] = None
         self._single_values.update(frame.get("s", {}))
+        for name, items in frame.get("p", {}).items():
+            value = list(self._single_values[name])
+            for j, item in items:
+                value[j] = item
+            self._single_values[name] = value
         self.t = t
 
     def _section(self, name: str) -> _Section:

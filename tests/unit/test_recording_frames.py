@@ -88,7 +88,10 @@ def test_a_delta_holds_only_what_changed() -> None:
     field = Gpu.__dataclass_fields__["temperature_c"]
     index = list(Gpu.__dataclass_fields__).index(field.name)
     assert delta["u"]["gpus"] == [[list(snap.gpus).index(gpu.uuid), index, 91.0]]
-    assert set(delta) == {"u"}
+    # and the history sample it gives (a plain value: index and value)
+    (sample,) = [k for k in snapshot_samples(snap) if k == f"gpu:{gpu.uuid}:temp"]
+    assert delta["v"]["samples"] == [list(snapshot_samples(snap)).index(sample), 91.0]
+    assert set(delta) == {"u", "v"}
 
 
 def test_entities_that_come_and_go_between_keyframes() -> None:
