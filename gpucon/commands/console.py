@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
+    from gpucon.app import GpuconApp
     from gpucon.config import GpuconConfig
     from gpucon.recording.recorder import Recorder
     from gpucon.session import Session
@@ -145,6 +146,18 @@ def _open(
     return session, recorder
 
 
+def _watch_recorder(app: GpuconApp, recorder: Recorder) -> None:
+    """Say once, on screen, if the recording stops (a full disk, the file removed)."""
+    told: list[str] = []
+
+    def check() -> None:
+        if recorder.error and not told:
+            told.append(recorder.error)
+            app.notify(recorder.error, title="gpucon --record", severity="error", markup=False)
+
+    app.set_interval(2.0, check)
+
+
 def run(args: argparse.Namespace) -> int:
     """The console, with Python's cyclic garbage collector off until its first frame.
 
@@ -207,6 +220,8 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
         app.startup_problems.extend(credential_warnings(config))
     if after_first_frame is not None:
         app.after_first_frame.append(after_first_frame)
+    if recorder is not None:
+        app.after_first_frame.append(lambda: _watch_recorder(app, recorder))
     from gpucon.actions import stop
     from gpucon.commands.hangup import HANGUP_EXIT, TerminalWatch
 

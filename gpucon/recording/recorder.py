@@ -77,7 +77,12 @@ class Recorder:
         """Queue one snapshot (the hub's thread calls this each tick; it never blocks unless
         the recorder was made to)."""
         if self.block:
-            self._queue.put(snapshot)
+            while self._thread.is_alive():  # a writer that died (a full disk) takes no more
+                try:
+                    self._queue.put(snapshot, timeout=0.5)
+                    return
+                except queue.Full:
+                    continue
             return
         while True:
             try:

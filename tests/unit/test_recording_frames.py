@@ -123,7 +123,8 @@ def test_a_file_written_with_other_fields_still_reads() -> None:
 
 
 def test_floats_keep_what_can_be_told_apart() -> None:
-    assert round_float(43.273129981) == 43.2731
-    assert round_float(1_790_000_000.123456) == 1_790_000_000.123
-    assert round_float(0.000123456789) == 0.000123457
+    assert round_float(43.273129981) == 43.27313
+    assert round_float(1_790_000_000.123456789) == 1_790_000_000.12346
+    assert round_float(0.000123456789) == 0.00012
     assert round_float(float("nan")) is None
+    assert round_float(float("inf")) is None
