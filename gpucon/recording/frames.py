@@ -98,7 +98,9 @@ class FrameWriter:
         self._single_values: dict[str, Any] = {}
         # the objects encoded last time, by section and key: an entity the hub passed on
         # unchanged (the same object) is not encoded again
-        self._objects: dict[str, dict[str, Any]] = {}
+        self._objects: dict[str, Mapping[str, Any]] = {}
+        # the samples as of the last frame (the writer's own dict: updated in place)
+        self._samples: dict[str, Any] = {}
         # the snapshot framed last: what changed since is sampled again
         self._previous: Snapshot | None = None
 
@@ -153,7 +155,7 @@ class FrameWriter:
         )
         samples = history_samples(fleet, snapshot.staleness)
         # a co-tenant sample is taken only while there are co-tenants: gone when not taken
-        before_samples = self._objects[SAMPLES]
+        before_samples = self._samples
         gone = [
             key
             for sid in changed["slots"]
@@ -169,7 +171,10 @@ class FrameWriter:
             keys = list(mapping)
             rows = [self._encode(name, k, mapping[k]) for k in keys]
             self._state[name] = _Section(keys, rows)
-            self._objects[name] = dict(mapping) if name == SAMPLES else mapping
+            self._objects[name] = mapping
+            if name == SAMPLES:
+                self._samples = dict(mapping)
+                self._objects[name] = self._samples
             sections[name] = [keys, rows]
         singles = {n: self._single(n, snapshot) for n in self._singles}
         self._single_values = singles
@@ -237,9 +242,9 @@ class FrameWriter:
                     values += (i, row)
             if name == SAMPLES and partial is not None:
                 gone = [index[k] for k in partial[1]]
-                before.update(mapping)
+                self._samples.update(mapping)
                 for k in partial[1]:
-                    del before[k]
+                    del self._samples[k]
             else:
                 gone = (
                     [
@@ -250,7 +255,11 @@ class FrameWriter:
                     if len(before) > len(mapping) or before.keys() != mapping.keys()
                     else []
                 )
-                self._objects[name] = mapping  # a snapshot's mappings are never changed
+                # a snapshot's mappings are never changed: kept, not copied
+                self._objects[name] = mapping
+                if name == SAMPLES:
+                    self._samples = dict(mapping)
+                    self._objects[name] = self._samples
             for i in gone:
                 section.rows[i] = None
             if changed:
