@@ -73,6 +73,7 @@ class ReplayFeed:
         first = start_at if start_at is not None else (span[0] if span else None)
         if first is not None:
             self._show(self._timed_seek(first))
+            self._show(self._cursor.fill_history())
 
     # -- the SnapshotFeed protocol ---------------------------------------------------------
 
@@ -153,6 +154,13 @@ class ReplayFeed:
         if self._on_snapshot is not None:
             self._on_snapshot(snapshot)
 
+    def _seek(self, t: float) -> None:
+        """Show the snapshot at ``t`` at once; then its full history, unless another
+        request is already waiting (a key held down seeks on without filling each)."""
+        self._show(self._timed_seek(t))
+        if self._requests.empty():
+            self._show(self._cursor.fill_history())
+
     def _handle(self, kind: str, value: float) -> None:
         position = self._position
         if kind == "pause":
@@ -160,13 +168,13 @@ class ReplayFeed:
         elif kind == "speed":
             self._speed = value if value > 0 else 1.0
         elif kind == "seek":
-            self._show(self._timed_seek(value))
+            self._seek(value)
         elif kind == "seek_by" and position is not None:
-            self._show(self._timed_seek(position + value))
+            self._seek(position + value)
         elif kind == "alert":
             target = self.alert_start(position, int(value))
             if target is not None:
-                self._show(self._timed_seek(target))
+                self._seek(target)
         elif kind == "step" and position is not None:
             self._paused = True
             if value > 0:
@@ -176,7 +184,7 @@ class ReplayFeed:
             else:
                 t = self._cursor.previous_time(position)
                 if t is not None:
-                    self._show(self._timed_seek(t))
+                    self._seek(t)
         # the snapshot shown again, so the banner follows pause and speed at once
         if kind in ("pause", "speed") and self._latest is not None and self._on_snapshot:
             self._on_snapshot(self._latest)

@@ -86,7 +86,9 @@ def test_kill_9_loses_at_most_the_last_second(tmp_path: Path) -> None:
         # the demo ticks once a second: the newest frame is within a second (and the
         # encoding of one frame) of the kill
         assert killed_at - span[1] <= 1.5, killed_at - span[1]
-        snapshot = ReplayCursor(store).seek(span[1])
+        cursor = ReplayCursor(store)
+        assert cursor.seek(span[1]) is not None
+        snapshot = cursor.fill_history()
         assert snapshot is not None and snapshot.taken_at == span[1]
         assert len(snapshot.slots) == 9
         assert len(snapshot.history.times) == len(store.times(span[0], span[1]))
