@@ -28,12 +28,32 @@ from gpucon.themes import CSS_PATH, THEMES, VARIABLE_DEFAULTS, resolve_theme
 from gpucon.widgets.slot_rows import COLUMNS
 
 if TYPE_CHECKING:  # not imported for the first frame: the write side is built a second later
+    from pathlib import Path
+
     from gpucon.config import GpuconConfig
     from gpucon.controls.base import Controls
+    from gpucon.recording.replay import Timeline
 
 ACTIONS = ("drain", "undrain", "rebalance", "probe", "audit")
 # what a read-only console may still open: the audit screen only reads
 READ_ONLY_ACTIONS = ("audit",)
+
+
+class ReplayControls(Protocol):
+    """What the replay keys need of a replay feed (gpucon.recording.replay.ReplayFeed)."""
+
+    @property
+    def timeline(self) -> Timeline: ...
+
+    def toggle_pause(self) -> None: ...
+
+    def step(self, frames: int = 1) -> None: ...
+
+    def seek_by(self, seconds: float) -> None: ...
+
+    def next_alert(self, step: int = 1) -> None: ...
+
+    def set_speed(self, speed: float) -> None: ...
 
 
 class SnapshotFeed(Protocol):
@@ -69,6 +89,21 @@ class GpuconApp(App[int]):
             priority=True,
             id="command_palette",
         ),
+        # the replay's timeline (``gpucon replay``); absent in any other console (check_action)
+        Binding("space", "replay_pause", "Play/pause", id="replay_pause"),
+        Binding("full_stop", "replay_step(1)", "Step", show=False, id="replay_step"),
+        Binding("comma", "replay_step(-1)", "Step back", show=False, id="replay_step_back"),
+        Binding("right_square_bracket", "replay_seek(10)", "+10s", id="replay_forward"),
+        Binding("left_square_bracket", "replay_seek(-10)", "-10s", id="replay_back"),
+        Binding(
+            "right_curly_bracket", "replay_seek(60)", "+1min", show=False, id="replay_forward_min"
+        ),
+        Binding(
+            "left_curly_bracket", "replay_seek(-60)", "-1min", show=False, id="replay_back_min"
+        ),
+        Binding("n", "replay_alert(1)", "Next alert", id="replay_next_alert"),
+        Binding("N", "replay_alert(-1)", "Prev alert", show=False, id="replay_prev_alert"),
+        Binding("x", "replay_speed", "Speed", id="replay_speed"),
     ]
 
     def __init__(
@@ -88,9 +123,15 @@ class GpuconApp(App[int]):
         default_slo_ms: float = 2500.0,
         page_s: float = 10.0,
         config: GpuconConfig | None = None,
+        replay: ReplayControls | None = None,
+        audit_file: Path | None = None,
     ) -> None:
         super().__init__()
         self.feed = feed
+        # ``gpucon replay``: the timeline the replay keys move (None in any other console)
+        self.replay = replay
+        # the audit records to show instead of this console's file (a replay's, copied out)
+        self.audit_file = audit_file
         # the GpuconConfig the console runs on (None in the demo): the actions flow reads its
         # probe targets and the audit stream's Redis from it
         self.config = config
@@ -226,6 +267,8 @@ class GpuconApp(App[int]):
         self._close_messages_no_wait()
 
     def on_mount(self) -> None:
+        if self.replay is not None:  # a screen pushed while paused gets its banner too
+            self.set_interval(0.5, self.show_timeline)
         unknown = sorted(set(self.keys) - known_binding_ids()) if self.keys else []
         if unknown:
             self.startup_problems.append(f"[keys]: unknown binding id {unknown[0]!r}")
@@ -263,6 +306,72 @@ class GpuconApp(App[int]):
             for screen in self.screen_stack:
                 if isinstance(screen, ShowsSnapshot) and screen.is_mounted:
                     screen.show_snapshot(snapshot)
+            if self.replay is not None:
+                self.show_timeline()
+
+    # -- replay ----------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The replay keys exist only in a replay."""
+        if action.startswith("replay_"):
+            return self.replay is not None
+        return True
+
+    def show_timeline(self) -> None:
+        """The banner on the screen that is up (mounted there on first need): recorded time."""
+        if self.replay is None:
+            return
+        from gpucon.widgets.replay_banner import ReplayBanner
+
+        screen = self.screen
+        banners = screen.query(ReplayBanner)
+        if banners:
+            banner = banners.first()
+        else:
+            banner = ReplayBanner()
+            screen.mount(banner)
+        banner.show_timeline(self.replay.timeline, self._replay_keys())
+
+    def _replay_keys(self) -> str:
+        shown = [
+            (("replay_pause",), "play/pause"),
+            (("replay_step_back", "replay_step"), "step"),
+            (("replay_back", "replay_forward"), "∓10s"),
+            (("replay_back_min", "replay_forward_min"), "∓1min"),
+            (("replay_prev_alert", "replay_next_alert"), "alert"),
+            (("replay_speed",), "speed ×1/×10/×60"),
+        ]
+        keys = {b.id: b.key for b in self.BINDINGS if isinstance(b, Binding) and b.id}
+        parts = []
+        for ids, what in shown:
+            labels = [_key_label(self.keys.get(i) or keys.get(i, "")) for i in ids]
+            parts.append(f"{' '.join(labels)} {what}")
+        return " · ".join(parts)
+
+    def action_replay_pause(self) -> None:
+        if self.replay is not None:
+            self.replay.toggle_pause()
+
+    def action_replay_step(self, frames: int) -> None:
+        if self.replay is not None:
+            self.replay.step(frames)
+
+    def action_replay_seek(self, seconds: float) -> None:
+        if self.replay is not None:
+            self.replay.seek_by(seconds)
+
+    def action_replay_alert(self, step: int) -> None:
+        if self.replay is not None:
+            self.replay.next_alert(step)
+
+    def action_replay_speed(self) -> None:
+        if self.replay is None:
+            return
+        from gpucon.recording.replay import SPEEDS
+
+        speed = self.replay.timeline.speed
+        later = [s for s in SPEEDS if s > speed]
+        self.replay.set_speed(later[0] if later else SPEEDS[0])
 
     # -- navigation and actions ------------------------------------------------------------
 
@@ -317,6 +426,9 @@ class GpuconApp(App[int]):
         from gpucon.screens.actions_flow import audit_path, audit_stream
         from gpucon.screens.audit import AuditScreen
 
+        if self.audit_file is not None:
+            self.push_screen(AuditScreen(self.audit_file, stream=None))
+            return
         controls = self.controls
         self.push_screen(
             AuditScreen(
@@ -355,6 +467,21 @@ class GpuconApp(App[int]):
                     f"{name} the selected slot's backend",
                     lambda name=name: fleet.action_act(name),
                 )
+
+
+_KEY_LABELS = {
+    "space": "space",
+    "full_stop": ".",
+    "comma": ",",
+    "right_square_bracket": "]",
+    "left_square_bracket": "[",
+    "right_curly_bracket": "}",
+    "left_curly_bracket": "{",
+}
+
+
+def _key_label(key: str) -> str:
+    return "/".join(_KEY_LABELS.get(k.strip(), k.strip()) for k in key.split(","))
 
 
 def known_binding_ids() -> set[str]:

@@ -19,14 +19,14 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts, track_mig_pending
 from gpucon.model.fleet import Health, SourceStatus
-from gpucon.model.history import DEFAULT_CAPACITY, History
+from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
 from gpucon.model.history_samples import history_samples, stale_series
 from gpucon.model.liveness import LivenessPolicy, withhold_dead_targets
 from gpucon.model.liveness_book import LivenessBook
@@ -112,6 +112,8 @@ class Hub:
         self._pool: ThreadPoolExecutor | None = None
         self._started_at = clock()
         self._liveness = LivenessBook(liveness_policy)
+        # called with every snapshot tick() makes (the recorder): they must not block
+        self._subscribers: list[SnapshotCallback] = []
 
     @property
     def sources(self) -> tuple[Source, ...]:
@@ -120,6 +122,17 @@ class Hub:
     @property
     def latest(self) -> Snapshot | None:
         return self._snapshot
+
+    def subscribe(self, callback: SnapshotCallback) -> None:
+        """Hand ``callback`` every snapshot from now on, from the thread that ticks (the hub's):
+        it must only pass the snapshot on (the recorder queues it for its own thread)."""
+        self._subscribers.append(callback)
+
+    def restore_history(self, ticks: Iterable[tuple[float, Mapping[str, Sample]]]) -> None:
+        """Append recorded ticks (time, samples) to the history before the first live tick,
+        oldest first (a console restarted on its own recording starts with its plots filled)."""
+        for t, samples in ticks:
+            self._history = self._history.append(t, samples)
 
     # -- readings ---------------------------------------------------------------------------
 
@@ -276,6 +289,8 @@ class Hub:
             liveness=liveness,
         )
         self._snapshot = snapshot
+        for callback in self._subscribers:
+            callback(snapshot)
         return snapshot
 
     # -- background running ----------------------------------------------------------------

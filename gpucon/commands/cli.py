@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("gpucon.commands.console", "the console on the built-in simulated fleet"),
     "serve": ("gpucon.commands.serve", "the NOC wall in a browser, read-only (textual-serve)"),
     "snapshot": ("gpucon.commands.snapshot", "print one snapshot of the fleet (--json)"),
+    "record": ("gpucon.commands.record", "record the fleet to a file, without a terminal"),
+    "replay": ("gpucon.commands.replay", "replay a recording in the console (read-only)"),
     "config": ("gpucon.commands.config_check", "check the config and print what would be used"),
     "drain": ("gpucon.commands.actions", "drain a backend (stop sending it new work)"),
     "undrain": ("gpucon.commands.actions", "return a drained backend to service"),
@@ -47,6 +49,14 @@ def command_module(module_name: str) -> ModuleType:
         from gpucon.commands import snapshot
 
         return snapshot
+    if module_name == "gpucon.commands.record":
+        from gpucon.commands import record
+
+        return record
+    if module_name == "gpucon.commands.replay":
+        from gpucon.commands import replay
+
+        return replay
     if module_name == "gpucon.commands.config_check":
         from gpucon.commands import config_check
 
@@ -68,10 +78,10 @@ def command_module(module_name: str) -> ModuleType:
 # only the console has a screen to theme or hang on a wall)
 CONFIG_COMMANDS = frozenset(
     {"live", "demo", "serve", "snapshot", "config", "drain", "undrain", "rebalance", "probe"}
-    | {"audit"}
+    | {"audit", "record", "replay"}
 )
 READ_ONLY_COMMANDS = frozenset({"live", "demo", "config", "drain", "undrain", "rebalance", "probe"})
-SCREEN_COMMANDS = frozenset({"live", "demo"})
+SCREEN_COMMANDS = frozenset({"live", "demo", "replay"})
 
 
 def add_common_arguments(
@@ -119,7 +129,7 @@ def add_common_arguments(
 # are here too: ``gpucon --noc --page-seconds 3`` is the live console's)
 _VALUED_OPTIONS = frozenset(
     {"--config", "--fleet", "--theme", "--refresh", "--page-seconds", "--seed", "--scenario"}
-    | {"--size"}
+    | {"--size", "--record", "--from", "--at", "--speed"}
 )
 
 

@@ -13,7 +13,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
+    from gpucon.app import GpuconApp
     from gpucon.config import GpuconConfig
+    from gpucon.recording.recorder import Recorder
     from gpucon.session import Session
 
 
@@ -31,6 +33,13 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
         metavar="S",
         default=10.0,
         help="--noc: seconds each page (table pages, then alerts) stays up (default 10)",
+    )
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        default=None,
+        help="record every snapshot to FILE (gpucon replay FILE); on an existing recording "
+        "of this fleet, the plots start filled from it",
     )
     if command_name == "demo":
         parser.add_argument("--seed", type=int, default=7, help="simulator seed (default 7)")
@@ -102,8 +111,11 @@ def _load_config(args: argparse.Namespace) -> GpuconConfig:
         _fail(f"gpucon: {exc}")
 
 
-def _open(args: argparse.Namespace, config: GpuconConfig, refresh_s: float) -> Session:
-    """The session the console runs on; a usage error when it cannot be opened."""
+def _open(
+    args: argparse.Namespace, config: GpuconConfig, refresh_s: float
+) -> tuple[Session, Recorder | None]:
+    """The session the console runs on and its recorder (``--record``); a usage error when
+    either cannot be opened."""
     from gpucon.errors import Refused
     from gpucon.session import DemoOptions, open_session
 
@@ -115,11 +127,35 @@ def _open(args: argparse.Namespace, config: GpuconConfig, refresh_s: float) -> S
         _fail(f"gpucon demo: {exc}")
     except Refused as exc:
         _fail(f"gpucon: {exc}")
+    recorder = None
+    if args.record:
+        from pathlib import Path
+
+        from gpucon.recording.store import RecordingError
+        from gpucon.session.record import start_recording
+
+        try:  # before the demo's first tick: restored history comes before it
+            recorder = start_recording(session, Path(args.record), demo=demo)
+        except (RecordingError, OSError) as exc:
+            session.close()
+            _fail(f"gpucon: --record: {exc}")
     if demo is not None:
         # the simulator answers in well under a millisecond: the first frame can show data
         session.hub.poll_once()
         session.hub.tick()
-    return session
+    return session, recorder
+
+
+def _watch_recorder(app: GpuconApp, recorder: Recorder) -> None:
+    """Say once, on screen, if the recording stops (a full disk, the file removed)."""
+    told: list[str] = []
+
+    def check() -> None:
+        if recorder.error and not told:
+            told.append(recorder.error)
+            app.notify(recorder.error, title="gpucon --record", severity="error", markup=False)
+
+    app.set_interval(2.0, check)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -147,7 +183,7 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
 
     for collision in key_collisions(config.ui.keys)[:1]:
         _fail(f"gpucon: {collision}")
-    session = _open(args, config, refresh_s)
+    session, recorder = _open(args, config, refresh_s)
 
     from gpucon.app import GpuconApp
 
@@ -184,6 +220,8 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
         app.startup_problems.extend(credential_warnings(config))
     if after_first_frame is not None:
         app.after_first_frame.append(after_first_frame)
+    if recorder is not None:
+        app.after_first_frame.append(lambda: _watch_recorder(app, recorder))
     from gpucon.actions import stop
     from gpucon.commands.hangup import HANGUP_EXIT, TerminalWatch
 
@@ -203,4 +241,6 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
     finally:
         watch.close()
         session.close()
+        if recorder is not None:
+            recorder.close()
     return app.return_code or 0

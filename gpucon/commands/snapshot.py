@@ -40,6 +40,20 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
         help="simulated incident; the snapshot is taken 40 s in, 30 s after it starts",
     )
     parser.add_argument("--size", type=int, metavar="N", default=None, help="simulate N GPUs")
+    parser.add_argument(
+        "--from",
+        dest="from_file",
+        metavar="FILE",
+        default=None,
+        help="the fleet as a recording holds it (gpucon record, --record), at --at",
+    )
+    parser.add_argument(
+        "--at",
+        metavar="TIME",
+        default=None,
+        help="with --from: epoch seconds, +SECONDS from the start, HH:MM[:SS] or a date-time "
+        "(default: the recording's end)",
+    )
 
 
 def jsonable(value: Any) -> Any:
@@ -264,7 +278,7 @@ def _gpu_and_node_lines(snapshot: Snapshot) -> list[str]:
     return lines
 
 
-def _load_config(args: argparse.Namespace) -> GpuconConfig:
+def load_snapshot_config(args: argparse.Namespace) -> GpuconConfig:
     """The config; the demo needs none (its defaults, with GPUCON_* variables applied)."""
     import os
     from pathlib import Path
@@ -300,14 +314,65 @@ def _advance_to_incident(session: Session, scenario: str) -> None:
     )
 
 
+def _recorded(args: argparse.Namespace) -> int:
+    """``--from FILE --at TIME``: the recorded snapshot at (or just before) TIME."""
+    from pathlib import Path
+
+    from gpucon.recording.cursor import ReplayCursor
+    from gpucon.recording.store import RecordingError, RecordingStore
+    from gpucon.recording.times import TimeError, parse_time
+    from gpucon.redact import redact, redact_tree
+
+    try:
+        store = RecordingStore(Path(args.from_file), readonly=True)
+    except RecordingError as exc:
+        print(f"gpucon snapshot: {exc}", file=sys.stderr)
+        return 2
+    try:
+        span = store.span()
+        if span is None:
+            print(
+                f"gpucon snapshot: {args.from_file}: the recording holds no frame", file=sys.stderr
+            )
+            return 2
+        try:
+            at = span[1] if args.at is None else parse_time(args.at, span)
+        except TimeError as exc:
+            print(f"gpucon snapshot: --at: {exc}", file=sys.stderr)
+            return 2
+        if not span[0] - 1.0 <= at <= span[1] + 1.0:
+            print(
+                f"gpucon snapshot: --at: {at:.1f} is outside the recording "
+                f"({span[0]:.1f} to {span[1]:.1f})",
+                file=sys.stderr,
+            )
+            return 2
+        snapshot = ReplayCursor(store).seek(at)
+        fleet = store.meta().get("fleet", "")
+    finally:
+        store.close()
+    assert snapshot is not None
+    if args.json:
+        json.dump(redact_tree(snapshot_document(snapshot, fleet)), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(redact("\n".join(snapshot_text(snapshot, fleet))))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.from_file is not None:
+        return _recorded(args)
+    if args.at is not None:
+        print("gpucon snapshot: --at needs --from FILE", file=sys.stderr)
+        return 2
     from gpucon.config import ConfigError
     from gpucon.errors import Refused
     from gpucon.redact import redact, redact_tree
     from gpucon.session import DemoOptions, open_session
 
     try:
-        config = _load_config(args)
+        config = load_snapshot_config(args)
     except ConfigError as exc:
         print(f"gpucon: {exc}", file=sys.stderr)
         return 2

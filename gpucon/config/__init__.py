@@ -176,6 +176,18 @@ class UiConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordConfig:
+    """Recordings (``[record]``): ``gpucon live --record``, ``gpucon record``."""
+
+    # a keyframe (the whole fleet) this often; deltas in between. Seeking decodes one
+    # keyframe and at most this many seconds of deltas
+    keyframe_s: float = 60.0
+    # the file is kept under this size and drops frames older than this, oldest first
+    max_mib: float = 1024.0
+    max_age_h: float = 168.0
+
+
+@dataclass(frozen=True, slots=True)
 class GpuconConfig:
     """The effective config: fleets, alerts, SLOs, UI, audit, and where each value came from."""
 
@@ -185,6 +197,7 @@ class GpuconConfig:
     alerts: AlertThresholds = field(default_factory=AlertThresholds)
     slo_p95_ms: dict[str, float] = field(default_factory=dict)  # model -> p95 SLO in ms
     ui: UiConfig = field(default_factory=UiConfig)
+    record: RecordConfig = field(default_factory=RecordConfig)
     audit_path: Path | None = None  # None: $XDG_STATE_HOME/gpucon/audit.jsonl
     operator: str | None = None  # None: user@host
     read_only: bool = False

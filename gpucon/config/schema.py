@@ -27,6 +27,7 @@ from gpucon.config import (
     ProbeTarget,
     PrometheusConfig,
     ReadinessConfig,
+    RecordConfig,
     RedisConfig,
     UiConfig,
 )
@@ -69,6 +70,13 @@ def number_range(name: str) -> tuple[float, float, bool]:
     return 0.0, MAX_PLAIN, False
 
 
+# [record] field -> (minimum, maximum, what it is)
+RECORD_LIMITS: dict[str, tuple[float, float, str]] = {
+    "keyframe_s": (1.0, 3600.0, "seconds between keyframes,"),
+    "max_mib": (1.0, MAX_MIB, "a size cap in MiB,"),
+    "max_age_h": (1.0 / 60.0, 87_600.0, "an age cap in hours,"),
+}
+
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 URL_SCHEMES: dict[type, tuple[str, ...]] = {
@@ -85,7 +93,7 @@ SOURCE_TABLES: dict[str, type] = {
     "readiness": ReadinessConfig,
 }
 TOP_LEVEL_KEYS = ("fleet", "operator", "audit_path", "read_only")
-TOP_LEVEL_TABLES = ("ui", "keys", "slo", "alerts", "fleets")
+TOP_LEVEL_TABLES = ("ui", "keys", "slo", "alerts", "fleets", "record")
 
 
 def _type_name(value: object) -> str:
@@ -269,6 +277,8 @@ class Checker:
             if not PROMQL_DURATION_RE.match(text):
                 self.fail(key, "a PromQL duration such as 30s, 1m or 1h30m", value)
             return text
+        if cls is RecordConfig:
+            return self.record_limit(name, value, key)
         if hint is float:
             return self.number(value, key, field=name)
         if hint is int:
@@ -284,6 +294,18 @@ class Checker:
         if hint == dict[str, str]:
             return self.string_map(value, key)
         raise TypeError(f"config field {cls.__name__}.{name}: no check for {hint!r}")
+
+    def record_limit(self, name: str, value: object, key: str) -> float:
+        """``[record]``: a keyframe from every second to every hour; a size cap from 1 MiB to
+        16 TiB; an age cap from a minute to ten years."""
+        low, high, what = RECORD_LIMITS[name]
+        allowed = f"{what} {range_text(low, high, above=False)}"
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.fail(key, allowed, value)
+        number = float(value)
+        if not math.isfinite(number) or not low <= number <= high:
+            self.fail(key, allowed, value)
+        return number
 
     def queries(self, value: object, key: str) -> dict[str, str]:
         from gpucon.sources.promql import DEFAULT_QUERIES
@@ -380,6 +402,7 @@ def parse_document(document: Mapping[str, Any], path: Path | None) -> GpuconConf
     for model in slo:
         check.origins[f"slo.{model}"] = "file"
     alerts = check.build(AlertThresholds, document.get("alerts", {}), "alerts")
+    record = check.build(RecordConfig, document.get("record", {}), "record")
     audit_path = None
     if "audit_path" in document:
         audit_path = Path(check.string(document["audit_path"], "audit_path")).expanduser()
@@ -399,6 +422,7 @@ def parse_document(document: Mapping[str, Any], path: Path | None) -> GpuconConf
         alerts=alerts,
         slo_p95_ms=slo,
         ui=ui,
+        record=record,
         audit_path=audit_path,
         operator=operator,
         read_only=read_only,

@@ -1,0 +1,218 @@
+"""Model values as compact JSON values and back, driven by the dataclasses' own type hints.
+
+A dataclass becomes a list of its field values in declaration order (the recording's schema
+names the fields, so a file written before a field was added or after one was removed still
+reads: a missing field takes its default, an unknown one is ignored). Enums become their
+values, tuples and frozensets lists, mappings objects. Floats keep five decimals
+(``DECIMALS``; 10 µs for epoch times): more than a person or an alert rule can tell apart, and
+far shorter than ``repr`` of a computed value. Nothing here reads or writes a file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import operator
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+Encoder = Callable[[Any], Any]
+Decoder = Callable[[Any], Any]
+
+
+# decimals a float keeps: 10 µs for epoch times, 0.00001 % or MiB for the rest
+DECIMALS = 5
+
+
+def round_float(x: float) -> float | None:
+    """``x`` as it is stored: ``DECIMALS`` decimals; None for NaN and infinities (JSON
+    has neither)."""
+    if not math.isfinite(x):
+        return None
+    return round(x, DECIMALS)
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _enc_float(value: Any) -> Any:
+    if value.__class__ is float:
+        return round(value, DECIMALS) if value == value and abs(value) != math.inf else None
+    return value
+
+
+class ClassCodec:
+    """Encodes one dataclass as a list of its fields' values, and decodes such a list."""
+
+    def __init__(self, cls: type, registry: CodecRegistry) -> None:
+        self.cls = cls
+        self.name = f"{cls.__module__}.{cls.__qualname__}"
+        hints = typing.get_type_hints(cls)
+        fields = [f for f in dataclasses.fields(cls) if f.init]
+        self.fields: tuple[str, ...] = tuple(f.name for f in fields)
+        self._encoders = [registry.encoder(hints[f.name]) for f in fields]
+        self._decoders = [registry.decoder(hints[f.name]) for f in fields]
+        self._plain_enc = all(e is _identity for e in self._encoders)
+        # one C call reads every field; then only floats are rounded and nested values
+        # encoded (a 512-GPU tick encodes a thousand changed entities)
+        self._get = operator.attrgetter(*self.fields) if len(self.fields) > 1 else None
+        self._floats = [i for i, e in enumerate(self._encoders) if e is _enc_float]
+        self._others = [
+            (i, e)
+            for i, e in enumerate(self._encoders)
+            if e is not _identity and e is not _enc_float
+        ]
+        # decoding by an older file's field names: (index in the file, decoder) per field
+        self._layouts: dict[tuple[str, ...], list[tuple[str, int, Decoder]]] = {}
+
+    def encode(self, obj: Any) -> list[Any]:
+        if self._get is None:
+            values = [getattr(obj, name) for name in self.fields]
+        else:
+            values = list(self._get(obj))
+        if self._plain_enc:
+            return values
+        for i in self._floats:
+            v = values[i]
+            if v.__class__ is float:
+                values[i] = round(v, DECIMALS) if v == v and abs(v) != math.inf else None
+        for i, enc in self._others:
+            v = values[i]
+            if v is not None:
+                values[i] = enc(v)
+        return values
+
+    def decode(self, values: Sequence[Any], names: tuple[str, ...] | None = None) -> Any:
+        """The instance ``values`` encode; ``names``: the file's field order, when it differs."""
+        if names is None or names == self.fields:
+            args = [
+                v if v is None else dec(v) for dec, v in zip(self._decoders, values, strict=False)
+            ]
+            return self.cls(*args)
+        layout = self._layouts.get(names)
+        if layout is None:
+            where = {n: i for i, n in enumerate(names)}
+            layout = [
+                (name, where[name], dec)
+                for name, dec in zip(self.fields, self._decoders, strict=True)
+                if name in where
+            ]
+            self._layouts[names] = layout
+        kwargs = {
+            name: (None if values[i] is None else dec(values[i]))
+            for name, i, dec in layout
+            if i < len(values)
+        }
+        return self.cls(**kwargs)
+
+
+class CodecRegistry:
+    """Class codecs by dataclass, built on first use; every class it met, for the schema."""
+
+    def __init__(self) -> None:
+        self.classes: dict[type, ClassCodec] = {}
+        # file schema: class name -> field names (the schema of the classes met so far)
+        self.by_name: dict[str, ClassCodec] = {}
+
+    def codec(self, cls: type) -> ClassCodec:
+        found = self.classes.get(cls)
+        if found is None:
+            found = ClassCodec(cls, self)
+            self.classes[cls] = found
+            self.by_name[found.name] = found
+        return found
+
+    def schema(self) -> dict[str, list[str]]:
+        return {c.name: list(c.fields) for c in self.classes.values()}
+
+    # -- by type hint ------------------------------------------------------------------------
+
+    def encoder(self, hint: Any) -> Encoder:
+        inner = _optional_inner(hint)
+        if inner is not None:
+            return self.encoder(inner)
+        if hint is float:
+            return _enc_float
+        if hint in (int, str, bool, type(None), Any):
+            return _identity
+        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+            # a str or int enum is its value to json already (and cheaper left as it is)
+            return _identity if issubclass(hint, str | int) else _enc_enum
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            codec = self.codec(hint)
+            return codec.encode
+        origin = typing.get_origin(hint)
+        args = typing.get_args(hint)
+        if origin in (tuple, frozenset, set, list):
+            if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+                encs = [self.encoder(a) for a in args]
+                return lambda v: [None if x is None else e(x) for e, x in zip(encs, v, strict=True)]
+            enc = self.encoder(args[0]) if args else _identity
+            if origin in (frozenset, set):
+                return lambda v: sorted(None if x is None else enc(x) for x in v)
+            if enc is _identity:
+                return list
+            return lambda v: [None if x is None else enc(x) for x in v]
+        if origin in (dict, Mapping) or (origin is not None and _is_mapping(origin)):
+            enc = self.encoder(args[1]) if len(args) == 2 else _identity
+            if enc is _identity:
+                return dict
+            return lambda v: {str(k): None if x is None else enc(x) for k, x in v.items()}
+        raise TypeError(f"no recording codec for {hint!r}")
+
+    def decoder(self, hint: Any) -> Decoder:
+        inner = _optional_inner(hint)
+        if inner is not None:
+            return self.decoder(inner)
+        if hint is float:
+            return float
+        if hint in (int, str, bool, type(None), Any):
+            return _identity
+        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+            return hint
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            codec = self.codec(hint)
+            return codec.decode
+        origin = typing.get_origin(hint)
+        args = typing.get_args(hint)
+        if origin in (tuple, frozenset, set, list):
+            if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+                decs = [self.decoder(a) for a in args]
+                return lambda v: tuple(
+                    None if x is None else d(x) for d, x in zip(decs, v, strict=True)
+                )
+            dec = self.decoder(args[0]) if args else _identity
+            build: Callable[[Any], Any] = {tuple: tuple, frozenset: frozenset, set: set}.get(
+                origin, list
+            )
+            if dec is _identity:
+                return build
+            return lambda v: build(None if x is None else dec(x) for x in v)
+        if origin in (dict, Mapping) or (origin is not None and _is_mapping(origin)):
+            dec = self.decoder(args[1]) if len(args) == 2 else _identity
+            if dec is _identity:
+                return dict
+            return lambda v: {k: None if x is None else dec(x) for k, x in v.items()}
+        raise TypeError(f"no recording codec for {hint!r}")
+
+
+def _enc_enum(value: Any) -> Any:
+    return value.value
+
+
+def _is_mapping(origin: Any) -> bool:
+    return isinstance(origin, type) and issubclass(origin, Mapping)
+
+
+def _optional_inner(hint: Any) -> Any:
+    """``X`` for ``X | None`` (None otherwise)."""
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(hint)) == 2:
+            return args[0]
+    return None

@@ -1,0 +1,105 @@
+"""A position in a recording: the snapshot there, with the history the console had then.
+
+``ReplayCursor.seek(t)`` goes to the last frame at or before ``t``: it applies the keyframe
+before it and every delta from there; ``fill_history`` then appends the recorded history
+samples of the 120 ticks up to it to a fresh ``History`` (its public ``append``), so plots
+show what the live console showed. ``advance(t)`` moves forward frame by frame from where it
+is (playing). Snapshots are decoded only where asked for, never for every frame passed.
+Single-threaded: the replay feed's thread owns it.
+"""
+
+from __future__ import annotations
+
+from gpucon.model.history import DEFAULT_CAPACITY, History
+from gpucon.model.snapshot import Snapshot
+from gpucon.recording.frames import FrameState
+from gpucon.recording.store import RecordingStore
+
+
+class ReplayCursor:
+    """Reads a recording forward from any point, keeping the history as it was."""
+
+    def __init__(self, store: RecordingStore, *, capacity: int = DEFAULT_CAPACITY) -> None:
+        self.store = store
+        self.capacity = capacity
+        self.state = FrameState()
+        self.history = History(capacity=capacity)
+        # the time of the frame applied last (None: nothing yet)
+        self.t: float | None = None
+
+    def span(self) -> tuple[float, float] | None:
+        return self.store.span()
+
+    def snapshot(self) -> Snapshot | None:
+        return self.state.snapshot(self.history) if self.state.ready else None
+
+    def seek(self, target: float) -> Snapshot | None:
+        """The snapshot of the last frame at or before ``target`` (the first frame when
+        ``target`` is before the recording); None for an empty file.
+
+        Quick: it reads the keyframe before ``target`` and the deltas after it, and its
+        history holds only the ticks from there; ``fill_history`` then gives the full window
+        (at 512 GPUs, 120 ticks of ~22,000 series take seconds to append, the snapshot a
+        fraction of one)."""
+        span = self.store.span()
+        if span is None:
+            return None
+        target = min(max(target, span[0]), span[1])
+        key_t = self.store.keyframe_at_or_before(target)
+        if key_t is None:
+            return None
+        self.state = FrameState()
+        self.history = History(capacity=self.capacity)
+        self.t = None
+        self._apply_through(key_t, target, history_from=target)
+        return self.snapshot()
+
+    def fill_history(self) -> Snapshot | None:
+        """The current snapshot again, with the history of the ``capacity`` ticks up to it
+        (as the live console had it), read from the frames before."""
+        if self.t is None:
+            return None
+        window = self.store.last_times(self.t, self.capacity)
+        first = window[0] if window else self.t
+        key_t = self.store.keyframe_at_or_before(first)
+        if key_t is None:
+            return None
+        state = FrameState()
+        history = History(capacity=self.capacity)
+        for t, kind, frame in self.store.frames(key_t, self.t):
+            state.apply(t, kind, frame)
+            if state.ready and t >= first:
+                history = history.append(t, state.samples())
+        self.history = history
+        return self.snapshot()
+
+    def advance(self, target: float) -> Snapshot | None:
+        """Apply every frame after the current one up to ``target``; the snapshot there, or
+        None when no frame was due."""
+        if self.t is None:
+            return self.seek(target)
+        if not self._apply_through(self.t, target, history_from=self.t, after=self.t):
+            return None
+        return self.snapshot()
+
+    def next_time(self, after: float) -> float | None:
+        return self.store.next_time(after)
+
+    def previous_time(self, before: float) -> float | None:
+        return self.store.previous_time(before)
+
+    def _apply_through(
+        self, start: float, end: float, *, history_from: float, after: float | None = None
+    ) -> bool:
+        applied = False
+        for t, kind, frame in self.store.frames(start, end):
+            if after is not None and t <= after:
+                continue
+            self.state.apply(t, kind, frame)
+            if not self.state.ready:
+                continue
+            if t >= history_from:
+                self.history = self.history.append(t, self.state.samples())
+            self.t = t
+            applied = True
+        return applied

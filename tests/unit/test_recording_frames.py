@@ -1,0 +1,130 @@
+"""Recording frames: a snapshot written as a keyframe and deltas reads back as it was."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from gpucon.hub import Hub
+from gpucon.model.fleet import Gpu
+from gpucon.model.snapshot import Snapshot
+from gpucon.recording.codec import CodecRegistry, round_float
+from gpucon.recording.frames import DELTA, KEYFRAME, FrameState, FrameWriter, snapshot_samples
+from gpucon.recording.store import decode_frame, encode_frame
+from gpucon.sim import DEMO_RATE_WINDOW, DEMO_SLO_P95_MS
+from gpucon.sim.source import SimSource
+from tests.ui.fleet_fixture import FrozenClock
+
+
+def _live(scenario: str | None, ticks: int, size: int | None = None) -> list[Snapshot]:
+    clock = FrozenClock(1_790_000_000.0)
+    source = SimSource.for_demo(7, scenario, size, clock=clock)
+    hub = Hub(
+        [source],
+        clock=clock,
+        slo_p95_ms_by_model=DEMO_SLO_P95_MS,
+        rate_window=DEMO_RATE_WINDOW,
+    )
+    out = []
+    for _ in range(ticks):
+        hub.poll_once()
+        out.append(hub.tick())
+        clock.now += 1.0
+    return out
+
+
+def _rounded(value: object) -> object:
+    """A dataclass with its floats as the recording keeps them."""
+    if isinstance(value, float):
+        return round_float(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(
+            value,  # type: ignore[arg-type]
+            **{
+                f.name: _rounded(getattr(value, f.name))
+                for f in dataclasses.fields(value)
+                if f.init
+            },
+        )
+    if isinstance(value, tuple):
+        return tuple(_rounded(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value
+
+
+def test_every_frame_reads_back_as_the_snapshot_it_was_written_from() -> None:
+    live = _live("noisy-neighbour", 40)
+    writer = FrameWriter()
+    state = FrameState()
+    for i, snap in enumerate(live):
+        kind = KEYFRAME if i % 15 == 0 else DELTA
+        frame = writer.keyframe(snap) if kind == KEYFRAME else writer.delta(snap)
+        state.apply(snap.taken_at, kind, decode_frame(encode_frame(frame)))
+        back = state.snapshot()
+        assert back.taken_at == snap.taken_at
+        assert back.seq == snap.seq
+        for name in ("gpus", "slots", "backends", "queues", "latency", "nodes", "sources"):
+            assert dict(getattr(back, name)) == _rounded(dict(getattr(snap, name))), name
+        assert back.alerts == _rounded(snap.alerts)
+        assert dict(back.liveness) == _rounded(dict(snap.liveness))
+        assert dict(back.origins) == dict(snap.origins)
+        assert back.staleness == _rounded(snap.staleness)
+        assert back.rate_window == snap.rate_window
+        assert state.samples() == {
+            k: round_float(v) for k, v in snapshot_samples(snap).items() if v is not None
+        }
+    assert any(s.alerts for s in live)  # the scenario's incident is in there
+
+
+def test_a_delta_holds_only_what_changed() -> None:
+    snap = _live(None, 1)[0]
+    writer = FrameWriter()
+    writer.keyframe(snap)
+    assert writer.delta(snap) == {}  # nothing changed: an empty frame
+    gpu = next(iter(snap.gpus.values()))
+    hotter = dataclasses.replace(gpu, temperature_c=91.0)
+    delta = writer.delta(dataclasses.replace(snap, gpus={**snap.gpus, gpu.uuid: hotter}))
+    field = Gpu.__dataclass_fields__["temperature_c"]
+    index = list(Gpu.__dataclass_fields__).index(field.name)
+    assert delta["u"]["gpus"] == [[list(snap.gpus).index(gpu.uuid), index, 91.0]]
+    # and the history sample it gives (a plain value: index and value)
+    (sample,) = [k for k in snapshot_samples(snap) if k == f"gpu:{gpu.uuid}:temp"]
+    assert delta["v"]["samples"] == [list(snapshot_samples(snap)).index(sample), 91.0]
+    assert set(delta) == {"u", "v"}
+
+
+def test_entities_that_come_and_go_between_keyframes() -> None:
+    snap = _live(None, 1)[0]
+    writer = FrameWriter()
+    state = FrameState()
+    state.apply(1.0, KEYFRAME, writer.keyframe(snap))
+    name = next(iter(snap.backends))
+    fewer = dataclasses.replace(
+        snap, backends={k: v for k, v in snap.backends.items() if k != name}
+    )
+    state.apply(2.0, DELTA, json.loads(json.dumps(writer.delta(fewer))))
+    assert name not in state.snapshot().backends
+    state.apply(3.0, DELTA, json.loads(json.dumps(writer.delta(snap))))
+    assert state.snapshot().backends[name] == snap.backends[name]
+
+
+def test_a_file_written_with_other_fields_still_reads() -> None:
+    """A recording made before a field was added (or after one was removed) decodes by the
+    field names its schema gives: a missing field takes its default."""
+    registry = CodecRegistry()
+    codec = registry.codec(Gpu)
+    gpu = Gpu("GPU-1", "h", 0, name="H200", temperature_c=40.0, power_capped=True)
+    row = codec.encode(gpu)
+    older = tuple(n for n in codec.fields if n != "power_capped")
+    old_row = [v for n, v in zip(codec.fields, row, strict=True) if n != "power_capped"]
+    back = codec.decode([*old_row, "a field this gpucon does not know"], (*older, "gone"))
+    assert back == dataclasses.replace(gpu, power_capped=None)
+
+
+def test_floats_keep_what_can_be_told_apart() -> None:
+    assert round_float(43.273129981) == 43.27313
+    assert round_float(1_790_000_000.123456789) == 1_790_000_000.12346
+    assert round_float(0.000123456789) == 0.00012
+    assert round_float(float("nan")) is None
+    assert round_float(float("inf")) is None
