@@ -34,11 +34,35 @@ class GpuType:
     profiles: ProfileTable | None = None
 
 
+# NVML profile index -> its possible placements (start, size), as the real H200 answered
+# nvmlDeviceGetGpuInstancePossiblePlacements (tests/fixtures/mig/h200_live.json): the same
+# 8-memory-slice geometry on every MIG GPU NVIDIA publishes tables for
+PLACEMENTS: dict[int, tuple[tuple[int, int], ...]] = {
+    0: tuple((s, 1) for s in range(7)),
+    7: tuple((s, 1) for s in range(7)),
+    9: ((0, 2), (2, 2), (4, 2), (6, 2)),
+    1: ((0, 2), (2, 2), (4, 2)),
+    2: ((0, 4), (4, 4)),
+    3: ((0, 4),),
+    4: ((0, 8),),
+}
+
+
 def _table(rows: tuple[tuple[str, int, int, int, int, int, int], ...]) -> ProfileTable:
     """Rows of (name, profile index, profile id, slices, instances, SMs, MiB)."""
     return ProfileTable(
         tuple(
-            MigProfile(name, index, pid, slices, count, sms, mib, copy_engines=slices)
+            MigProfile(
+                name,
+                index,
+                pid,
+                slices,
+                count,
+                sms,
+                mib,
+                copy_engines=slices,
+                placements=PLACEMENTS.get(index, ()),
+            )
             for name, index, pid, slices, count, sms, mib in rows
         )
     )
