@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from gpucon.actions.backends import describe_state
@@ -132,10 +133,15 @@ def _apply_mig(plan: Plan, controls: Controls, run: Run) -> str:
     doomed = [g for g in have if g not in kept.values()]
     for g in doomed:
         run(f"destroy:gi{g.gi_id}", f"destroy GPU instance {g.gi_id}", _destroyer(mig, gpu, g))
-    gone = {g.gi_id for g in doomed} | {g.gi_id for g in kept.values()}
+    destroyed = {g.gi_id for g in doomed}
     for gi_id, _ci, profile in p.get("old_instances") or []:
-        if gi_id not in gone:
-            run(f"destroy:gi{gi_id}", f"GPU instance {gi_id} ({profile})", lambda: "already gone")
+        if gi_id in destroyed:
+            continue
+        now = next((g for g in kept.values() if g.gi_id == gi_id), None)
+        text = "already gone" + (
+            f" (id {gi_id} now holds a planned instance at slice {now.start})" if now else ""
+        )
+        run(f"destroy:gi{gi_id}", f"GPU instance {gi_id} ({profile})", partial(str, text))
     new_gi: dict[int, int] = {}
     for i, (name, pid, start, size) in enumerate(want):
         where = name if start is None else f"{name} at {start}"
