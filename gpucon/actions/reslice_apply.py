@@ -25,6 +25,8 @@ from gpucon.controls.base import Controls
 from gpucon.controls.mig import GpuInstance, GpuRef, MigExecutor
 from gpucon.errors import StepFailed, StepTimeout
 from gpucon.model.fleet import BackendState
+
+DRAINED = BackendState.DRAINED
 from gpucon.model.ids import mig_slot_id
 
 Run = Callable[[str, str, Callable[[], str | None]], None]
@@ -200,7 +202,9 @@ def _destroyer(mig: MigExecutor, gpu: GpuRef, g: GpuInstance) -> Callable[[], st
 def _mover(controls: Controls, name: str, slot: str, owner: str, reason: str) -> Callable[[], str]:
     def move() -> str:
         record = controls.registry.backend(name)
-        if record is not None and record.slot_id == slot:
+        # the same id may name a new instance (ids are reused): a drained backend is written
+        # again (harmless); one already serving there was moved by an earlier run
+        if record is not None and record.slot_id == slot and record.state is not DRAINED:
             return f"{name} is on {slot} already"
         controls.registry.set_slot(name, slot, owner, reason)
         return f"{name} registered on {slot}"
