@@ -25,9 +25,9 @@ from gpucon.controls.base import Controls
 from gpucon.controls.mig import GpuInstance, GpuRef, MigExecutor
 from gpucon.errors import StepFailed, StepTimeout
 from gpucon.model.fleet import BackendState
+from gpucon.model.ids import mig_slot_id
 
 DRAINED = BackendState.DRAINED
-from gpucon.model.ids import mig_slot_id
 
 Run = Callable[[str, str, Callable[[], str | None]], None]
 
