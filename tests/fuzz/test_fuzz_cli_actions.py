@@ -39,6 +39,8 @@ def demo_snapshot() -> Snapshot:
 SNAPSHOT = demo_snapshot()
 NAMES = sorted(SNAPSHOT.backends)
 NODES = sorted({b.node for b in SNAPSHOT.backends.values() if b.node} | set(SNAPSHOT.nodes))
+GPUS = sorted(f"{g.host}/gpu{g.index}" for g in SNAPSHOT.gpus.values())
+LAYOUTS = ["4g.40gb+2g.20gb+1g.10gb", "7g.80gb", "2x3g.40gb+1x1g.10gb", "3g.20gb@4+2g.10gb"]
 
 name_like = st.one_of(
     st.sampled_from(NAMES),
@@ -68,6 +70,17 @@ PARAMS: dict[str, dict[str, st.SearchStrategy[Any]]] = {
     "rebalance": {
         "weights": st.dictionaries(name_like, param_value, max_size=4) | param_value,
         "registry_version": st.integers() | param_value,
+        "reason": hostile_text,
+    },
+    "reslice": {
+        "gpu": st.sampled_from(GPUS) | hostile_text,
+        "layout": st.sampled_from(LAYOUTS) | hostile_text | param_value,
+        "config_name": hostile_text,
+        "config_text": hostile_text,
+        "executor": st.sampled_from(["nvml", "simulated", "kubernetes", "nvidia-smi", "x"]),
+        "drain": st.booleans(),
+        "timeout_s": param_value,
+        "poll_s": param_value,
         "reason": hostile_text,
     },
     "probe": {
@@ -113,6 +126,7 @@ VALID: dict[str, dict[str, st.SearchStrategy[Any]]] = {
                                    min_size=1, max_size=3)
     },
     "probe": {"target": st.sampled_from(NAMES), "simulated": st.just(True)},
+    "reslice": {"gpu": st.sampled_from(GPUS), "layout": st.sampled_from(LAYOUTS)},
 }  # fmt: skip
 
 
