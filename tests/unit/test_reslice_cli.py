@@ -55,7 +55,11 @@ def test_the_gpu_name_must_be_typed_to_confirm(
     asked: list[str] = []
 
     def typed(answer: str) -> None:
-        monkeypatch.setattr("builtins.input", lambda prompt: asked.append(prompt) or answer)
+        def reply(prompt: str) -> str:
+            asked.append(prompt)
+            return answer
+
+        monkeypatch.setattr("builtins.input", reply)
 
     typed("yes")  # a yes is not the GPU's name
     assert main(["reslice", GPU, LAYOUT, "--demo"]) == 3
