@@ -20,11 +20,13 @@ from gpucon.actions.registry_snapshot import read_registry
 from gpucon.controls.audit_log import AuditLog
 from gpucon.controls.base import Controls
 from gpucon.controls.mig import GpuRef, MigError, NvmlMig
+from gpucon.controls.mig_smi import SmiMig
 from gpucon.controls.registry import RedisRegistry
 from gpucon.lab.registration import BackendRecord, register_backends
 from gpucon.model.fleet import BackendState, ComputeProcess, Gpu, Slot, SlotKind
 from gpucon.model.snapshot import Snapshot
 from tests.helpers.mig_tables import table
+from tests.helpers.nvidia_smi_standin import NvidiaSmiStandIn
 from tests.helpers.nvml_mig_standin import NvmlMigStandIn
 
 pytestmark = pytest.mark.integration
@@ -195,3 +197,41 @@ def test_a_layout_without_placement_is_refused_before_anything(
     off = replace(snapshot, gpus={UUID: replace(snapshot.gpus[UUID], mig_enabled=False)})
     plan = plan_for(off)
     assert [p.name for p in plan.failed_preconditions] == ["mig_enabled"]
+
+
+def test_the_nvidia_smi_executor_runs_the_commands_and_converges(
+    client: redis.Redis, redis_url: str, tmp_path: Path, standin: NvmlMigStandIn
+) -> None:
+    """``nvidia-smi mig`` through its stand-in over the same NVML stand-in: the argv are the
+    documented ones, and a refused command (InUse) stops the run as an NVML call does."""
+    smi = NvidiaSmiStandIn(standin)
+    registry = RedisRegistry.from_url(redis_url)
+    controls = Controls(
+        registry, AuditLog(tmp_path / "audit.jsonl", registry.append_audit), "ann@h1",
+        mig=SmiMig(smi),
+    )  # fmt: skip
+    plan = reslice.plan_reslice(
+        snapshot_of(client, standin),
+        {"gpu": "h/gpu0", "layout": "7g.80gb", "executor": "nvidia-smi", "poll_s": 0.01},
+    )
+    standin.add_process(2, 0, 777)
+    refused = execute(reslice_apply.apply_reslice, plan, controls, lambda e: None)
+    assert refused.status is OutcomeStatus.FAILED and "pid 777" in refused.message
+    standin.processes.clear()
+    smi.argvs.clear()
+    outcome = execute(reslice_apply.apply_reslice, plan, controls, lambda e: None)
+    assert outcome.ok, outcome
+    assert standin.layout() == [("7g.80gb", 0, True)]
+    writes = [a for a in smi.argvs if any(x in a for x in ("-dci", "-dgi", "-cgi", "-cci"))]
+    assert writes == [
+        ["nvidia-smi", "mig", "-i", "0", "-gi", "1", "-ci", "0", "-dci"],
+        ["nvidia-smi", "mig", "-i", "0", "-gi", "1", "-dgi"],
+        ["nvidia-smi", "mig", "-i", "0", "-gi", "2", "-ci", "0", "-dci"],
+        ["nvidia-smi", "mig", "-i", "0", "-gi", "2", "-dgi"],
+        ["nvidia-smi", "mig", "-i", "0", "-cgi", "0:0"],
+        ["nvidia-smi", "mig", "-i", "0", "-gi", "1", "-cci"],
+    ]
+    # the second sdxl-1 / sd15-2 slot group has no instance left: it stays drained
+    left = controls.registry.backend("sd15-2")
+    assert left is not None and left.state is BackendState.DRAINED
+    assert "left drained with no instance: sd15-2" in outcome.message
