@@ -142,6 +142,9 @@ def _add_reslice_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout", type=float, default=300.0, metavar="S", help="seconds per wait (300)"
     )
+    parser.add_argument(
+        "--force", action="store_true", help="re-slice even when nothing else serves a model"
+    )
     parser.add_argument("--reason", default=None, help="why (kept in the registry and audit)")
 
 
@@ -150,6 +153,9 @@ def _reslice_params(args: argparse.Namespace) -> dict[str, Any]:
 
     params: dict[str, Any] = {"gpu": args.gpu, "timeout_s": args.timeout}
     params["drain"] = not args.no_drain
+    params["force"] = bool(args.force)
+    if args.reason is not None:
+        params["reason"] = args.reason
     if args.config_name is not None:
         if args.layout is not None:
             raise BadParams("layout", "give a LAYOUT or --config-name, not both")

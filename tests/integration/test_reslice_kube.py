@@ -53,6 +53,7 @@ def client(redis_url: str) -> Iterator[redis.Redis]:
             BackendRecord("sdxl-1", "http://127.0.0.1:1", "sdxl", f"{NODE}/gpu0/gi1", weight=2.0),
             BackendRecord("sd15-2", "http://127.0.0.1:2", "sd15", f"{NODE}/gpu1/gi1", weight=1.0),
             BackendRecord("sdxl-9", "http://127.0.0.1:9", "sdxl", "gpu-b/gpu0", weight=1.0),
+            BackendRecord("sd15-9", "http://127.0.0.1:8", "sd15", "gpu-b/gpu1", weight=1.0),
         ],
     )
     yield c

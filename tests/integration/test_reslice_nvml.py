@@ -44,6 +44,7 @@ def client(redis_url: str) -> Iterator[redis.Redis]:
             BackendRecord("sdxl-1", "http://127.0.0.1:1", "sdxl", "h/gpu0/gi1", weight=2.0),
             BackendRecord("sd15-2", "http://127.0.0.1:2", "sd15", "h/gpu0/gi2", weight=1.0),
             BackendRecord("sdxl-9", "http://127.0.0.1:9", "sdxl", "h2/gpu0", weight=1.0),
+            BackendRecord("sd15-9", "http://127.0.0.1:8", "sd15", "h2/gpu1", weight=1.0),
         ],
     )
     yield c

@@ -116,3 +116,13 @@ def test_an_unknown_gpu_or_a_bad_layout_is_refused_by_field() -> None:
         "drained:sdxl-a0-gi2",
         "drained:sd15-a0-gi3",
     }
+
+
+def test_a_model_with_no_other_backend_needs_force() -> None:
+    snapshot = DemoFleetRunner(build_sim_fleet(7)).snapshot()
+    params = {"gpu": "node-b/gpu0", "layout": "7g.40gb"}  # bert-base and resnet50 live only here
+    plan = reslice.plan_reslice(snapshot, params)
+    failed = {p.name: p.text for p in plan.failed_preconditions}
+    assert set(failed) == {"others_serving:bert-base", "others_serving:resnet50"}
+    assert "nothing would serve bert-base during the re-slice" in failed["others_serving:bert-base"]
+    assert reslice.plan_reslice(snapshot, {**params, "force": True}).ok
