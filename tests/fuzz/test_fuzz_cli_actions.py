@@ -158,6 +158,7 @@ OPTIONS: dict[str, list[str]] = {
     "drain": ["--reason", "--timeout", "--node", "--force", "--dry-run", "--json"],
     "undrain": ["--reason", "--node", "--dry-run"],
     "rebalance": ["--set", "--reason", "--dry-run"],
+    "reslice": ["--config-name", "--via", "--no-drain", "--timeout", "--force", "--dry-run"],
     "probe": ["--count", "--rate", "--duration", "--timeout", "--concurrency", "--via-queue"],
     "audit": ["--limit", "--json", "--stream", "--all"],
     "config": [],
@@ -176,6 +177,9 @@ def argvs(draw: st.DrawFn) -> list[str]:
     argv = [command]
     if command in ("drain", "undrain", "probe"):
         argv.append(draw(st.sampled_from(NAMES) | token))
+    if command == "reslice":
+        argv.append(draw(st.sampled_from(GPUS) | token))
+        argv.append(draw(st.sampled_from(LAYOUTS) | token))
     for _ in range(draw(st.integers(min_value=0, max_value=4))):
         with_option: bool = draw(st.booleans())
         if OPTIONS[command] and with_option:
@@ -210,7 +214,7 @@ def test_any_argv_exits_2_with_a_message_or_gives_values_that_work(argv: list[st
                 check_seconds(console._seconds("--page-seconds", args.page_seconds, 1.0))
         except SystemExit as exc:
             assert exc.code == 2 and "(seconds): must be" in err.getvalue(), err.getvalue()
-    elif args.command in ("drain", "undrain", "rebalance"):
+    elif args.command in ("drain", "undrain", "rebalance", "reslice"):
         try:
             params = action_verbs.params_from_args(args)
         except BadParams:
@@ -222,10 +226,11 @@ def test_any_argv_exits_2_with_a_message_or_gives_values_that_work(argv: list[st
 
 
 @settings(max_examples=25)
-@given(st.sampled_from(["drain", "undrain", "rebalance"]), st.lists(token, max_size=3))
+@given(st.sampled_from(["drain", "undrain", "rebalance", "reslice"]), st.lists(token, max_size=3))
 def test_a_demo_dry_run_from_the_command_line_never_raises(verb: str, extra: list[str]) -> None:
     """End to end through ``main``: a dry run on the demo fleet exits 0, 2 or 3."""
-    argv = [verb, *([NAMES[0]] if verb != "rebalance" else []), *extra, "--demo", "--dry-run"]
+    first = {"rebalance": [], "reslice": [GPUS[0], LAYOUTS[0]]}.get(verb, [NAMES[0]])
+    argv = [verb, *first, *extra, "--demo", "--dry-run"]
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):

@@ -236,3 +236,20 @@ def test_the_nvidia_smi_executor_runs_the_commands_and_converges(
     left = controls.registry.backend("sd15-2")
     assert left is not None and left.state is BackendState.DRAINED
     assert "left drained with no instance: sd15-2" in outcome.message
+
+
+def test_after_a_crash_a_fresh_plan_on_the_fleet_as_it_is_converges_too(
+    client: redis.Redis, redis_url: str, tmp_path: Path, standin: NvmlMigStandIn
+) -> None:
+    controls = controls_for(redis_url, tmp_path, standin)
+    standin.fail_next("nvmlGpuInstanceDestroy", pynvml.NVML_ERROR_UNKNOWN)
+    first = execute(reslice_apply.apply_reslice, plan_for(snapshot_of(client, standin)), controls,
+                    lambda e: None)  # fmt: skip
+    assert first.status is OutcomeStatus.FAILED and "destroy:gi1" in first.message
+    # planned again from what the fleet shows now: the backends are drained, registered on
+    # slot ids whose instances are half gone, and found by those ids
+    again = plan_for(snapshot_of(client, standin))
+    assert again.ok, again.failed_preconditions
+    assert set(again.blast_radius.backends) == {"sdxl-1", "sd15-2"}
+    assert execute(reslice_apply.apply_reslice, again, controls, lambda e: None).ok
+    assert standin.layout() == TARGET
