@@ -367,7 +367,7 @@ class ActionFleetScreen(FleetScreen):
         Binding("b", "act('rebalance')", "Rebalance", id="rebalance"),
         Binding("p", "act('probe')", "Probe", id="probe"),
         # destructive: kept off the key bar (listed in help); the plan asks for the GPU's name
-        Binding("x", "reslice", "Re-slice MIG", show=False, id="reslice"),
+        Binding("X", "reslice", "Re-slice MIG", show=False, id="reslice"),
     ]
     _runner: ActionRunner | None = None
 

@@ -1,4 +1,4 @@
-"""The re-slice key in the demo: `x` asks for the layout, shows the dry run, unlocks only when
+"""The re-slice key in the demo: `X` asks for the layout, shows the dry run, unlocks only when
 the GPU's name is typed, and re-slices the simulated GPU."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ async def test_reslice_key_needs_the_gpu_name_typed_then_reslices(tmp_path: Path
         await pilot.pause()
         await pilot.press("slash", *"node-a", "enter")  # a row of the A100 on node-a
         await pilot.pause()
-        await pilot.press("x")
+        await pilot.press("X")
         await wait_for(pilot, lambda: isinstance(app.screen, ReslicePrompt))
         prompt = app.screen
         assert isinstance(prompt, ReslicePrompt) and prompt.gpu == GPU
@@ -84,7 +84,7 @@ async def test_reslice_key_on_a_gpu_without_mig_says_why(tmp_path: Path) -> None
         await pilot.pause()
         await pilot.press("slash", *"vm-b-1", "enter")  # an RTX 4090 passed through to a VM
         await pilot.pause()
-        await pilot.press("x")
+        await pilot.press("X")
         await pilot.pause(0.2)
         assert not isinstance(app.screen, ReslicePrompt)
         shown = [str(n.message) for n in app._notifications]
