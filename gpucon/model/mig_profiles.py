@@ -98,8 +98,9 @@ class ProfileTable:
     def validate_layout(self, layout: Sequence[str]) -> list[str]:
         """Problems with a layout (list of profile names) on an empty GPU; empty when it fits.
 
-        Checks names, per-profile instance counts and the total compute slices. Placement
-        (which start slices are free) is checked by NVML itself when instances are created.
+        Checks names, per-profile instance counts and the total compute slices only: where
+        each instance may start is ``gpucon.model.mig_placement.fit_layout``'s check (the one a
+        re-slice makes), which refuses layouts this accepts (2 × 3g + 1 × 1g has no placement).
         """
         problems: list[str] = []
         if not layout:
