@@ -2,7 +2,8 @@
 
 GPU and MIG facts are the real ones (``nvidia-smi mig -lgip``): A100 slices have 14 SMs per
 compute slice (1g=14, 2g=28, 3g=42, 4g=56, 7g=98), H200 slices 16 (7g=132). A100 memory per
-profile is NVML's; H200 per-profile MiB are close estimates (the names are NVML's).
+profile is NVML's; H200 per-profile MiB are close estimates (the names are NVML's; the real
+card's answers, read through NVML, are in tests/fixtures/mig/h200_live.json).
 
 Service time of a model on a slot scales with the SMs it gets and the architecture's speed per
 SM; up to ``concurrency`` requests run at once, each slowed by ``batch_slowdown`` per extra
@@ -120,7 +121,7 @@ H200 = GpuType(
         (
             ("1g.18gb", 0, 19, 1, 7, 16, 17920),
             ("1g.18gb+me", 7, 20, 1, 1, 16, 17920),
-            ("1g.35gb", 9, 15, 1, 4, 16, 35328),
+            ("1g.35gb", 9, 15, 1, 4, 26, 35328),  # 26 SMs, as the real H200 answered
             ("2g.35gb", 1, 14, 2, 3, 32, 35328),
             ("3g.71gb", 2, 9, 3, 2, 60, 72192),
             ("4g.71gb", 3, 5, 4, 1, 64, 72192),
