@@ -467,6 +467,11 @@ class GpuconApp(App[int]):
                     f"{name} the selected slot's backend",
                     lambda name=name: fleet.action_act(name),
                 )
+            yield SystemCommand(
+                "Re-slice MIG",
+                "cut the selected row's GPU into a new MIG layout (type its name to confirm)",
+                fleet.action_reslice,
+            )
 
 
 _KEY_LABELS = {
@@ -491,11 +496,12 @@ def known_binding_ids() -> set[str]:
     from gpucon.screens.help import HelpScreen
     from gpucon.screens.plan import PlanScreen
     from gpucon.screens.progress import ProgressScreen
+    from gpucon.screens.reslice_prompt import ReslicePrompt
     from gpucon.widgets.panels import AlertsPanel
     from gpucon.widgets.slot_table import SlotTable
 
     ids: set[str] = set()
-    screens = (DetailScreen, HelpScreen, PlanScreen, ProgressScreen, AuditScreen)
+    screens = (DetailScreen, HelpScreen, PlanScreen, ProgressScreen, AuditScreen, ReslicePrompt)
     for cls in (GpuconApp, FleetScreen, ActionFleetScreen, SlotTable, AlertsPanel, *screens):
         for b in cls.BINDINGS:
             if isinstance(b, Binding) and b.id:

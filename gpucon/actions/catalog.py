@@ -33,6 +33,7 @@ KNOWN: dict[str, tuple[Tier, str]] = {
     "undrain": (Tier.REVERSIBLE, "Undrain"),
     "rebalance": (Tier.REVERSIBLE, "Rebalance weights"),
     "probe": (Tier.REVERSIBLE, "Load probe"),
+    "reslice": (Tier.DESTRUCTIVE, "Re-slice MIG"),
 }
 
 
@@ -72,6 +73,10 @@ def _functions(name: str) -> tuple[PlanFn, ApplyFn]:
         from gpucon.actions import rebalance
 
         return rebalance.plan, rebalance.apply
+    if name == "reslice":
+        from gpucon.actions import reslice, reslice_apply
+
+        return reslice.plan, reslice_apply.apply
     from gpucon.actions import probe
 
     return probe.plan, probe.apply
@@ -91,4 +96,8 @@ def recheck_of(name: str) -> RecheckFn | None:
         from gpucon.actions import rebalance
 
         return rebalance.recheck
+    if name == "reslice":
+        from gpucon.actions import reslice_apply
+
+        return reslice_apply.recheck
     return None  # a probe changes no state: nothing to check again

@@ -1,4 +1,5 @@
-"""The action verbs: ``gpucon drain``, ``undrain``, ``rebalance``, ``probe`` and ``audit``.
+"""The action verbs: ``gpucon drain``, ``undrain``, ``rebalance``, ``reslice``, ``probe`` and
+``audit``.
 
 Each verb plans on the registry as it is now, prints the plan, asks (on a terminal; without
 one it refuses unless ``--yes``), then applies it under the guard (lock, audit) and prints
@@ -42,7 +43,8 @@ AUDIT_EXIT_CODES_HELP = """
   1  unexpected error (the stream's Redis could not be reached, a bug)
   2  bad parameters (--limit 0) or a bad config
 """
-ACTION_VERBS = ("drain", "undrain", "rebalance")
+ACTION_VERBS = ("drain", "undrain", "rebalance", "reslice")
+MAX_CONFIG_FILE_BYTES = 1_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
@@ -93,6 +95,8 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
         parser.add_argument(
             "--force", action="store_true", help="drain even the last serving backend"
         )
+    if command_name == "reslice":
+        _add_reslice_arguments(parser)
     if command_name == "rebalance":
         parser.add_argument(
             "--set",
@@ -109,6 +113,80 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
     parser.add_argument("--demo", action="store_true", help="act on a simulated fleet")
 
 
+def _add_reslice_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("gpu", metavar="GPU", help="the GPU: host/gpuN (or its UUID)")
+    parser.add_argument(
+        "layout",
+        metavar="LAYOUT",
+        nargs="?",
+        default=None,
+        help="the new layout, e.g. 2x3g.40gb+1x1g.10gb or 4g.40gb@0+1g.10gb@5",
+    )
+    parser.add_argument(
+        "--config-file", metavar="FILE", default=None, help="a mig-parted config file (v1)"
+    )
+    parser.add_argument(
+        "--config-name", metavar="NAME", default=None, help="the config in it to apply"
+    )
+    parser.add_argument(
+        "--via",
+        choices=("nvml", "nvidia-smi", "kubernetes"),
+        default=None,
+        help="how to apply it (default: the fleet's nvml.mig_executor)",
+    )
+    parser.add_argument(
+        "--no-drain",
+        action="store_true",
+        help="refuse unless every backend on the GPU is drained already",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, metavar="S", help="seconds per wait (300)"
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="re-slice even when nothing else serves a model"
+    )
+    parser.add_argument("--reason", default=None, help="why (kept in the registry and audit)")
+
+
+def _reslice_params(args: argparse.Namespace) -> dict[str, Any]:
+    from gpucon.errors import BadParams
+
+    params: dict[str, Any] = {"gpu": args.gpu, "timeout_s": args.timeout}
+    params["drain"] = not args.no_drain
+    params["force"] = bool(args.force)
+    if args.reason is not None:
+        params["reason"] = args.reason
+    if args.config_name is not None:
+        if args.layout is not None:
+            raise BadParams("layout", "give a LAYOUT or --config-name, not both")
+        params["config_name"] = args.config_name
+        if args.config_file is not None:
+            params["config_text"] = _read_config_file(args.config_file)
+    elif args.layout is not None:
+        params["layout"] = args.layout
+    else:
+        raise BadParams("layout", "give a LAYOUT (2x3g.40gb+1x1g.10gb) or --config-name")
+    if args.config_file is not None and args.config_name is None:
+        raise BadParams("config_name", "--config-file needs --config-name")
+    if args.via is not None:
+        params["executor"] = args.via
+    return params
+
+
+def _read_config_file(path: str) -> str:
+    from pathlib import Path
+
+    from gpucon.errors import BadParams
+
+    try:
+        data = Path(path).expanduser().read_bytes()[: MAX_CONFIG_FILE_BYTES + 1]
+    except OSError as exc:
+        raise BadParams("config_file", f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_CONFIG_FILE_BYTES:
+        raise BadParams("config_file", f"{path} is larger than {MAX_CONFIG_FILE_BYTES} bytes")
+    return data.decode("utf-8", errors="replace")
+
+
 def _parse_weights(items: list[str]) -> dict[str, object]:
     from gpucon.errors import BadParams, shown
 
@@ -123,6 +201,8 @@ def _parse_weights(items: list[str]) -> dict[str, object]:
 
 def params_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The action's params from the command line (validated by the action's plan)."""
+    if args.command == "reslice":
+        return _reslice_params(args)
     params: dict[str, Any] = {}
     if args.command in ("drain", "undrain"):
         params["node" if getattr(args, "node", False) else "backend"] = args.name
@@ -334,11 +414,13 @@ def run_planned(
     # so do a drain's headroom and an undrain's alerts; a node's backends are known only by
     # joining the registry with Kubernetes' pods
     # and a probe's defaults need the backend's observed service time
-    full = args.command in ("drain", "undrain", "probe") or "node" in params
+    full = args.command in ("drain", "undrain", "probe", "reslice") or "node" in params
     full = full or (args.command == "rebalance" and "weights" not in params)
     snapshot, version = session.planning_view(full=full)
     if args.command == "rebalance":
         params["registry_version"] = version
+    if args.command == "reslice":
+        params["executor"] = _mig_executor(session, params.get("executor"))
     if "node" in params:
         params["kube"] = session.config.fleet.kube is not None and not session.demo
     plan = plan_fn(snapshot, params)
@@ -355,6 +437,18 @@ def run_planned(
     outcome = execute(apply_fn, plan, session.controls(), progress)
     _show_outcome(outcome, args.json)
     return int(outcome.exit_code)
+
+
+def _mig_executor(session: Session, asked: object) -> str:
+    """The demo's own, the one asked for with --via, or the fleet's configured one."""
+    if session.demo:
+        return "simulated"
+    if isinstance(asked, str):
+        return asked
+    nvml = session.config.fleet.nvml
+    if nvml is not None:
+        return nvml.mig_executor
+    return "kubernetes" if session.config.fleet.kube is not None else "nvml"
 
 
 def _show_plan(plan: Any, as_json: bool) -> None:

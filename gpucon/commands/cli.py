@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "drain": ("gpucon.commands.actions", "drain a backend (stop sending it new work)"),
     "undrain": ("gpucon.commands.actions", "return a drained backend to service"),
     "rebalance": ("gpucon.commands.actions", "propose and apply scheduler weights"),
+    "reslice": ("gpucon.commands.actions", "cut a GPU into a new MIG layout (type its name)"),
     "probe": ("gpucon.commands.probe", "run a bounded load probe"),
     "audit": ("gpucon.commands.actions", "show the audit log"),
     "scheduler": ("gpucon.commands.lab", "run the reference Redis-Streams scheduler"),
@@ -77,10 +78,12 @@ def command_module(module_name: str) -> ModuleType:
 # which subcommands each common option means something to (the lab's servers read no config;
 # only the console has a screen to theme or hang on a wall)
 CONFIG_COMMANDS = frozenset(
-    {"live", "demo", "serve", "snapshot", "config", "drain", "undrain", "rebalance", "probe"}
-    | {"audit", "record", "replay"}
+    {"live", "demo", "serve", "snapshot", "config", "drain", "undrain", "rebalance", "reslice"}
+    | {"probe", "audit", "record", "replay"}
 )
-READ_ONLY_COMMANDS = frozenset({"live", "demo", "config", "drain", "undrain", "rebalance", "probe"})
+READ_ONLY_COMMANDS = frozenset(
+    {"live", "demo", "config", "drain", "undrain", "rebalance", "reslice", "probe"}
+)
 SCREEN_COMMANDS = frozenset({"live", "demo", "replay"})
 
 

@@ -87,6 +87,9 @@ class NvmlConfig:
     cadence_s: float = 1.0
     slow_cadence_s: float = 10.0
     timeout_s: float = 2.0
+    # how a re-slice creates and destroys MIG instances: "nvml", "nvidia-smi" or
+    # "kubernetes" (the node's nvidia.com/mig.config label, applied by mig-manager)
+    mig_executor: str = "nvml"
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ DEFAULT_KEYS: dict[str, tuple[str, str]] = {
     "undrain": ("fleet", "u"),
     "rebalance": ("fleet", "b"),
     "probe": ("fleet", "p"),
+    "reslice": ("fleet", "X"),
     "cursor_up": ("fleet", "up,k"),
     "cursor_down": ("fleet", "down,j"),
     "page_up": ("fleet", "pageup"),
@@ -62,6 +63,7 @@ DEFAULT_KEYS: dict[str, tuple[str, str]] = {
     "plan_page_up": ("plan", "pageup"),
     "plan_page_down": ("plan", "pagedown"),
     "close_progress": ("progress", "escape"),
+    "cancel_reslice": ("reslice", "escape"),
     "close_audit": ("audit", "escape,q"),
     "reload_audit": ("audit", "r"),
 }

@@ -272,6 +272,11 @@ class Checker:
             text = self.string(value, key)
             if not ENV_NAME_RE.match(text):
                 self.fail(key, "the name of an environment variable (letters, digits, _)", value)
+        if name == "mig_executor":
+            text = self.string(value, key)
+            if text not in MIG_EXECUTORS:
+                self.fail(key, f"one of {', '.join(MIG_EXECUTORS)}", value)
+            return text
         if name == "rate_window":
             text = self.string(value, key)
             if not PROMQL_DURATION_RE.match(text):
@@ -319,6 +324,9 @@ class Checker:
                     f"{key}.{family}", f"a known metric family ({known})", got="an unknown one"
                 )
         return table
+
+
+MIG_EXECUTORS = ("nvml", "nvidia-smi", "kubernetes")
 
 
 def _describe(hint: object) -> str:

@@ -24,6 +24,7 @@ from gpucon.registry.parse import BackendRecord
 if TYPE_CHECKING:
     from gpucon.config import GpuconConfig, ProbeTarget
     from gpucon.controls.audit_log import AuditLog
+    from gpucon.controls.mig import MigExecutor
     from gpucon.controls.probe import ProbeBounds, ProbeProgress, ProbeResult
 
 
@@ -68,6 +69,10 @@ class StateMoves:
         change = self._move(name, lambda r: states.undrain(r, owner, reason, now, default_weight))
         return float(default_weight if change.result is None else change.result)
 
+    def set_slot(self, name: str, slot: str, owner: str, reason: str) -> None:
+        now = self.clock()
+        self._move(name, lambda r: states.move_slot(r, slot, owner, reason, now))
+
 
 class RegistryControl(Protocol):
     """Writes to the scheduler registry; every write bumps the registry version."""
@@ -92,6 +97,10 @@ class RegistryControl(Protocol):
 
     def undrain(self, name: str, owner: str, reason: str, default_weight: float) -> float:
         """``state=active`` and the weight it had before the drain; returns that weight."""
+        ...
+
+    def set_slot(self, name: str, slot: str, owner: str, reason: str) -> None:
+        """Register a drained backend on another slot (a re-slice); it stays drained."""
         ...
 
     def set_weights(
@@ -135,6 +144,12 @@ class KubeControl(Protocol):
 
     def backend_pods(self, backend: str) -> dict[str, str | None]:
         """The running pods labelled for ``backend`` now: "namespace/name" -> node (reads)."""
+        ...
+
+    def set_node_label(self, node: str, key: str, value: str | None) -> None: ...
+
+    def node_labels(self, node: str) -> dict[str, str] | None:
+        """The node's labels now (a read); None when there is no such node."""
         ...
 
     def evict(
@@ -188,6 +203,9 @@ class Controls:
     kube_namespace: str = "default"
     # sends probes: live (targets only from the config) or the simulated fleet's (any backend)
     prober: Prober | None = None
+    # creates and destroys MIG instances (NVML, nvidia-smi, the simulated fleet's); None: the
+    # fleet re-slices through Kubernetes or not at all
+    mig: MigExecutor | None = None
 
     def close(self) -> None:
         self.registry.close()

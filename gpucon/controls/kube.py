@@ -143,6 +143,18 @@ class KubeControl:
 
     def node_unschedulable(self, node: str) -> bool | None:
         """Whether ``node`` is cordoned now (a fresh read); None when there is no such node."""
+        body = self._read_node(node)
+        return None if body is None else bool((body.get("spec") or {}).get("unschedulable"))
+
+    def node_labels(self, node: str) -> dict[str, str] | None:
+        """The node's labels now (a fresh read: mig-manager's state); None: no such node."""
+        body = self._read_node(node)
+        if body is None:
+            return None
+        labels = (body.get("metadata") or {}).get("labels") or {}
+        return {str(k): str(v) for k, v in labels.items()}
+
+    def _read_node(self, node: str) -> dict[str, Any] | None:
         from kubernetes import client
 
         try:
@@ -156,7 +168,7 @@ class KubeControl:
             raise KubeControlError(f"read node {node}: {describe_api_error(exc)}") from exc
         except Exception as exc:
             raise KubeControlError(f"read node {node}: {describe_api_error(exc)}") from exc
-        return bool((body.get("spec") or {}).get("unschedulable"))
+        return body if isinstance(body, dict) else None
 
     def backend_pods(self, backend: str) -> dict[str, str | None]:
         """The running pods labelled for ``backend`` now: "namespace/name" -> their node."""

@@ -1,8 +1,11 @@
 """A GPU's MIG GPU-instance profile table, and layout checks against it.
 
-NVML answers ``nvmlDeviceGetGpuInstanceProfileInfo`` even with MIG off; the NVML source turns
-those answers into a ``ProfileTable``. A re-slice validates a requested layout (``3g.40gb``,
-``1g.10gb``, ...) against this table before anything changes. Pure: no IO.
+NVML answers ``nvmlDeviceGetGpuInstanceProfileInfo`` and
+``nvmlDeviceGetGpuInstancePossiblePlacements`` even with MIG off (read on the H200 here); the
+NVML source turns those answers into a ``ProfileTable``. A placement is where an instance may
+start and how many memory slices it then covers (a 3g profile covers 4 of the 8: ``{0,4}:4``).
+A re-slice validates a requested layout against this table before anything changes
+(``gpucon.model.mig_placement`` finds the placements). Pure: no IO.
 """
 
 from __future__ import annotations
@@ -31,6 +34,16 @@ class MigProfile:
     encoders: int = 0
     jpeg: int = 0
     ofa: int = 0
+    # (start, size) in memory slices, as NVML's possible placements list them; empty: not read
+    placements: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def starts(self) -> tuple[int, ...]:
+        return tuple(start for start, _ in self.placements)
+
+    def size_at(self, start: int) -> int | None:
+        """Memory slices an instance starting at ``start`` covers (None: it cannot start there)."""
+        return next((size for s, size in self.placements if s == start), None)
 
 
 def profile_name(slice_count: int, memory_mib: float) -> str:
@@ -51,6 +64,15 @@ class ProfileTable:
     @property
     def total_slices(self) -> int:
         return max((p.slice_count for p in self.profiles), default=0)
+
+    @property
+    def memory_slices(self) -> int:
+        """The placement space: 8 on every MIG GPU so far (0 when no placements are known)."""
+        return max((s + n for p in self.profiles for s, n in p.placements), default=0)
+
+    @property
+    def has_placements(self) -> bool:
+        return bool(self.profiles) and all(p.placements for p in self.profiles)
 
     def by_name(self, name: str) -> MigProfile | None:
         wanted = strip_mig_prefix(name.strip())
@@ -76,8 +98,9 @@ class ProfileTable:
     def validate_layout(self, layout: Sequence[str]) -> list[str]:
         """Problems with a layout (list of profile names) on an empty GPU; empty when it fits.
 
-        Checks names, per-profile instance counts and the total compute slices. Placement
-        (which start slices are free) is checked by NVML itself when instances are created.
+        Checks names, per-profile instance counts and the total compute slices only: where
+        each instance may start is ``gpucon.model.mig_placement.fit_layout``'s check (the one a
+        re-slice makes), which refuses layouts this accepts (2 × 3g + 1 × 1g has no placement).
         """
         problems: list[str] = []
         if not layout:

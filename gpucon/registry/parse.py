@@ -47,6 +47,10 @@ class BackendRecord:
         return self.backend.state
 
     @property
+    def slot_id(self) -> str | None:
+        return self.backend.slot_id
+
+    @property
     def weight(self) -> float | None:
         return self.backend.weight
 

@@ -73,6 +73,7 @@ class Change:
     weight_before_drain: float | None = None
     forget_weight_before_drain: bool = False
     result: float | None = None
+    slot: str | None = None  # a new slot id (a re-slice moves a drained backend)
 
     def hash_fields(self) -> dict[str, str]:
         """The backend hash fields to HSET."""
@@ -86,6 +87,8 @@ class Change:
             fields["weight"] = "0" if self.weight == 0 else repr(self.weight)
         if self.weight_before_drain is not None:
             fields["weight_before_drain"] = repr(self.weight_before_drain)
+        if self.slot is not None:
+            fields["slot"] = self.slot
         return fields
 
     def deleted_fields(self) -> tuple[str, ...]:
@@ -118,6 +121,14 @@ def mark_state(
     """Any allowed move that changes only the state (drain's last step: ``drained``)."""
     check_transition(record.name, record.state, state)
     return Change(record.name, BackendState(state), owner, reason, now)
+
+
+def move_slot(record: BackendRecord, slot: str, owner: str, reason: str, now: float) -> Change:
+    """A drained backend registered on another slot (a re-slice); its state stays ``drained``.
+    A backend that takes work is never moved: the scheduler would send it requests meanwhile."""
+    if record.state is not DRAINED:
+        raise StateMoved(record.name, str(record.state), "drained", frozenset({"drained"}))
+    return Change(record.name, DRAINED, owner, reason, now, slot=slot)
 
 
 def undrain(

@@ -89,3 +89,26 @@ def params_for(
         targets = config.fleet.probe_targets if config is not None else ()
         return {"target": backend, "probe_targets": targets}
     return {"backend": backend}
+
+
+def reslice_target(snapshot: Snapshot, slot_id: str | None) -> tuple[str, str, str]:
+    """The selected row's GPU for a re-slice: its name (``host/gpuN``), its layout now and the
+    profiles it offers; BadParams naming ``gpu`` when the row is no MIG-capable GPU's."""
+    from gpucon.actions.reslice_fleet import gpu_name, mig_slots
+    from gpucon.model.mig_layout import describe_counts
+
+    slot = snapshot.slots.get(slot_id or "")
+    gpu = snapshot.gpus.get(slot.gpu_uuid or "") if slot is not None else None
+    if gpu is None:
+        raise BadParams("gpu", "select a row on a MIG GPU to re-slice it")
+    if gpu.mig_profiles is None:
+        raise BadParams("gpu", f"{gpu_name(gpu)} offers no MIG profiles: it cannot be re-sliced")
+    now = describe_counts(s.profile or "?" for s in mig_slots(snapshot, gpu)) or "no instances"
+    return gpu_name(gpu), now, ", ".join(gpu.mig_profiles.names())
+
+
+def reslice_params(gpu: str, layout: str, controls: Controls) -> dict[str, object]:
+    """What the console plans a re-slice with: the layout typed, and the fleet's executor
+    (the demo's simulated one, NVML or nvidia-smi; Kubernetes where none is built)."""
+    executor = controls.mig.kind if controls.mig is not None else "kubernetes"
+    return {"gpu": gpu, "layout": layout, "executor": executor}

@@ -366,6 +366,8 @@ class ActionFleetScreen(FleetScreen):
         Binding("u", "act('undrain')", "Undrain", id="undrain"),
         Binding("b", "act('rebalance')", "Rebalance", id="rebalance"),
         Binding("p", "act('probe')", "Probe", id="probe"),
+        # destructive: kept off the key bar (listed in help); the plan asks for the GPU's name
+        Binding("X", "reslice", "Re-slice MIG", show=False, id="reslice"),
     ]
     _runner: ActionRunner | None = None
 
@@ -382,6 +384,33 @@ class ActionFleetScreen(FleetScreen):
         key = self.table.cursor_key
         slot_id, backend = key if key is not None else (None, "")
         self.start_action(name, slot_id, backend or None)
+
+    def action_reslice(self) -> None:
+        """Ask for the selected GPU's new layout, then plan it like any action."""
+        from gpucon.errors import ActionError
+        from gpucon.screens.actions_flow import reslice_params, reslice_target
+        from gpucon.screens.reslice_prompt import ReslicePrompt
+
+        snapshot, controls = self.gpucon.snapshot, self.gpucon.controls
+        if snapshot is None or controls is None:
+            self.start_action("reslice", None, None)  # says why nothing can be done
+            return
+        key = self.table.cursor_key
+        try:
+            gpu, now, offered = reslice_target(snapshot, key[0] if key else None)
+        except ActionError as error:
+            self.runner.fail("reslice", error)
+            return
+
+        def chosen(layout: str | None) -> None:
+            from gpucon.actions.catalog import get_action
+
+            latest = self.gpucon.snapshot or snapshot
+            if layout is not None:
+                params = reslice_params(gpu, layout, controls)
+                self.runner.plan(get_action("reslice"), latest, params, controls)
+
+        self.app.push_screen(ReslicePrompt(gpu, now, offered), callback=chosen)
 
     def say(self, message: str, severity: SeverityLevel = "information") -> None:
         self.notify(clean(message), title="gpucon", severity=severity, markup=False)

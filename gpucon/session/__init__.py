@@ -31,6 +31,7 @@ from gpucon.hub import Hub
 from gpucon.model.snapshot import Snapshot
 
 if TYPE_CHECKING:
+    from gpucon.controls.mig import MigExecutor
     from gpucon.sim.fleet import SimFleet
     from gpucon.sim.runner import DemoFleetRunner
 
@@ -197,6 +198,7 @@ def demo_controls(config: GpuconConfig, fleet: SimFleet) -> Controls:
     """The demo's write side: the simulated registry and prober, audited like a live one but
     in its own file (``audit-demo.jsonl``), with fleet ``simulated`` and no shared stream."""
     from gpucon.controls.audit_log import AuditLog
+    from gpucon.sim.mig import SimMig
     from gpucon.sim.probe import SimProber
     from gpucon.sim.registry import SimRegistry
 
@@ -205,6 +207,7 @@ def demo_controls(config: GpuconConfig, fleet: SimFleet) -> Controls:
         audit=AuditLog(demo_audit_path(config), fleet=SIMULATED_FLEET),
         operator=config.operator or default_operator(),
         prober=SimProber(fleet),
+        mig=SimMig(fleet),
     )
 
 
@@ -235,7 +238,24 @@ def live_controls(config: GpuconConfig, kube: KubeControl | None = None) -> Cont
         kube=kube,
         kube_namespace=(fleet.kube.namespace if fleet.kube else None) or "default",
         prober=LiveProber(redis_auth=auth),
+        mig=mig_executor(config),
     )
+
+
+def mig_executor(config: GpuconConfig) -> MigExecutor | None:
+    """How this fleet creates and destroys MIG instances (``[fleets.NAME.nvml]
+    mig_executor``): NVML on this host, ``nvidia-smi mig``, or None for Kubernetes
+    (mig-manager does it) and fleets without NVML."""
+    nvml = config.fleet.nvml
+    if nvml is None or nvml.mig_executor == "kubernetes":
+        return None
+    if nvml.mig_executor == "nvidia-smi":
+        from gpucon.controls.mig_smi import SmiMig
+
+        return SmiMig()
+    from gpucon.controls.mig import NvmlMig
+
+    return NvmlMig()
 
 
 def _live_planning_view(session: Session, *, full: bool) -> tuple[Snapshot, int]:

@@ -2,7 +2,8 @@
 
 GPU and MIG facts are the real ones (``nvidia-smi mig -lgip``): A100 slices have 14 SMs per
 compute slice (1g=14, 2g=28, 3g=42, 4g=56, 7g=98), H200 slices 16 (7g=132). A100 memory per
-profile is NVML's; H200 per-profile MiB are close estimates (the names are NVML's).
+profile is NVML's; H200 per-profile MiB are close estimates (the names are NVML's; the real
+card's answers, read through NVML, are in tests/fixtures/mig/h200_live.json).
 
 Service time of a model on a slot scales with the SMs it gets and the architecture's speed per
 SM; up to ``concurrency`` requests run at once, each slowed by ``batch_slowdown`` per extra
@@ -34,11 +35,35 @@ class GpuType:
     profiles: ProfileTable | None = None
 
 
+# NVML profile index -> its possible placements (start, size), as the real H200 answered
+# nvmlDeviceGetGpuInstancePossiblePlacements (tests/fixtures/mig/h200_live.json): the same
+# 8-memory-slice geometry on every MIG GPU NVIDIA publishes tables for
+PLACEMENTS: dict[int, tuple[tuple[int, int], ...]] = {
+    0: tuple((s, 1) for s in range(7)),
+    7: tuple((s, 1) for s in range(7)),
+    9: ((0, 2), (2, 2), (4, 2), (6, 2)),
+    1: ((0, 2), (2, 2), (4, 2)),
+    2: ((0, 4), (4, 4)),
+    3: ((0, 4),),
+    4: ((0, 8),),
+}
+
+
 def _table(rows: tuple[tuple[str, int, int, int, int, int, int], ...]) -> ProfileTable:
     """Rows of (name, profile index, profile id, slices, instances, SMs, MiB)."""
     return ProfileTable(
         tuple(
-            MigProfile(name, index, pid, slices, count, sms, mib, copy_engines=slices)
+            MigProfile(
+                name,
+                index,
+                pid,
+                slices,
+                count,
+                sms,
+                mib,
+                copy_engines=slices,
+                placements=PLACEMENTS.get(index, ()),
+            )
             for name, index, pid, slices, count, sms, mib in rows
         )
     )
@@ -96,7 +121,7 @@ H200 = GpuType(
         (
             ("1g.18gb", 0, 19, 1, 7, 16, 17920),
             ("1g.18gb+me", 7, 20, 1, 1, 16, 17920),
-            ("1g.35gb", 9, 15, 1, 4, 16, 35328),
+            ("1g.35gb", 9, 15, 1, 4, 26, 35328),  # 26 SMs, as the real H200 answered
             ("2g.35gb", 1, 14, 2, 3, 32, 35328),
             ("3g.71gb", 2, 9, 3, 2, 60, 72192),
             ("4g.71gb", 3, 5, 4, 1, 64, 72192),

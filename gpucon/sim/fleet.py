@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import random
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.reading import Reading
@@ -21,6 +22,7 @@ from gpucon.sim.readout import ReadOut, read_backend
 from gpucon.sim.scenarios import start_scenario
 
 SIZED_SCRAPE_TICKS = 10
+T = TypeVar("T")
 
 
 class SimFleet:
@@ -108,6 +110,25 @@ class SimFleet:
             for sim, weight in zip(changed, checked.values(), strict=True):
                 sim.weight = weight
             return self._world.bump(*changed)
+
+    def with_world(self, fn: Callable[[SimWorld], T]) -> T:
+        """``fn(world)`` under the fleet's lock (the demo's MIG executor, ``gpucon.sim.mig``);
+        the read-out starts afresh when the slots changed."""
+        with self._lock:
+            slots = self._world.slots
+            try:
+                return fn(self._world)
+            finally:
+                if self._world.slots is not slots:
+                    self._readout = ReadOut(self._world)
+
+    def set_backend_slot(self, name: str, slot_id: str) -> int:
+        """Register a backend on another slot (a re-slice); returns the registry version."""
+        from gpucon.sim.mig import move_backend
+
+        with self._lock:
+            move_backend(self._world, name, slot_id)
+            return self._world.bump(self._find(name))
 
     def _find(self, name: str) -> SimBackend:
         sim = self._world.by_name.get(name)

@@ -77,6 +77,7 @@ class SimSlot:
         "mem_total_mib",
         "mem_used_mib",
         "phase",
+        "placement",
         "processes",
         "profile",
         "rogue_busy",
@@ -105,6 +106,8 @@ class SimSlot:
         self.mem_total_mib = mem_total_mib
         self.gi_id = gi_id
         self.ci_id = 0 if gi_id is not None else None
+        # a MIG instance's (start, size) in memory slices, where known (a re-slice sets it)
+        self.placement: tuple[int, int] | None = None
         self.vm = vm
         self.backends: list[SimBackend] = []
         self.activity_pct = 0.0

@@ -200,7 +200,9 @@ class ReadOut:
         for g in w.dirty_gpus:
             self._gpus[self._gpu_pos[g]] = _gpu(g)
         for s in w.dirty_slots:
-            self._slots[self._slot_pos[s]] = _slot(s)
+            pos = self._slot_pos.get(s)
+            if pos is not None:  # None: a slot a re-slice destroyed (gpucon.sim.mig)
+                self._slots[pos] = _slot(s)
         checks_changed = False
         for b in w.dirty_backends:
             i = self._backend_pos[b]

@@ -98,6 +98,8 @@ class SimRegistry(StateMoves):
                 self._store.weight_before_drain[name] = change.weight_before_drain
             if change.forget_weight_before_drain:
                 self._store.weight_before_drain.pop(name, None)
+            if change.slot is not None:
+                self.fleet.set_backend_slot(name, change.slot)
             self.fleet.set_backend_state(name, change.state, change.owner, change.reason)
             return change
 

@@ -7,8 +7,9 @@ the GPU-instance profile table and whether GPM is supported.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpucon.model.mig_profiles import (
@@ -134,8 +135,30 @@ def read_profile_table(calls: NvmlCalls, handle: Any, garbage: Garbage) -> Profi
             continue
         profile = _profile(info, profile_index, garbage)
         if profile is not None:
-            found.append(profile)
+            placements = read_placements(calls.nvml, handle, profile.profile_id)
+            found.append(replace(profile, placements=placements))
     return table_from(found)
+
+
+_MOST_PLACEMENTS = 16  # one per memory slice is 8 on every MIG GPU so far
+
+
+def read_placements(nvml: Any, handle: Any, profile_id: int) -> tuple[tuple[int, int], ...]:
+    """Where the profile's instances may start and the slices each covers
+    (``nvmlDeviceGetGpuInstancePossiblePlacements_v2``: it answers with MIG off, as the H200
+    here did); () when these bindings or this GPU cannot say. Read once per GPU."""
+    function = getattr(nvml, "nvmlDeviceGetGpuInstancePossiblePlacements", None)
+    struct = getattr(nvml, "c_nvmlGpuInstancePlacement_t", None)
+    if function is None or struct is None:
+        return ()
+    array = (struct * _MOST_PLACEMENTS)()
+    count = ctypes.c_uint(_MOST_PLACEMENTS)
+    try:
+        function(handle, profile_id, array, ctypes.byref(count))
+    except Exception:  # old driver, NotSupported, a recording without it: no placements known
+        return ()
+    shown = min(int(count.value), _MOST_PLACEMENTS)
+    return tuple((int(array[i].start), int(array[i].size)) for i in range(shown))
 
 
 def _profile(info: Any, profile_index: int, garbage: Garbage) -> MigProfile | None:

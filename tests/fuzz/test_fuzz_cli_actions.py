@@ -39,6 +39,8 @@ def demo_snapshot() -> Snapshot:
 SNAPSHOT = demo_snapshot()
 NAMES = sorted(SNAPSHOT.backends)
 NODES = sorted({b.node for b in SNAPSHOT.backends.values() if b.node} | set(SNAPSHOT.nodes))
+GPUS = sorted(f"{g.host}/gpu{g.index}" for g in SNAPSHOT.gpus.values())
+LAYOUTS = ["4g.40gb+2g.20gb+1g.10gb", "7g.80gb", "2x3g.40gb+1x1g.10gb", "3g.20gb@4+2g.10gb"]
 
 name_like = st.one_of(
     st.sampled_from(NAMES),
@@ -68,6 +70,17 @@ PARAMS: dict[str, dict[str, st.SearchStrategy[Any]]] = {
     "rebalance": {
         "weights": st.dictionaries(name_like, param_value, max_size=4) | param_value,
         "registry_version": st.integers() | param_value,
+        "reason": hostile_text,
+    },
+    "reslice": {
+        "gpu": st.sampled_from(GPUS) | hostile_text,
+        "layout": st.sampled_from(LAYOUTS) | hostile_text | param_value,
+        "config_name": hostile_text,
+        "config_text": hostile_text,
+        "executor": st.sampled_from(["nvml", "simulated", "kubernetes", "nvidia-smi", "x"]),
+        "drain": st.booleans(),
+        "timeout_s": param_value,
+        "poll_s": param_value,
         "reason": hostile_text,
     },
     "probe": {
@@ -113,6 +126,7 @@ VALID: dict[str, dict[str, st.SearchStrategy[Any]]] = {
                                    min_size=1, max_size=3)
     },
     "probe": {"target": st.sampled_from(NAMES), "simulated": st.just(True)},
+    "reslice": {"gpu": st.sampled_from(GPUS), "layout": st.sampled_from(LAYOUTS)},
 }  # fmt: skip
 
 
@@ -144,6 +158,7 @@ OPTIONS: dict[str, list[str]] = {
     "drain": ["--reason", "--timeout", "--node", "--force", "--dry-run", "--json"],
     "undrain": ["--reason", "--node", "--dry-run"],
     "rebalance": ["--set", "--reason", "--dry-run"],
+    "reslice": ["--config-name", "--via", "--no-drain", "--timeout", "--force", "--dry-run"],
     "probe": ["--count", "--rate", "--duration", "--timeout", "--concurrency", "--via-queue"],
     "audit": ["--limit", "--json", "--stream", "--all"],
     "config": [],
@@ -162,6 +177,9 @@ def argvs(draw: st.DrawFn) -> list[str]:
     argv = [command]
     if command in ("drain", "undrain", "probe"):
         argv.append(draw(st.sampled_from(NAMES) | token))
+    if command == "reslice":
+        argv.append(draw(st.sampled_from(GPUS) | token))
+        argv.append(draw(st.sampled_from(LAYOUTS) | token))
     for _ in range(draw(st.integers(min_value=0, max_value=4))):
         with_option: bool = draw(st.booleans())
         if OPTIONS[command] and with_option:
@@ -196,7 +214,7 @@ def test_any_argv_exits_2_with_a_message_or_gives_values_that_work(argv: list[st
                 check_seconds(console._seconds("--page-seconds", args.page_seconds, 1.0))
         except SystemExit as exc:
             assert exc.code == 2 and "(seconds): must be" in err.getvalue(), err.getvalue()
-    elif args.command in ("drain", "undrain", "rebalance"):
+    elif args.command in ("drain", "undrain", "rebalance", "reslice"):
         try:
             params = action_verbs.params_from_args(args)
         except BadParams:
@@ -208,10 +226,11 @@ def test_any_argv_exits_2_with_a_message_or_gives_values_that_work(argv: list[st
 
 
 @settings(max_examples=25)
-@given(st.sampled_from(["drain", "undrain", "rebalance"]), st.lists(token, max_size=3))
+@given(st.sampled_from(["drain", "undrain", "rebalance", "reslice"]), st.lists(token, max_size=3))
 def test_a_demo_dry_run_from_the_command_line_never_raises(verb: str, extra: list[str]) -> None:
     """End to end through ``main``: a dry run on the demo fleet exits 0, 2 or 3."""
-    argv = [verb, *([NAMES[0]] if verb != "rebalance" else []), *extra, "--demo", "--dry-run"]
+    first = {"rebalance": [], "reslice": [GPUS[0], LAYOUTS[0]]}.get(verb, [NAMES[0]])
+    argv = [verb, *first, *extra, "--demo", "--dry-run"]
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):

@@ -216,6 +216,7 @@ def test_the_default_keys_config_knows_are_the_screens_bindings() -> None:
     from gpucon.screens.help import HelpScreen
     from gpucon.screens.plan import PlanScreen
     from gpucon.screens.progress import ProgressScreen
+    from gpucon.screens.reslice_prompt import ReslicePrompt
     from gpucon.widgets.panels import AlertsPanel
     from gpucon.widgets.slot_table import SlotTable
 
@@ -227,6 +228,7 @@ def test_the_default_keys_config_knows_are_the_screens_bindings() -> None:
         "plan": (PlanScreen,),
         "progress": (ProgressScreen,),
         "audit": (AuditScreen,),
+        "reslice": (ReslicePrompt,),
     }
     bound = {
         b.id: (screen, b.key)

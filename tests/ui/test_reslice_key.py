@@ -1,0 +1,91 @@
+"""The re-slice key in the demo: `X` asks for the layout, shows the dry run, unlocks only when
+the GPU's name is typed, and re-slices the simulated GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual.widgets import Button, Input
+
+from gpucon.actions.audit import read_audit
+from gpucon.config import GpuconConfig
+from gpucon.model.fleet import SlotKind
+from gpucon.screens.plan import PlanScreen
+from gpucon.screens.progress import ProgressScreen
+from gpucon.screens.reslice_prompt import ReslicePrompt
+from gpucon.session import demo_controls
+from tests.ui.rig import sim_rig
+from tests.ui.test_action_screens_demo import SIZE, wait_for
+
+GPU = "node-a/gpu0"
+
+
+async def test_reslice_key_needs_the_gpu_name_typed_then_reslices(tmp_path: Path) -> None:
+    rig = sim_rig()
+    source: Any = rig.source
+    fleet = source.fleet
+    controls = demo_controls(
+        GpuconConfig(audit_path=tmp_path / "audit.jsonl", operator="demo@test"), fleet
+    )
+    app = rig.app(controls=controls)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("slash", *"node-a", "enter")  # a row of the A100 on node-a
+        await pilot.pause()
+        await pilot.press("X")
+        await wait_for(pilot, lambda: isinstance(app.screen, ReslicePrompt))
+        prompt = app.screen
+        assert isinstance(prompt, ReslicePrompt) and prompt.gpu == GPU
+        assert prompt.now == "2 × 3g.40gb + 1 × 1g.10gb"
+        await pilot.press(*"4g.40gb+2g.20gb+1g.10gb", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await pilot.pause()
+        plan_screen = app.screen
+        assert isinstance(plan_screen, PlanScreen)
+        assert plan_screen.plan.action == "reslice" and plan_screen.plan.target == GPU
+        assert plan_screen.query_one("#dry-run")  # tier 3: the dry run is shown first
+        confirm = plan_screen.query_one("#confirm", Button)
+        assert confirm.disabled
+        box = plan_screen.query_one("#confirm-name", Input)
+        box.focus()
+        await pilot.press(*"node-a")  # not the name yet
+        await pilot.pause()
+        assert confirm.disabled
+        await pilot.press(*"/gpu0")
+        await pilot.pause()
+        assert not confirm.disabled
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
+        progress = app.screen
+        assert isinstance(progress, ProgressScreen)
+        await wait_for(pilot, lambda: progress.finished, step=lambda: fleet.step(0.5))
+        assert progress.outcome is not None and progress.outcome.ok, progress.outcome
+    reading = fleet.reading(0.0)
+    profiles = sorted(
+        (s.id, s.profile) for s in reading.slots if s.kind is SlotKind.MIG and s.id.startswith(GPU)
+    )
+    assert profiles == [
+        (f"{GPU}/gi1", "4g.40gb"),
+        (f"{GPU}/gi2", "2g.20gb"),
+        (f"{GPU}/gi3", "1g.10gb"),
+    ]
+    records = read_audit(tmp_path / "audit-demo.jsonl")
+    assert records[0].event == "intent" and records[-1].status == "ok"
+    assert {r.action for r in records} == {"reslice"}
+
+
+async def test_reslice_key_on_a_gpu_without_mig_says_why(tmp_path: Path) -> None:
+    rig = sim_rig()
+    source: Any = rig.source
+    controls = demo_controls(GpuconConfig(audit_path=tmp_path / "audit.jsonl"), source.fleet)
+    app = rig.app(controls=controls)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("slash", *"vm-b-1", "enter")  # an RTX 4090 passed through to a VM
+        await pilot.pause()
+        await pilot.press("X")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, ReslicePrompt)
+        shown = [str(n.message) for n in app._notifications]
+        assert any("offers no MIG profiles" in m for m in shown), shown
