@@ -62,7 +62,7 @@ def test_a_served_session_builds_no_controls_whatever_the_config_says(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("GPUCON_READ_ONLY", "0")
-    session = console._open(served.parse(["--demo"]), GpuconConfig(read_only=False), 1.0)
+    session, _ = console._open(served.parse(["--demo"]), GpuconConfig(read_only=False), 1.0)
     try:
         assert session.read_only and session.controls_factory is None
         with pytest.raises(ReadOnlyError):
