@@ -64,6 +64,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         seed=7,
         scenario=None,
         size=None,
+        record=None,  # a wall records nothing: `gpucon record` does that on its own
         served_by=os.getppid(),  # the server: when it is gone, so is this console
     )
 
