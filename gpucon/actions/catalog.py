@@ -28,6 +28,7 @@ KNOWN: dict[str, tuple[Tier, str]] = {
     "undrain": (Tier.REVERSIBLE, "Undrain"),
     "rebalance": (Tier.REVERSIBLE, "Rebalance weights"),
     "probe": (Tier.REVERSIBLE, "Load probe"),
+    "mps-restart": (Tier.DISRUPTIVE, "Restart MPS"),
 }
 
 
@@ -64,6 +65,10 @@ def _functions(name: str) -> tuple[PlanFn, ApplyFn]:
         from gpucon.actions import rebalance
 
         return rebalance.plan, rebalance.apply
+    if name == "mps-restart":
+        from gpucon.actions import mps_restart
+
+        return mps_restart.plan, mps_restart.apply
     from gpucon.actions import probe
 
     return probe.plan, probe.apply
@@ -83,4 +88,8 @@ def recheck_of(name: str) -> RecheckFn | None:
         from gpucon.actions import rebalance
 
         return rebalance.recheck
+    if name == "mps-restart":
+        from gpucon.actions import mps_restart
+
+        return mps_restart.recheck
     return None  # a probe changes no state: nothing to check again

@@ -24,7 +24,9 @@ from gpucon.registry.parse import BackendRecord
 if TYPE_CHECKING:
     from gpucon.config import GpuconConfig, ProbeTarget
     from gpucon.controls.audit_log import AuditLog
+    from gpucon.controls.mps_transport import Ran
     from gpucon.controls.probe import ProbeBounds, ProbeProgress, ProbeResult
+    from gpucon.model.fleet import MpsState
 
 
 class ReadOnlyError(Refused):
@@ -168,6 +170,50 @@ class Prober(Protocol):
     ) -> ProbeResult: ...
 
 
+class MpsDaemon(Protocol):
+    """One MPS control daemon as the restart drives it (``gpucon.controls.mps_daemons``: this
+    machine, a VM over SSH, or the GPU operator's pod; the demo's in ``gpucon.sim``)."""
+
+    @property
+    def where(self) -> str: ...
+
+    def running(self) -> bool: ...
+
+    def stop(self, wait_s: float) -> None:
+        """``quit`` and wait until it is gone (Kubernetes: delete its pod)."""
+        ...
+
+    def start(self, wait_s: float) -> None:
+        """Start it and wait until it answers (Kubernetes: follow the new pod to ready)."""
+        ...
+
+    def speaks(self, query: str) -> bool:
+        """Whether the daemon knows the control command ``query`` (a ``get_...``)."""
+        ...
+
+    def set_default_thread_pct(self, pct: float) -> None: ...
+
+    def default_thread_pct(self) -> float | None: ...
+
+    def set_default_pinned_mem_limit(self, device: str, limit: str) -> None: ...
+
+    def default_pinned_mem_limit(self, device: str) -> str | None: ...
+
+    def server_pids(self) -> tuple[int, ...]: ...
+
+    def client_env(self) -> dict[str, str]:
+        """The variables a client needs to reach this daemon."""
+        ...
+
+    def run(self, argv: tuple[str, ...], env: Mapping[str, str], timeout_s: float) -> Ran:
+        """Run a server's stop/start/ready command where the daemon lives."""
+        ...
+
+    def state(self) -> MpsState: ...
+
+    def close(self) -> None: ...
+
+
 def default_operator() -> str:
     """``user@host`` of whoever runs this process."""
     try:
@@ -188,6 +234,9 @@ class Controls:
     kube_namespace: str = "default"
     # sends probes: live (targets only from the config) or the simulated fleet's (any backend)
     prober: Prober | None = None
+    # the MPS daemon a target names (BadParams for a target with none); None: no daemon
+    # is configured
+    mps: Callable[[str], MpsDaemon] | None = None
 
     def close(self) -> None:
         self.registry.close()
