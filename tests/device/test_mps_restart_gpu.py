@@ -154,7 +154,7 @@ def test_restart_through_the_action_on_the_real_daemon(folder: Path) -> None:
         ],
         "outage_s": outcome.details.get("outage_s"),
         "total_s": round(total, 3),
-        "sm_total": sm_total,
+        "sm_seen_by_first": sm_total,
         "sm_by_server": sms,
         "mem_total_mib_by_server": {n: int(after[n][4]) for n in SHARES},
         "default_thread_pct": daemon.default_thread_pct(),
@@ -164,8 +164,9 @@ def test_restart_through_the_action_on_the_real_daemon(folder: Path) -> None:
     out = Path(os.environ.get("OUT", str(folder)))
     (out / "mps_restart.json").write_text(json.dumps(figures, indent=1))
     print(json.dumps(figures, indent=1))
-    # the share each server was started with, as MPS applied it to its context
-    for name, (pct, _) in SHARES.items():
-        if sms[name] > 0:  # -1: the driver did not say
-            assert abs(sms[name] - sm_total * pct / 100.0) <= 0.1 * sm_total, sms
+    # the share each server was started with, as MPS applied it to its context: under MPS a
+    # context sees only its SMs (the H200 gave 78 and 52 of 132 for 60/40), so compare them
+    a, b = sms[f"sdxl-{VM}"], sms[f"sd15-{VM}"]
+    if a > 0 and b > 0:  # -1: the driver did not say
+        assert abs(a / b - 60.0 / 40.0) <= 0.15, sms
     daemon.stop(10)
