@@ -37,6 +37,7 @@ from gpucon.actions.plan import (
 )
 from gpucon.config.mps import MpsDaemonConfig, MpsServerConfig
 from gpucon.controls.base import Controls, MpsDaemon
+from gpucon.controls.probe import ProbeBounds
 from gpucon.errors import (
     MAX_ACTION_TIMEOUT_S,
     MIN_ACTION_TIMEOUT_S,
@@ -54,7 +55,7 @@ DEFAULT_TIMEOUT_S = 120.0
 DAEMON_WAIT_S = 15.0
 POLL_S = 0.2
 PCT_QUERY = "get_default_active_thread_percentage"
-LIMIT_QUERY = "get_default_device_pinned_mem_limit 0"
+PROBE_BOUNDS = ProbeBounds(count=2, rate_per_s=2.0, concurrency=2, duration_s=30.0, timeout_s=20.0)
 
 
 def daemon_params(config: MpsDaemonConfig) -> dict[str, Any]:
@@ -322,15 +323,20 @@ class _Run:
 
     def _probe_one(self, raw: dict[str, Any]) -> str:
         from gpucon.config import ProbeTarget
-        from gpucon.controls.probe import ProbeBounds
 
         prober = self.controls.prober
         target = ProbeTarget(**raw)
         if prober is None:
             return f"{target.name}: no prober"
-        result = prober.probe(target, ProbeBounds(10, 20.0, 2, 5.0, timeout_s=5.0))
+        # a few requests, each given time for a slow model (an SDXL image takes seconds)
+        result = prober.probe(target, PROBE_BOUNDS)
         if result.succeeded < result.sent or result.sent == 0:
-            raise StepFailed("probe", f"{target.name}: {result.succeeded}/{result.sent} answered")
+            errors = ", ".join(f"{k} {v}" for k, v in sorted(result.errors.items()))
+            raise StepFailed(
+                "probe",
+                f"{target.name}: {result.succeeded}/{result.sent} answered"
+                + (f" ({errors})" if errors else ""),
+            )
         p95 = result.latency_ms.get("p95")
         return f"{target.name}: {result.succeeded}/{result.sent} answered" + (
             f", p95 {p95:.0f} ms" if p95 is not None else ""

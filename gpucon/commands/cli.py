@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "undrain": ("gpucon.commands.actions", "return a drained backend to service"),
     "rebalance": ("gpucon.commands.actions", "propose and apply scheduler weights"),
     "probe": ("gpucon.commands.probe", "run a bounded load probe"),
+    "mps-restart": ("gpucon.commands.actions", "restart CUDA MPS on a GPU or VM (drain first)"),
     "audit": ("gpucon.commands.actions", "show the audit log"),
     "scheduler": ("gpucon.commands.lab", "run the reference Redis-Streams scheduler"),
     "backend": ("gpucon.commands.lab", "run a KServe v2 test backend server"),
@@ -62,9 +63,22 @@ def command_module(module_name: str) -> ModuleType:
 # which subcommands each common option means something to (the lab's servers read no config;
 # only the console has a screen to theme or hang on a wall)
 CONFIG_COMMANDS = frozenset(
-    {"live", "demo", "snapshot", "config", "drain", "undrain", "rebalance", "probe", "audit"}
+    {
+        "live",
+        "demo",
+        "snapshot",
+        "config",
+        "drain",
+        "undrain",
+        "rebalance",
+        "probe",
+        "audit",
+        "mps-restart",
+    }
 )
-READ_ONLY_COMMANDS = frozenset({"live", "demo", "config", "drain", "undrain", "rebalance", "probe"})
+READ_ONLY_COMMANDS = frozenset(
+    {"live", "demo", "config", "drain", "undrain", "rebalance", "probe", "mps-restart"}
+)
 SCREEN_COMMANDS = frozenset({"live", "demo"})
 
 

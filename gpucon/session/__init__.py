@@ -121,6 +121,28 @@ class Session:
             self._runner = DemoFleetRunner.over(self.sim_fleet, slo_p95_ms_by_model=slos)
         return self._runner
 
+    def mps_daemon_params(self, target: str) -> dict[str, object] | None:
+        """The MPS daemon that serves ``target`` as plan params (``gpucon.actions.mps_restart``):
+        the config's ``[[fleets.NAME.mps]]``, or the simulated VM's in the demo; None: none."""
+        from dataclasses import asdict
+
+        if self.sim_fleet is not None:
+            from gpucon.sim.mps import demo_daemons
+
+            daemons = demo_daemons(self.sim_fleet)
+        else:
+            daemons = self.config.fleet.mps
+        found = next((d for d in daemons if d.target == target), None)
+        return None if found is None else asdict(found)
+
+    def mps_targets(self) -> tuple[str, ...]:
+        """The targets with an MPS daemon gpucon can restart."""
+        if self.sim_fleet is not None:
+            from gpucon.sim.mps import demo_daemons
+
+            return tuple(d.target for d in demo_daemons(self.sim_fleet))
+        return tuple(d.target for d in self.config.fleet.mps)
+
     def close(self) -> None:
         if self._hub is not None:
             self._hub.stop()
@@ -197,6 +219,7 @@ def demo_controls(config: GpuconConfig, fleet: SimFleet) -> Controls:
     """The demo's write side: the simulated registry and prober, audited like a live one but
     in its own file (``audit-demo.jsonl``), with fleet ``simulated`` and no shared stream."""
     from gpucon.controls.audit_log import AuditLog
+    from gpucon.sim.mps import sim_daemons
     from gpucon.sim.probe import SimProber
     from gpucon.sim.registry import SimRegistry
 
@@ -205,6 +228,7 @@ def demo_controls(config: GpuconConfig, fleet: SimFleet) -> Controls:
         audit=AuditLog(demo_audit_path(config), fleet=SIMULATED_FLEET),
         operator=config.operator or default_operator(),
         prober=SimProber(fleet),
+        mps=sim_daemons(fleet),
     )
 
 
@@ -214,6 +238,7 @@ def live_controls(config: GpuconConfig, kube: KubeControl | None = None) -> Cont
     A fleet without Redis has nothing an action could steer: Refused, naming the section.
     """
     from gpucon.controls.audit_log import AuditLog
+    from gpucon.controls.mps_daemons import daemons_from_config
     from gpucon.controls.probe import LiveProber
     from gpucon.controls.registry import RedisRegistry
 
@@ -235,6 +260,7 @@ def live_controls(config: GpuconConfig, kube: KubeControl | None = None) -> Cont
         kube=kube,
         kube_namespace=(fleet.kube.namespace if fleet.kube else None) or "default",
         prober=LiveProber(redis_auth=auth),
+        mps=daemons_from_config(fleet.mps, fleet.kube),
     )
 
 
