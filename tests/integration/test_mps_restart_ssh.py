@@ -118,7 +118,7 @@ def test_an_unknown_host_key_is_refused(
     empty = tmp_path / "empty_known_hosts"
     empty.write_text("")
     daemon = command_daemon(replace(daemon_config, ssh_known_hosts_file=str(empty)))
-    with pytest.raises(MpsError, match="not found in known_hosts|Server .* not found"):
+    with pytest.raises(MpsError, match=r"not found in known_hosts|Server .* not found"):
         daemon.start(5)
     assert not (tmp_path / "vm" / "pipe").exists(), "nothing ran on the unknown host"
     daemon.close()
