@@ -20,7 +20,12 @@ from dataclasses import asdict
 from functools import partial
 from typing import Any
 
-from gpucon.actions.backends import capacity_share_pct, describe_state, text_param
+from gpucon.actions.backends import (
+    capacity_share_pct,
+    describe_state,
+    node_backends,
+    text_param,
+)
 from gpucon.actions.drain import _others_serving
 from gpucon.actions.drain_group import backends_on, drain_group, undrain_group
 from gpucon.actions.plan import (
@@ -100,6 +105,8 @@ def plan_mps_restart(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     reason = text_param(params, "reason") or DEFAULT_REASON
     force = bool(params.get("force", False))
     on_target = {b.name: b for b in backends_on(snapshot, target)}
+    if daemon.transport == "kube" and daemon.node:  # the node's pods all share its daemon
+        on_target.update({b.name: b for b in node_backends(snapshot, daemon.node)})
     for server in daemon.servers:
         if server.backend in snapshot.backends:
             on_target[server.backend] = snapshot.backends[server.backend]
