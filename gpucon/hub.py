@@ -274,6 +274,7 @@ class Hub:
             mig_pending_since=dict(self._mig_pending_since),
             staleness=staleness,
             liveness=liveness,
+            mps=fleet.mps,
         )
         self._snapshot = snapshot
         return snapshot

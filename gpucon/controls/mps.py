@@ -23,6 +23,19 @@ from pathlib import Path
 
 from gpucon.controls.mps_transport import LocalTransport, Transport
 from gpucon.model.fleet import MpsState
+from gpucon.sources.mps import parse_percentage, parse_pids
+
+__all__ = [
+    "CONTROL_EXECUTABLE",
+    "MpsAnswer",
+    "MpsControl",
+    "MpsError",
+    "check_device",
+    "check_mem_limit",
+    "format_percentage",
+    "parse_percentage",
+    "parse_pids",
+]
 
 CONTROL_EXECUTABLE = "nvidia-cuda-mps-control"
 # what the daemon prints when asked for a value it has no setting for
@@ -217,17 +230,3 @@ def check_device(device: str | int) -> str:
     if not _DEVICE.match(text):
         raise ValueError(f"device: expected an index, GPU-UUID or MIG-UUID, got {device!r}")
     return text
-
-
-def parse_pids(text: str) -> tuple[int, ...]:
-    """PIDs from ``get_server_list`` output (one per line; other lines ignored)."""
-    return tuple(int(token) for token in text.split() if token.isdigit())
-
-
-def parse_percentage(text: str) -> float | None:
-    """A percentage answer (``100.0``, ``60``); None when the daemon has none to give."""
-    match = re.search(r"[0-9]+(\.[0-9]+)?", text)
-    if match is None:
-        return None
-    value = float(match.group(0))
-    return value if 0 < value <= 100 else None

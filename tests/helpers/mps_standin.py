@@ -39,6 +39,7 @@ case "$1" in
   get_default_active_thread_percentage) cat "$state/pct" ;;
   set_default_active_thread_percentage) echo "$2" > "$state/pct"; echo "$2" ;;
   get_active_thread_percentage) cat "$state/pct" ;;
+  get_device_client_list) cat "$state/clients_$2" 2>/dev/null ;;
   *_device_pinned_mem_limit) [ -n "$MPS_STANDIN_OLD" ] && {
     echo "Unrecognized command $1" >&2; exit 1; }
     case "$1" in
