@@ -28,6 +28,7 @@ DEFAULT_KEYS: dict[str, tuple[str, str]] = {
     "undrain": ("fleet", "u"),
     "rebalance": ("fleet", "b"),
     "probe": ("fleet", "p"),
+    "mps_restart": ("fleet", "m"),
     "cursor_up": ("fleet", "up,k"),
     "cursor_down": ("fleet", "down,j"),
     "page_up": ("fleet", "pageup"),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from gpucon.config.mps import MpsDaemonConfig
 from gpucon.errors import JsonValue, Refused
 from gpucon.registry import states
 from gpucon.registry.parse import BackendRecord
@@ -237,6 +238,8 @@ class Controls:
     # the MPS daemon a target names (BadParams for a target with none); None: no daemon
     # is configured
     mps: Callable[[str], MpsDaemon] | None = None
+    # the daemons ``mps`` knows, as configured (the console finds a selected slot's here)
+    mps_daemons: tuple[MpsDaemonConfig, ...] = ()
 
     def close(self) -> None:
         self.registry.close()

@@ -366,6 +366,7 @@ class ActionFleetScreen(FleetScreen):
         Binding("u", "act('undrain')", "Undrain", id="undrain"),
         Binding("b", "act('rebalance')", "Rebalance", id="rebalance"),
         Binding("p", "act('probe')", "Probe", id="probe"),
+        Binding("m", "act('mps-restart')", "MPS", id="mps_restart"),
     ]
     _runner: ActionRunner | None = None
 

@@ -219,7 +219,7 @@ def demo_controls(config: GpuconConfig, fleet: SimFleet) -> Controls:
     """The demo's write side: the simulated registry and prober, audited like a live one but
     in its own file (``audit-demo.jsonl``), with fleet ``simulated`` and no shared stream."""
     from gpucon.controls.audit_log import AuditLog
-    from gpucon.sim.mps import sim_daemons
+    from gpucon.sim.mps import demo_daemons, sim_daemons
     from gpucon.sim.probe import SimProber
     from gpucon.sim.registry import SimRegistry
 
@@ -229,6 +229,7 @@ def demo_controls(config: GpuconConfig, fleet: SimFleet) -> Controls:
         operator=config.operator or default_operator(),
         prober=SimProber(fleet),
         mps=sim_daemons(fleet),
+        mps_daemons=demo_daemons(fleet),
     )
 
 
@@ -261,6 +262,7 @@ def live_controls(config: GpuconConfig, kube: KubeControl | None = None) -> Cont
         kube_namespace=(fleet.kube.namespace if fleet.kube else None) or "default",
         prober=LiveProber(redis_auth=auth),
         mps=daemons_from_config(fleet.mps, fleet.kube),
+        mps_daemons=fleet.mps,
     )
 
 
