@@ -27,12 +27,14 @@ import pytest
 from gpucon.actions import mps_restart
 from gpucon.actions.guard import execute
 from gpucon.actions.plan import ProgressEvent
+from gpucon.config import FleetConfig
 from gpucon.config.mps import MpsDaemonConfig, MpsServerConfig
 from gpucon.controls.audit_log import AuditLog
 from gpucon.controls.base import Controls
 from gpucon.controls.mps import MpsError
 from gpucon.controls.mps_daemons import command_daemon, daemons_from_config
 from gpucon.model.fleet import BackendState
+from gpucon.session.sources import mps_source
 from gpucon.sim.fleet import build_sim_fleet
 from gpucon.sim.registry import SimRegistry
 from gpucon.sim.runner import DemoFleetRunner
@@ -147,7 +149,24 @@ def test_restart_through_the_action_on_the_real_daemon(folder: Path) -> None:
         timeout=60,
     )
     assert new_client.stdout.strip() == "ready", new_client.stdout + new_client.stderr
+    # what the console reads from the daemon (the MPS source, read commands only)
+    source = mps_source(FleetConfig(name="device", mps=(config,)))
+    try:
+        reading = source.read()
+    finally:
+        source.close()
+    assert reading.error is None, reading.error
+    ((target, seen),) = reading.mps
+    assert target == VM and seen.daemon_running is True and seen.default_thread_pct == 90.0
+    assert seen.thread_pct_by_server, "the daemon's MPS server and its share"
+    clients = {pid for _, pids in seen.clients_by_server for pid in pids}
     figures = {
+        "source_read": {
+            "servers": [list(x) for x in seen.thread_pct_by_server],
+            "clients": [[server, list(pids)] for server, pids in seen.clients_by_server],
+            "pinned_mem_limit": seen.pinned_mem_limit,
+            "read_s": round(reading.duration_s, 3),
+        },
         "steps": [
             {"step": s.step, "ok": s.ok, "s": round(s.duration_s, 3), "text": s.text}
             for s in outcome.steps
@@ -164,6 +183,8 @@ def test_restart_through_the_action_on_the_real_daemon(folder: Path) -> None:
     out = Path(os.environ.get("OUT", str(folder)))
     (out / "mps_restart.json").write_text(json.dumps(figures, indent=1))
     print(json.dumps(figures, indent=1))
+    server_pids = {int(after[n][1]) for n in SHARES}
+    assert server_pids <= clients, (server_pids, seen.clients_by_server)
     # the share each server was started with, as MPS applied it to its context: under MPS a
     # context sees only its SMs (the H200 gave 78 and 52 of 132 for 60/40), so compare them
     a, b = sms[f"sdxl-{VM}"], sms[f"sd15-{VM}"]
