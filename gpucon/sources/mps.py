@@ -48,6 +48,27 @@ def parse_pids(text: str) -> tuple[int, ...]:
     return tuple(int(token) for token in text.split() if token.isdigit())
 
 
+_CLIENT = re.compile(r"^([0-9]+)(?:\.[0-9]+)?$")
+
+
+def parse_clients(text: str) -> tuple[int, ...]:
+    """Client PIDs from ``get_device_client_list SERVER``. Driver 580 answers a device line,
+    then one ``PID.N`` per client (as read on the H200)::
+
+        [0] 00:00.0, NVIDIA H200
+        493.1
+    """
+    pids = []
+    for line in text.splitlines():
+        if line.lstrip().startswith("["):
+            continue  # the device it lists clients of
+        for token in line.split():
+            match = _CLIENT.match(token.rstrip(","))
+            if match:
+                pids.append(int(match.group(1)))
+    return tuple(pids)
+
+
 def parse_percentage(text: str) -> float | None:
     """A percentage answer (``100.0``, ``60``); None when the daemon has none to give."""
     match = re.search(r"[0-9]+(\.[0-9]+)?", text)
@@ -81,7 +102,7 @@ def read_daemon(reader: MpsReader) -> MpsState:
         pct = parse_percentage(ask(f"get_active_thread_percentage {pid}"))
         if pct is not None:
             shares.append((str(pid), pct))
-        clients.append((str(pid), parse_pids(ask(f"get_device_client_list {pid}"))))
+        clients.append((str(pid), parse_clients(ask(f"get_device_client_list {pid}"))))
     try:
         limit: str | None = ask(f"get_default_device_pinned_mem_limit {reader.device}")
     except DaemonDown:

@@ -17,7 +17,7 @@ from gpucon.model.merge import merge_readings
 from gpucon.model.snapshot import Snapshot
 from gpucon.screens.detail import health_facts
 from gpucon.session.sources import build_sources
-from gpucon.sources.mps import MpsReader, read_daemon
+from gpucon.sources.mps import MpsReader, parse_clients, read_daemon
 from tests.helpers.mps_standin import install_control
 
 
@@ -46,7 +46,10 @@ def test_a_session_reads_the_daemon_down_then_up_with_servers_and_clients(
         daemon = command_daemon(fleet.mps[0])
         daemon.start(2)
         (tmp_path / "pipe" / "servers").write_text("4242\n")
-        (tmp_path / "pipe" / "clients_4242").write_text("GPU-0a1b 5001 5002\n")
+        # as driver 580 answers on the H200: the device, then PID.N per client
+        (tmp_path / "pipe" / "clients_4242").write_text(
+            "[0] 00:00.0, NVIDIA H200\n5001.1\n5002.1\n"
+        )
         daemon.set_default_pinned_mem_limit("0", "16G")
         (target, state) = source.read().mps[0]
         assert target == "h1/gpu0"
@@ -81,6 +84,12 @@ def test_a_daemon_that_does_not_answer_is_reported_within_the_timeout(
     source.close()
     monkeypatch.delenv("MPS_STANDIN_HANG")
     command_daemon(fleet.mps[0]).stop(2)
+
+
+def test_client_lists_as_the_h200_answers() -> None:
+    assert parse_clients("[0] 00:00.0, NVIDIA H200\n493.1\n") == (493,)
+    assert parse_clients("[0] 00:00.0, NVIDIA H200\n668.1\n674.2\n") == (668, 674)
+    assert parse_clients("") == ()
 
 
 def test_a_daemon_read_sends_only_get_commands() -> None:
