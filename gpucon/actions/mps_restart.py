@@ -369,6 +369,7 @@ def apply_mps_restart(plan: Plan, controls: Controls, progress: Progress) -> Out
             float(plan.params.get("poll_s", POLL_S)),
             progress,
         )
+        down_at = time.monotonic()  # the servers stop serving from here until ready
         for s in config.servers:
             key = f"stop-server:{s.backend}"
             if s.stop:
@@ -380,7 +381,6 @@ def apply_mps_restart(plan: Plan, controls: Controls, progress: Progress) -> Out
                 )
             else:
                 progress(ProgressEvent(key, StepStatus.DONE, "no stop command"))
-        down_at = time.monotonic()
         run.step("quit-daemon", "quit the daemon", run.quit_daemon)
         run.step("start-daemon", "start the daemon", run.start_daemon)
         if config.default_thread_pct is not None:
