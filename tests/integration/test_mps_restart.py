@@ -190,3 +190,30 @@ def test_a_backend_drained_by_someone_else_stays_drained(
     assert client.hget(keys.backend_key("sdxl-b"), "state") == "drained"
     assert client.hget(keys.backend_key("sdxl-b"), "reason") == "xid 79"
     command_daemon(replace(daemon_config)).stop(5)
+
+
+class Crash(BaseException):
+    """The process dying between two steps (nothing in apply catches a BaseException)."""
+
+
+def test_a_crash_between_quit_and_start_and_a_rerun_converges(
+    client: redis.Redis, redis_url: str, tmp_path: Path, daemon_config: MpsDaemonConfig
+) -> None:
+    daemon = command_daemon(daemon_config)
+    daemon.start(5)
+    controls = controls_for(redis_url, tmp_path, daemon_config)
+
+    def die_before_start(event: ProgressEvent) -> None:
+        if event.step == "start-daemon":
+            raise Crash
+
+    with pytest.raises(Crash):  # no guard: as if the process were killed right there
+        mps_restart.apply(plan_for(client, daemon_config), controls, die_before_start)
+    assert not daemon.running(), "it died with the daemon quit"
+    assert client.hget(keys.backend_key("sdxl-a"), "state") == "drained"
+    outcome = execute(mps_restart.apply, plan_for(client, daemon_config), controls, lambda e: None)
+    assert outcome.ok, outcome.message
+    assert daemon.running() and len(daemon.server_pids()) == 2
+    assert client.hget(keys.backend_key("sdxl-a"), "state") == "active"
+    assert client.hget(keys.backend_key("sdxl-b"), "weight") == "2.0"
+    daemon.stop(5)
