@@ -63,4 +63,4 @@ class MpsDaemonConfig:
             return f"ssh {user}{self.ssh_host}:{self.ssh_port}"
         if self.transport == "kube":
             return f"kube pod {self.pod_selector} on node {self.node} ({self.namespace})"
-        return "local"
+        return self.transport  # "local"; the demo's daemons say "simulated"

@@ -48,7 +48,7 @@ def demo_daemons(fleet: SimFleet, now: float | None = None) -> tuple[MpsDaemonCo
         daemons.append(
             MpsDaemonConfig(
                 target=vm,
-                transport="local",
+                transport="simulated",
                 pipe_dir=f"/run/{vm}/nvidia-mps",
                 log_dir=f"/var/log/{vm}/nvidia-mps",
                 default_thread_pct=100.0,
