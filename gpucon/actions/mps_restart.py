@@ -139,7 +139,8 @@ def plan_mps_restart(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     for b in drain:
         steps.append(Step(f"drained:{b.name}", f"mark {b.name} drained (reason: {reason})"))
     for s in daemon.servers:
-        text = " ".join(s.stop) if s.stop else "no stop command: its MPS context ends with quit"
+        # quit waits for connected clients (seen on the H200): a server must be stopped first
+        text = " ".join(s.stop) if s.stop else "no stop command: its manager must stop it"
         steps.append(Step(f"stop-server:{s.backend}", f"stop {s.backend}: {text}"))
     steps.append(Step("quit-daemon", f"quit the MPS control daemon ({daemon.where()})"))
     steps.append(Step("start-daemon", f"start the MPS control daemon ({daemon.where()})"))
@@ -251,7 +252,15 @@ class _Run:
     def quit_daemon(self) -> str:
         if not self.daemon.running():
             return "the daemon was not running: nothing to quit"
-        self.daemon.stop(DAEMON_WAIT_S)
+        try:
+            self.daemon.stop(DAEMON_WAIT_S)
+        except Exception as exc:
+            # the daemon waits for its clients: a server still connected holds quit up
+            raise StepFailed(
+                "quit-daemon",
+                f"{exc} (quit waits for connected clients: is a server still running? "
+                "stop it, then run the restart again)",
+            ) from exc
         return "the daemon quit"
 
     def start_daemon(self) -> str:

@@ -4,7 +4,9 @@
 returns; ``serve`` creates a CUDA context through whatever MPS daemon the environment names,
 allocates and clears 64 MiB on the GPU (work the MPS server must do), reads how many SMs the
 context may use (``cuCtxGetExecAffinity``: the active-thread percentage as MPS applied it) and
-the memory it sees, writes ``ready pid sm sm_total mem_total_mib`` to DIR/NAME.status and
+the memory it sees, tries to allocate past its pinned-memory limit (the CUresult, 0 when MPS
+let it through; -1 without a limit), writes ``ready pid sm sm_total mem_total_mib over_rc``
+to DIR/NAME.status and
 waits for SIGTERM. ``stop NAME DIR`` ends it and waits; ``ready NAME DIR`` exits 0 once served.
 """
 
@@ -57,14 +59,33 @@ def serve(status: Path) -> int:
     sms = affinity.sm_count if got == 0 else -1
     free, total = ctypes.c_size_t(), ctypes.c_size_t()
     check(cuda.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)), "cuMemGetInfo")
+    # the pinned-memory limit MPS gave this client: an allocation past it must fail
+    over = -1  # no limit given
+    limit = limit_bytes(os.environ.get("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", ""))
+    if limit is not None:
+        big = ctypes.c_uint64()
+        over = cuda.cuMemAlloc_v2(ctypes.byref(big), ctypes.c_size_t(limit + (256 << 20)))
+        if over == 0:
+            cuda.cuMemFree_v2(big)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    status.write_text(f"ready {os.getpid()} {sms} {total_sms.value} {total.value >> 20}\n")
+    status.write_text(f"ready {os.getpid()} {sms} {total_sms.value} {total.value >> 20} {over}\n")
     while not stop:
         time.sleep(0.05)
     cuda.cuMemFree_v2(pointer)
     cuda.cuCtxDestroy_v2(context)
     return 0
+
+
+def limit_bytes(text: str) -> int | None:
+    """Device 0's limit from ``0=2G`` (K, M, G suffixes); None when there is none."""
+    for part in text.split(","):
+        device, _, size = part.partition("=")
+        if device.strip() == "0" and size:
+            units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+            unit = units.get(size[-1].upper(), 1)
+            return int(float(size.rstrip("KMGkmg")) * unit)
+    return None
 
 
 def alive(pid: int) -> bool:

@@ -176,6 +176,7 @@ def test_restart_through_the_action_on_the_real_daemon(folder: Path) -> None:
         "sm_seen_by_first": sm_total,
         "sm_by_server": sms,
         "mem_total_mib_by_server": {n: int(after[n][4]) for n in SHARES},
+        "alloc_past_pinned_limit_rc": {n: int(after[n][5]) for n in SHARES},
         "default_thread_pct": daemon.default_thread_pct(),
         "default_pinned_mem_limit": limit,
         "message": outcome.message,
@@ -183,6 +184,9 @@ def test_restart_through_the_action_on_the_real_daemon(folder: Path) -> None:
     out = Path(os.environ.get("OUT", str(folder)))
     (out / "mps_restart.json").write_text(json.dumps(figures, indent=1))
     print(json.dumps(figures, indent=1))
+    # each server's pinned-memory limit (0=2G, 0=1G) as MPS applied it: past it, no memory
+    for name in SHARES:
+        assert int(after[name][5]) != 0, f"{name} allocated past its pinned-memory limit"
     server_pids = {int(after[n][1]) for n in SHARES}
     assert server_pids <= clients, (server_pids, seen.clients_by_server)
     # the share each server was started with, as MPS applied it to its context: under MPS a
