@@ -287,6 +287,7 @@ class Hub:
             mig_pending_since=dict(self._mig_pending_since),
             staleness=staleness,
             liveness=liveness,
+            mps=fleet.mps,
         )
         self._snapshot = snapshot
         for callback in self._subscribers:

@@ -34,6 +34,7 @@ KNOWN: dict[str, tuple[Tier, str]] = {
     "rebalance": (Tier.REVERSIBLE, "Rebalance weights"),
     "probe": (Tier.REVERSIBLE, "Load probe"),
     "reslice": (Tier.DESTRUCTIVE, "Re-slice MIG"),
+    "mps-restart": (Tier.DISRUPTIVE, "Restart MPS"),
 }
 
 
@@ -77,6 +78,10 @@ def _functions(name: str) -> tuple[PlanFn, ApplyFn]:
         from gpucon.actions import reslice, reslice_apply
 
         return reslice.plan, reslice_apply.apply
+    if name == "mps-restart":
+        from gpucon.actions import mps_restart
+
+        return mps_restart.plan, mps_restart.apply
     from gpucon.actions import probe
 
     return probe.plan, probe.apply
@@ -100,4 +105,8 @@ def recheck_of(name: str) -> RecheckFn | None:
         from gpucon.actions import reslice_apply
 
         return reslice_apply.recheck
+    if name == "mps-restart":
+        from gpucon.actions import mps_restart
+
+        return mps_restart.recheck
     return None  # a probe changes no state: nothing to check again

@@ -1,5 +1,5 @@
-"""The action verbs: ``gpucon drain``, ``undrain``, ``rebalance``, ``reslice``, ``probe`` and
-``audit``.
+"""The action verbs: ``gpucon drain``, ``undrain``, ``rebalance``, ``reslice``, ``mps-restart``,
+``probe`` and ``audit``.
 
 Each verb plans on the registry as it is now, prints the plan, asks (on a terminal; without
 one it refuses unless ``--yes``), then applies it under the guard (lock, audit) and prints
@@ -43,7 +43,7 @@ AUDIT_EXIT_CODES_HELP = """
   1  unexpected error (the stream's Redis could not be reached, a bug)
   2  bad parameters (--limit 0) or a bad config
 """
-ACTION_VERBS = ("drain", "undrain", "rebalance", "reslice")
+ACTION_VERBS = ("drain", "undrain", "rebalance", "reslice", "mps-restart")
 MAX_CONFIG_FILE_BYTES = 1_000_000
 
 
@@ -77,6 +77,23 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
     if command_name == "drain":
         parser.add_argument(
             "--node", action="store_true", help="NAME is a Kubernetes node: drain all its backends"
+        )
+    if command_name == "mps-restart":
+        parser.add_argument(
+            "target",
+            metavar="TARGET",
+            help="the GPU, slot or VM whose MPS daemon to restart (a [[fleets.NAME.mps]] target)",
+        )
+        parser.add_argument("--reason", default=None, help="why (kept in the registry and audit)")
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=120.0,
+            metavar="S",
+            help="seconds to wait for in-flight work when draining (120)",
+        )
+        parser.add_argument(
+            "--force", action="store_true", help="restart even if nothing else serves a model"
         )
     if command_name == "undrain":
         parser.add_argument(
@@ -208,9 +225,11 @@ def params_from_args(args: argparse.Namespace) -> dict[str, Any]:
         params["node" if getattr(args, "node", False) else "backend"] = args.name
     if getattr(args, "reason", None) is not None:
         params["reason"] = args.reason
-    if args.command == "drain":
+    if args.command in ("drain", "mps-restart"):
         params["timeout_s"] = args.timeout
         params["force"] = bool(args.force)
+    if args.command == "mps-restart":
+        params["target"] = args.target
     if args.command == "rebalance" and args.weights:
         params["weights"] = _parse_weights(args.weights)
     return params
@@ -414,7 +433,8 @@ def run_planned(
     # so do a drain's headroom and an undrain's alerts; a node's backends are known only by
     # joining the registry with Kubernetes' pods
     # and a probe's defaults need the backend's observed service time
-    full = args.command in ("drain", "undrain", "probe", "reslice") or "node" in params
+    full = args.command in ("drain", "undrain", "probe", "reslice", "mps-restart")
+    full = full or "node" in params
     full = full or (args.command == "rebalance" and "weights" not in params)
     snapshot, version = session.planning_view(full=full)
     if args.command == "rebalance":
@@ -423,6 +443,8 @@ def run_planned(
         params["executor"] = _mig_executor(session, params.get("executor"))
     if "node" in params:
         params["kube"] = session.config.fleet.kube is not None and not session.demo
+    if args.command == "mps-restart":
+        _mps_params(session, snapshot, params)
     plan = plan_fn(snapshot, params)
     _show_plan(plan, args.json)
     if args.dry_run:
@@ -449,6 +471,30 @@ def _mig_executor(session: Session, asked: object) -> str:
     if nvml is not None:
         return nvml.mig_executor
     return "kubernetes" if session.config.fleet.kube is not None else "nvml"
+
+
+def _mps_params(session: Session, snapshot: Any, params: dict[str, Any]) -> None:
+    """The daemon the target names, and the probe targets of its servers' backends (the
+    config's; in the demo every server's backend, which the simulated prober serves)."""
+    from gpucon.errors import BadParams, shown
+
+    target = str(params.get("target"))
+    daemon = session.mps_daemon_params(target)
+    if daemon is None:
+        known = ", ".join(session.mps_targets()) or "none configured"
+        raise BadParams("target", f"no MPS daemon for {shown(target)} (known: {known})")
+    params["daemon"] = daemon
+    from dataclasses import asdict
+
+    if not session.demo:
+        params["probe_targets"] = [asdict(t) for t in session.config.fleet.probe_targets]
+        return
+    servers = [str(s["backend"]) for s in daemon.get("servers") or ()]  # type: ignore[attr-defined]
+    params["probe_targets"] = [
+        {"name": b.name, "url": b.url or "http://simulated", "model": b.model or ""}
+        for name in servers
+        if (b := snapshot.backends.get(name)) is not None
+    ]
 
 
 def _show_plan(plan: Any, as_json: bool) -> None:

@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rebalance": ("gpucon.commands.actions", "propose and apply scheduler weights"),
     "reslice": ("gpucon.commands.actions", "cut a GPU into a new MIG layout (type its name)"),
     "probe": ("gpucon.commands.probe", "run a bounded load probe"),
+    "mps-restart": ("gpucon.commands.actions", "restart CUDA MPS on a GPU or VM (drain first)"),
     "audit": ("gpucon.commands.actions", "show the audit log"),
     "scheduler": ("gpucon.commands.lab", "run the reference Redis-Streams scheduler"),
     "backend": ("gpucon.commands.lab", "run a KServe v2 test backend server"),
@@ -79,10 +80,11 @@ def command_module(module_name: str) -> ModuleType:
 # only the console has a screen to theme or hang on a wall)
 CONFIG_COMMANDS = frozenset(
     {"live", "demo", "serve", "snapshot", "config", "drain", "undrain", "rebalance", "reslice"}
-    | {"probe", "audit", "record", "replay"}
+    | {"mps-restart", "probe", "audit", "record", "replay"}
 )
 READ_ONLY_COMMANDS = frozenset(
-    {"live", "demo", "config", "drain", "undrain", "rebalance", "reslice", "probe"}
+    {"live", "demo", "config", "drain", "undrain", "rebalance", "reslice", "mps-restart"}
+    | {"probe"}
 )
 SCREEN_COMMANDS = frozenset({"live", "demo", "replay"})
 

@@ -113,6 +113,12 @@ def describe_config(config: GpuconConfig) -> list[str]:
                 lines[-1:-1] = describe_credentials(tables[source])
         for i, target in enumerate(fleet.probe_targets):
             _table(lines, config, f"fleets.{name}.probe_targets[{i}]", target)
+        for i, daemon in enumerate(fleet.mps):
+            _table(
+                lines, config, f"fleets.{name}.mps[{i}]", dataclasses.replace(daemon, servers=())
+            )
+            for j, server in enumerate(daemon.servers):
+                _table(lines, config, f"fleets.{name}.mps[{i}].servers[{j}]", server)
     return lines
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gpucon.config.mps import MpsDaemonConfig
 from gpucon.model.alerts import AlertThresholds
 from gpucon.redact import redact
 
@@ -153,6 +154,8 @@ class FleetConfig:
     kube: KubeConfig | None = None
     readiness: ReadinessConfig | None = None
     probe_targets: tuple[ProbeTarget, ...] = ()
+    # the MPS control daemons gpucon may restart (gpucon.config.mps)
+    mps: tuple[MpsDaemonConfig, ...] = ()
 
     def sources_named(self) -> tuple[str, ...]:
         """The sources this fleet configures, in merge-priority order."""

@@ -40,6 +40,7 @@ DEFAULT_KEYS: dict[str, tuple[str, str]] = {
     "rebalance": ("fleet", "b"),
     "probe": ("fleet", "p"),
     "reslice": ("fleet", "X"),
+    "mps_restart": ("fleet", "m"),
     "cursor_up": ("fleet", "up,k"),
     "cursor_down": ("fleet", "down,j"),
     "page_up": ("fleet", "pageup"),

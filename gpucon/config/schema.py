@@ -31,6 +31,7 @@ from gpucon.config import (
     RedisConfig,
     UiConfig,
 )
+from gpucon.config.mps import TRANSPORTS, MpsDaemonConfig, MpsServerConfig
 from gpucon.errors import range_text, shown
 from gpucon.model.alerts import AlertThresholds
 
@@ -284,7 +285,7 @@ class Checker:
             return text
         if cls is RecordConfig:
             return self.record_limit(name, value, key)
-        if hint is float:
+        if hint is float or hint == (float | None):
             return self.number(value, key, field=name)
         if hint is int:
             return self.integer(value, key)
@@ -356,7 +357,7 @@ def parse_fleet(check: Checker, name: str, value: object) -> FleetConfig:
     key = f"fleets.{name}"
     check.name(name, f"{key} (the fleet's name)")
     table = check.table(value, key)
-    check.no_unknown(table, (*SOURCE_TABLES, "probe_targets"), key)
+    check.no_unknown(table, (*SOURCE_TABLES, "probe_targets", "mps"), key)
     kwargs: dict[str, Any] = {"name": name}
     for source, cls in SOURCE_TABLES.items():
         if source in table:
@@ -376,7 +377,37 @@ def parse_fleet(check: Checker, name: str, value: object) -> FleetConfig:
             if names.index(target_name) != i:
                 check.fail(f"{key}.probe_targets[{i}].name", "a unique name", target_name)
         kwargs["probe_targets"] = tuple(built)
+    if "mps" in table:
+        kwargs["mps"] = parse_mps(check, table["mps"], f"{key}.mps")
     return FleetConfig(**kwargs)
+
+
+def parse_mps(check: Checker, value: object, key: str) -> tuple[MpsDaemonConfig, ...]:
+    """``[[fleets.NAME.mps]]`` with their ``[[...servers]]``: each transport's own fields."""
+    if not isinstance(value, list):
+        check.fail(key, "an array of tables ([[...mps]])", value)
+    daemons: list[MpsDaemonConfig] = []
+    for i, item in enumerate(value):
+        where = f"{key}[{i}]"
+        table = dict(check.table(item, where))
+        servers_value = table.pop("servers", [])
+        if not isinstance(servers_value, list):
+            check.fail(f"{where}.servers", "an array of tables ([[...servers]])", servers_value)
+        servers = tuple(
+            check.build(MpsServerConfig, s, f"{where}.servers[{j}]")
+            for j, s in enumerate(servers_value)
+        )
+        daemon = check.build(MpsDaemonConfig, table, where, servers=servers)
+        if daemon.transport not in TRANSPORTS:
+            check.fail(f"{where}.transport", " or ".join(TRANSPORTS), daemon.transport)
+        if daemon.transport == "ssh" and not (daemon.ssh_host and daemon.ssh_known_hosts_file):
+            check.fail(f"{where}.ssh_host", "ssh_host and ssh_known_hosts_file", got="missing")
+        if daemon.transport == "kube" and not daemon.node:
+            check.fail(f"{where}.node", "the node whose MPS pod to restart", got="nothing")
+        if daemon.target in {d.target for d in daemons}:
+            check.fail(f"{where}.target", "a target no other [[mps]] table names", daemon.target)
+        daemons.append(daemon)
+    return tuple(daemons)
 
 
 def parse_document(document: Mapping[str, Any], path: Path | None) -> GpuconConfig:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from gpucon.config.mps import MpsDaemonConfig
 from gpucon.errors import JsonValue, Refused
 from gpucon.registry import states
 from gpucon.registry.parse import BackendRecord
@@ -25,7 +26,9 @@ if TYPE_CHECKING:
     from gpucon.config import GpuconConfig, ProbeTarget
     from gpucon.controls.audit_log import AuditLog
     from gpucon.controls.mig import MigExecutor
+    from gpucon.controls.mps_transport import Ran
     from gpucon.controls.probe import ProbeBounds, ProbeProgress, ProbeResult
+    from gpucon.model.fleet import MpsState
 
 
 class ReadOnlyError(Refused):
@@ -183,6 +186,50 @@ class Prober(Protocol):
     ) -> ProbeResult: ...
 
 
+class MpsDaemon(Protocol):
+    """One MPS control daemon as the restart drives it (``gpucon.controls.mps_daemons``: this
+    machine, a VM over SSH, or the GPU operator's pod; the demo's in ``gpucon.sim``)."""
+
+    @property
+    def where(self) -> str: ...
+
+    def running(self) -> bool: ...
+
+    def stop(self, wait_s: float) -> None:
+        """``quit`` and wait until it is gone (Kubernetes: delete its pod)."""
+        ...
+
+    def start(self, wait_s: float) -> None:
+        """Start it and wait until it answers (Kubernetes: follow the new pod to ready)."""
+        ...
+
+    def speaks(self, query: str) -> bool:
+        """Whether the daemon knows the control command ``query`` (a ``get_...``)."""
+        ...
+
+    def set_default_thread_pct(self, pct: float) -> None: ...
+
+    def default_thread_pct(self) -> float | None: ...
+
+    def set_default_pinned_mem_limit(self, device: str, limit: str) -> None: ...
+
+    def default_pinned_mem_limit(self, device: str) -> str | None: ...
+
+    def server_pids(self) -> tuple[int, ...]: ...
+
+    def client_env(self) -> dict[str, str]:
+        """The variables a client needs to reach this daemon."""
+        ...
+
+    def run(self, argv: tuple[str, ...], env: Mapping[str, str], timeout_s: float) -> Ran:
+        """Run a server's stop/start/ready command where the daemon lives."""
+        ...
+
+    def state(self) -> MpsState: ...
+
+    def close(self) -> None: ...
+
+
 def default_operator() -> str:
     """``user@host`` of whoever runs this process."""
     try:
@@ -206,6 +253,11 @@ class Controls:
     # creates and destroys MIG instances (NVML, nvidia-smi, the simulated fleet's); None: the
     # fleet re-slices through Kubernetes or not at all
     mig: MigExecutor | None = None
+    # the MPS daemon a target names (BadParams for a target with none); None: no daemon
+    # is configured
+    mps: Callable[[str], MpsDaemon] | None = None
+    # the daemons ``mps`` knows, as configured (the console finds a selected slot's here)
+    mps_daemons: tuple[MpsDaemonConfig, ...] = ()
 
     def close(self) -> None:
         self.registry.close()

@@ -1,4 +1,4 @@
-"""CUDA MPS control, local transport: drive ``nvidia-cuda-mps-control`` on this machine.
+"""CUDA MPS control: drive ``nvidia-cuda-mps-control`` here or on a VM (``mps_transport``).
 
 Starts the control daemon (``nvidia-cuda-mps-control -d``) with a given pipe and log
 directory, sends it commands on stdin (``get_server_list``, ``get_default_active_thread_
@@ -6,12 +6,14 @@ percentage``, ``set_default_active_thread_percentage``, ``set_default_device_pin
 ``quit``, ...), and reads its state into ``MpsState``. Every command runs as an argument list
 (no shell) with a timeout; every failure raises ``MpsError`` naming the command. Values are
 validated before anything is sent, so a bad percentage or limit changes nothing.
+The commands run through a transport (``gpucon.controls.mps_transport``): this machine by
+default, or a VM over SSH. ``speaks(command)`` tells whether the driver's daemon knows a
+command (older drivers have no pinned-memory limits).
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
 import subprocess
 import time
@@ -19,11 +21,27 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpucon.controls.mps_transport import LocalTransport, Transport
 from gpucon.model.fleet import MpsState
+from gpucon.sources.mps import parse_percentage, parse_pids
+
+__all__ = [
+    "CONTROL_EXECUTABLE",
+    "MpsAnswer",
+    "MpsControl",
+    "MpsError",
+    "check_device",
+    "check_mem_limit",
+    "format_percentage",
+    "parse_percentage",
+    "parse_pids",
+]
 
 CONTROL_EXECUTABLE = "nvidia-cuda-mps-control"
 # what the daemon prints when asked for a value it has no setting for
 _UNSET_ANSWERS = frozenset({"", "none", "n/a", "not set"})
+# how a daemon says it does not know a command (older drivers: no pinned-memory limits)
+_UNKNOWN_COMMAND = ("unrecognized", "unknown command", "invalid command", "not supported")
 _MEM_LIMIT = re.compile(r"^[0-9]+(\.[0-9]+)?[KMGT]?$")
 _DEVICE = re.compile(r"^([0-9]+|GPU-[0-9a-fA-F-]+|MIG-[0-9a-fA-F-]+)$")
 
@@ -50,32 +68,40 @@ class MpsControl:
     timeout_s: float = 5.0
     extra_env: Mapping[str, str] = field(default_factory=dict)
     runner: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run
+    # where the commands run; None: this machine, through ``runner``
+    transport: Transport | None = None
 
-    def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.extra_env)
+    def __post_init__(self) -> None:
+        if self.transport is None:
+            self.transport = LocalTransport(self.runner)
+
+    @property
+    def where(self) -> str:
+        return self._transport().where
+
+    def _transport(self) -> Transport:
+        assert self.transport is not None  # set in __post_init__
+        return self.transport
+
+    def env(self) -> dict[str, str]:
+        """The variables that point a program at this daemon (its clients need them too)."""
+        env = dict(self.extra_env)
         env["CUDA_MPS_PIPE_DIRECTORY"] = str(self.pipe_dir)
         env["CUDA_MPS_LOG_DIRECTORY"] = str(self.log_dir)
         return env
 
     def _run(self, argv: list[str], stdin: str | None, what: str) -> MpsAnswer:
         try:
-            done = self.runner(
-                argv,
-                input=stdin,
-                capture_output=True,
-                text=True,
-                timeout=self.timeout_s,
-                env=self._env(),
-                check=False,
+            done = self._transport().run(
+                argv, stdin=stdin, env=self.env(), timeout_s=self.timeout_s
             )
         except FileNotFoundError as exc:
             raise MpsError(f"{what}: {self.executable} not found ({exc.strerror})") from exc
-        except subprocess.TimeoutExpired as exc:
+        except TimeoutError as exc:
             raise MpsError(f"{what}: no answer within {self.timeout_s:g}s") from exc
         except OSError as exc:
             raise MpsError(f"{what}: {exc}") from exc
-        answer = MpsAnswer(what, done.stdout or "", done.stderr or "", done.returncode)
+        answer = MpsAnswer(what, done.stdout, done.stderr, done.returncode)
         if done.returncode != 0:
             detail = (answer.stderr or answer.stdout).strip().splitlines()
             raise MpsError(
@@ -87,7 +113,10 @@ class MpsControl:
     def start(self) -> None:
         """Start the control daemon (``-d``) on this pipe directory."""
         for directory in (self.pipe_dir, self.log_dir):
-            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            try:
+                self._transport().makedirs(str(directory))
+            except OSError as exc:
+                raise MpsError(f"{self.executable} -d: cannot make {directory}: {exc}") from exc
         self._run([self.executable, "-d"], None, f"{self.executable} -d")
 
     def command(self, text: str) -> str:
@@ -101,7 +130,7 @@ class MpsControl:
         self.command("quit")
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            if not self.pid_file().exists():
+            if not self._pid_file_exists():
                 return
             time.sleep(0.05)
         if self.is_running():
@@ -114,14 +143,32 @@ class MpsControl:
         """Written by the daemon while it runs; removed when it exits (the socket stays)."""
         return self.pipe_dir / "nvidia-cuda-mps-control.pid"
 
+    def _pid_file_exists(self) -> bool:
+        try:
+            return self._transport().exists(str(self.pid_file()))
+        except OSError as exc:
+            raise MpsError(f"is the daemon running? {exc}") from exc
+
     def is_running(self) -> bool:
         """True when a daemon answers on this pipe directory."""
-        if not self.pid_file().exists():
+        if not self._pid_file_exists():
             return False
         try:
             self.command("get_default_active_thread_percentage")
         except MpsError:
             return False
+        return True
+
+    def speaks(self, query: str) -> bool:
+        """Whether the daemon knows the command ``query`` (a read: ``get_...``). A daemon that
+        does not answers "Unrecognized command" or the like; any other failure is raised."""
+        try:
+            self.command(query)
+        except MpsError as error:
+            text = str(error).lower()
+            if any(word in text for word in _UNKNOWN_COMMAND):
+                return False
+            raise
         return True
 
     # --- queries -----------------------------------------------------------------------------
@@ -183,17 +230,3 @@ def check_device(device: str | int) -> str:
     if not _DEVICE.match(text):
         raise ValueError(f"device: expected an index, GPU-UUID or MIG-UUID, got {device!r}")
     return text
-
-
-def parse_pids(text: str) -> tuple[int, ...]:
-    """PIDs from ``get_server_list`` output (one per line; other lines ignored)."""
-    return tuple(int(token) for token in text.split() if token.isdigit())
-
-
-def parse_percentage(text: str) -> float | None:
-    """A percentage answer (``100.0``, ``60``); None when the daemon has none to give."""
-    match = re.search(r"[0-9]+(\.[0-9]+)?", text)
-    if match is None:
-        return None
-    value = float(match.group(0))
-    return value if 0 < value <= 100 else None

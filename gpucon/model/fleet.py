@@ -89,6 +89,8 @@ class MpsState:
     # server name -> CUDA_MPS_ACTIVE_THREAD_PERCENTAGE it runs with
     thread_pct_by_server: tuple[tuple[str, float], ...] = ()
     pinned_mem_limit: str | None = None
+    # server -> the PIDs of its clients (``get_device_client_list``), where the daemon is read
+    clients_by_server: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

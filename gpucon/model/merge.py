@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from gpucon.model.fleet import Backend, Gpu, LatencyStats, NodeInfo, QueueStats, Slot
+from gpucon.model.fleet import Backend, Gpu, LatencyStats, MpsState, NodeInfo, QueueStats, Slot
 from gpucon.model.reading import Reading
 
 T = TypeVar("T")
@@ -66,6 +66,8 @@ class MergedFleet:
     # entity key ("slot:ID", "backend:NAME", "latency:NAME", "queue:STREAM", "gpu:UUID") ->
     # the sources that told of it
     origins: dict[str, frozenset[str]]
+    # MPS daemons read directly, by the target the config names (the first source wins)
+    mps: dict[str, MpsState] = dataclasses.field(default_factory=dict)
 
 
 @functools.lru_cache(maxsize=16384)
@@ -207,7 +209,10 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
     queues: list[QueueStats] = []
     latency: list[LatencyStats] = []
     nodes: list[NodeInfo] = []
+    mps: dict[str, MpsState] = {}
     for r in readings:
+        for target, state in r.mps:
+            mps.setdefault(target, state)
         gpus.extend(r.gpus)
         slots.extend(r.slots)
         backends.extend(r.backends)
@@ -252,4 +257,5 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
         latency=resolve_latency(latency, merged_backends),
         nodes=merged_nodes,
         origins=origins,
+        mps=mps,
     )

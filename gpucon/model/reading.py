@@ -13,6 +13,7 @@ from gpucon.model.fleet import (
     Gpu,
     Health,
     LatencyStats,
+    MpsState,
     NodeInfo,
     QueueStats,
     Slot,
@@ -39,6 +40,8 @@ class Reading:
     # backends' own /v2/health/ready answers, and Prometheus's ``up`` per scrape target
     ready_checks: tuple[ReadyCheck, ...] = ()
     target_up: tuple[TargetUp, ...] = ()
+    # MPS control daemons read directly: (target, state), the target as the config names it
+    mps: tuple[tuple[str, MpsState], ...] = ()
     # network/API round trips this read made (benchmarks check it does not grow with the fleet)
     round_trips: int = 0
 

@@ -11,6 +11,7 @@ from gpucon.model.fleet import (
     Gpu,
     Health,
     LatencyStats,
+    MpsState,
     NodeInfo,
     QueueStats,
     Slot,
@@ -48,6 +49,8 @@ class Snapshot:
     staleness: Staleness = FRESH
     # backend name -> what each readiness signal says and whether it is serving
     liveness: Mapping[str, BackendLiveness] = field(default_factory=dict)
+    # MPS daemons gpucon reads directly: target (slot id, GPU UUID, VM name) -> their state
+    mps: Mapping[str, MpsState] = field(default_factory=dict)
 
     def backends_on(self, slot_id: str) -> tuple[Backend, ...]:
         return tuple(b for b in self.backends.values() if b.slot_id == slot_id)

@@ -72,6 +72,8 @@ def params_for(
     config: GpuconConfig | None,
 ) -> dict[str, object]:
     """The action's params from what the operator selected (BadParams when it is not enough)."""
+    if name == "mps-restart":
+        return mps_params(snapshot, slot_id, controls, config)
     if name not in ("drain", "undrain", "probe"):
         return {}
     backend = backend_name
@@ -112,3 +114,33 @@ def reslice_params(gpu: str, layout: str, controls: Controls) -> dict[str, objec
     (the demo's simulated one, NVML or nvidia-smi; Kubernetes where none is built)."""
     executor = controls.mig.kind if controls.mig is not None else "kubernetes"
     return {"gpu": gpu, "layout": layout, "executor": executor}
+
+
+def mps_params(
+    snapshot: Snapshot, slot_id: str | None, controls: Controls, config: GpuconConfig | None
+) -> dict[str, object]:
+    """The MPS restart of the daemon that serves the selected row's slot (its id, its GPU's
+    UUID, its VM's name or ``host/gpuN``, as ``[[fleets.NAME.mps]]`` names targets)."""
+    from dataclasses import asdict
+
+    slot = snapshot.slots.get(slot_id or "")
+    names = {slot_id}
+    if slot is not None:
+        names.update({slot.gpu_uuid, slot.vm.name if slot.vm else None})
+        if slot.host is not None and slot.gpu_index is not None:
+            names.add(f"{slot.host}/gpu{slot.gpu_index}")
+    daemon = next((d for d in controls.mps_daemons if d.target in names), None)
+    if daemon is None:
+        known = ", ".join(d.target for d in controls.mps_daemons) or "none configured"
+        raise BadParams("target", f"no MPS daemon serves the selected slot (known: {known})")
+    params: dict[str, object] = {"target": daemon.target, "daemon": asdict(daemon)}
+    if controls.prober is not None and controls.prober.simulated:
+        servers = {s.backend for s in daemon.servers}
+        params["probe_targets"] = [
+            {"name": b.name, "url": b.url or "http://simulated", "model": b.model or ""}
+            for b in snapshot.backends.values()
+            if b.name in servers
+        ]
+    elif config is not None:
+        params["probe_targets"] = [asdict(t) for t in config.fleet.probe_targets]
+    return params

@@ -118,7 +118,45 @@ def health_facts(slot: Slot | None, snapshot: Snapshot) -> Text:
         _field(text, "MIG config", node.mig_config)
         _field(text, "MIG state", health_text.node_state(node, since, snapshot.taken_at))
         _field(text, "scheduling", "CORDONED (unschedulable)" if node.unschedulable else "open")
+    mps_facts(text, slot, snapshot)
     return text
+
+
+def mps_target_of(slot: Slot, snapshot: Snapshot) -> str | None:
+    """The MPS daemon target (as the config names it) that serves ``slot``, if one is read."""
+    names = [slot.id, slot.gpu_uuid, slot.vm.name if slot.vm else None]
+    if slot.host is not None and slot.gpu_index is not None:
+        names.append(f"{slot.host}/gpu{slot.gpu_index}")
+    return next((n for n in names if n is not None and n in snapshot.mps), None)
+
+
+def mps_facts(text: Text, slot: Slot, snapshot: Snapshot) -> None:
+    """The MPS daemon as read from it (``gpucon.sources.mps``): up or not, its servers, their
+    clients and shares, the defaults."""
+    target = mps_target_of(slot, snapshot)
+    if target is None:
+        return
+    mps = snapshot.mps[target]
+    text.append("    MPS daemon (read from it)\n", style="bold")
+    if not mps.daemon_running:
+        _field(text, "daemon", f"NOT RUNNING ({target})")
+        return
+    _field(text, "daemon", f"running ({target})")
+    pinned = mps.pinned_mem_limit or fmt.NA
+    _field(text, "default", f"{fmt.pct(mps.default_thread_pct)} of SMs, pinned {pinned}")
+    shares = dict(mps.thread_pct_by_server)
+    clients = dict(mps.clients_by_server)
+    if not clients and not shares:
+        _field(text, "servers", "none (no client has connected)")
+    for server in sorted(set(shares) | set(clients)):
+        pids = clients.get(server, ())
+        listed = ", ".join(str(p) for p in pids[:6]) + (" ..." if len(pids) > 6 else "")
+        _field(
+            text,
+            f"server {server}",
+            f"{fmt.pct(shares.get(server))} of SMs, {len(pids)} client(s) {listed}".strip(),
+            90,
+        )
 
 
 # REQ/S, P50, P95, P99 and ERR with their gaps, as the header lays them out

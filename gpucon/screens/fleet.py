@@ -368,6 +368,7 @@ class ActionFleetScreen(FleetScreen):
         Binding("p", "act('probe')", "Probe", id="probe"),
         # destructive: kept off the key bar (listed in help); the plan asks for the GPU's name
         Binding("X", "reslice", "Re-slice MIG", show=False, id="reslice"),
+        Binding("m", "act('mps-restart')", "MPS", id="mps_restart"),
     ]
     _runner: ActionRunner | None = None
 

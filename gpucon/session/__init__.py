@@ -122,6 +122,28 @@ class Session:
             self._runner = DemoFleetRunner.over(self.sim_fleet, slo_p95_ms_by_model=slos)
         return self._runner
 
+    def mps_daemon_params(self, target: str) -> dict[str, object] | None:
+        """The MPS daemon that serves ``target`` as plan params (``gpucon.actions.mps_restart``):
+        the config's ``[[fleets.NAME.mps]]``, or the simulated VM's in the demo; None: none."""
+        from dataclasses import asdict
+
+        if self.sim_fleet is not None:
+            from gpucon.sim.mps import demo_daemons
+
+            daemons = demo_daemons(self.sim_fleet)
+        else:
+            daemons = self.config.fleet.mps
+        found = next((d for d in daemons if d.target == target), None)
+        return None if found is None else asdict(found)
+
+    def mps_targets(self) -> tuple[str, ...]:
+        """The targets with an MPS daemon gpucon can restart."""
+        if self.sim_fleet is not None:
+            from gpucon.sim.mps import demo_daemons
+
+            return tuple(d.target for d in demo_daemons(self.sim_fleet))
+        return tuple(d.target for d in self.config.fleet.mps)
+
     def close(self) -> None:
         if self._hub is not None:
             self._hub.stop()
@@ -199,6 +221,7 @@ def demo_controls(config: GpuconConfig, fleet: SimFleet) -> Controls:
     in its own file (``audit-demo.jsonl``), with fleet ``simulated`` and no shared stream."""
     from gpucon.controls.audit_log import AuditLog
     from gpucon.sim.mig import SimMig
+    from gpucon.sim.mps import demo_daemons, sim_daemons
     from gpucon.sim.probe import SimProber
     from gpucon.sim.registry import SimRegistry
 
@@ -208,6 +231,8 @@ def demo_controls(config: GpuconConfig, fleet: SimFleet) -> Controls:
         operator=config.operator or default_operator(),
         prober=SimProber(fleet),
         mig=SimMig(fleet),
+        mps=sim_daemons(fleet),
+        mps_daemons=demo_daemons(fleet),
     )
 
 
@@ -217,6 +242,7 @@ def live_controls(config: GpuconConfig, kube: KubeControl | None = None) -> Cont
     A fleet without Redis has nothing an action could steer: Refused, naming the section.
     """
     from gpucon.controls.audit_log import AuditLog
+    from gpucon.controls.mps_daemons import daemons_from_config
     from gpucon.controls.probe import LiveProber
     from gpucon.controls.registry import RedisRegistry
 
@@ -239,6 +265,8 @@ def live_controls(config: GpuconConfig, kube: KubeControl | None = None) -> Cont
         kube_namespace=(fleet.kube.namespace if fleet.kube else None) or "default",
         prober=LiveProber(redis_auth=auth),
         mig=mig_executor(config),
+        mps=daemons_from_config(fleet.mps, fleet.kube),
+        mps_daemons=fleet.mps,
     )
 
 

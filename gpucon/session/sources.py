@@ -141,7 +141,47 @@ def build_sources(fleet: FleetConfig) -> list[Source]:
             )
 
         sources.append(_build("readiness", make_readiness))
+    if any(d.transport != "kube" for d in fleet.mps):
+        sources.append(_build("mps", lambda: mps_source(fleet)))
     return sources
+
+
+def mps_source(fleet: FleetConfig) -> Source:
+    """The daemons of ``[[fleets.NAME.mps]]`` gpucon can ask (here or over SSH), read with
+    ``get_...`` commands only (``gpucon.sources.mps``); the operator's pods are not asked."""
+    from gpucon.controls.mps import MpsControl, MpsError
+    from gpucon.controls.mps_daemons import command_daemon
+    from gpucon.sources.mps import DaemonDown, MpsReader, MpsSource, is_not_running
+
+    def asker(control: MpsControl) -> Callable[[str], str]:
+        def ask(command: str) -> str:
+            try:
+                if not control.is_running():
+                    raise DaemonDown(f"no MPS daemon on {control.pipe_dir}")
+                return control.command(command)
+            except MpsError as error:
+                if is_not_running(str(error)):
+                    raise DaemonDown(str(error)) from error
+                raise
+
+        return ask
+
+    readers = []
+    for daemon in fleet.mps:
+        if daemon.transport == "kube":
+            continue
+        control = command_daemon(daemon).control
+        transport = control.transport
+        readers.append(
+            MpsReader(
+                daemon.target,
+                asker(control),
+                daemon.device,
+                transport.close if transport is not None else None,
+            )
+        )
+    timeout = max(d.timeout_s for d in fleet.mps)
+    return MpsSource(readers, cadence_s=5.0, timeout_s=timeout)
 
 
 def liveness_policy(fleet: FleetConfig) -> LivenessPolicy:

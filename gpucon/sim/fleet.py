@@ -11,13 +11,14 @@ import math
 import random
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TypeVar
 
-from gpucon.model.fleet import Backend, BackendState
+from gpucon.model.fleet import Backend, BackendState, MpsState
 from gpucon.model.reading import Reading
 from gpucon.sim.engine import SimWorld
 from gpucon.sim.layout import default_fleet, sized_fleet
-from gpucon.sim.parts import SimBackend
+from gpucon.sim.parts import SimBackend, SimSlot
 from gpucon.sim.readout import ReadOut, read_backend
 from gpucon.sim.scenarios import start_scenario
 
@@ -129,6 +130,35 @@ class SimFleet:
         with self._lock:
             move_backend(self._world, name, slot_id)
             return self._world.bump(self._find(name))
+
+    # -- MPS inside the simulated VMs (the demo's MPS restart, gpucon.sim.mps) --------------
+
+    def vm_mps(self, vm_name: str) -> MpsState | None:
+        """The MPS state of VM ``vm_name``; KeyError when there is no such VM."""
+        with self._lock:
+            vm = self._vm_slot(vm_name).vm
+            return vm.mps if vm is not None else None
+
+    def set_vm_mps(self, vm_name: str, mps: MpsState) -> None:
+        with self._lock:
+            slot = self._vm_slot(vm_name)
+            assert slot.vm is not None
+            slot.vm = replace(slot.vm, mps=mps)
+            slot.cached = None  # the slot's readout is cached on what it shows
+            self._world.dirty_slots.add(slot)
+
+    def set_backend_ready(self, name: str, ready: bool) -> None:
+        """Whether the backend's server answers (a stopped server is not ready)."""
+        with self._lock:
+            sim = self._find(name)
+            sim.ready = ready
+            self._world.bump(sim)
+
+    def _vm_slot(self, vm_name: str) -> SimSlot:
+        for slot in self._world.slots:
+            if slot.vm is not None and slot.vm.name == vm_name:
+                return slot
+        raise KeyError(f"no simulated VM {vm_name!r}")
 
     def _find(self, name: str) -> SimBackend:
         sim = self._world.by_name.get(name)

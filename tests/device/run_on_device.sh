@@ -5,6 +5,7 @@
 #   mps      raw answers of nvidia-cuda-mps-control on a private pipe dir (to check the parsers)
 #   record   record h200.json (NvmlSource over real NVML, GPU under a CUDA load) into $OUT
 #   tests    the gpu-marked tests (tests/device)
+#   mpsrestart  only the MPS tests (the restart through gpucon's action; figures in $OUT)
 #   bench    benchmarks/nvml_bench.py
 #   probe    benchmarks/nvml_gpm_probe.py under a CUDA load (GPM answers by spacing/metric set)
 #   health   tests/device/nvml_health_probe.py: raw XID-event and clock-reason answers
@@ -78,6 +79,13 @@ if want tests; then
   timeout 240 python3 -m pytest tests/device -v -rA -p no:cacheprovider -o addopts="" \
     >"$OUT/gpu_tests.txt" 2>&1
   echo "pytest rc=$?" >>"$LOG"
+fi
+
+if want mpsrestart; then
+  OUT=$OUT timeout 300 python3 -m pytest tests/device/test_mps_gpu.py \
+    tests/device/test_mps_restart_gpu.py -v -s -rA -p no:cacheprovider -o addopts="" \
+    >"$OUT/mps_restart_tests.txt" 2>&1
+  echo "mps pytest rc=$?" >>"$LOG"
 fi
 
 # --- 4. benchmark ---------------------------------------------------------------------------

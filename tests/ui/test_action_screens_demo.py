@@ -203,3 +203,53 @@ async def test_a_slow_backends_probe_shows_progress_before_its_first_answer(
         shown = progress.outcome_text().plain
         assert "TOO SHORT: " in shown and " sample(s)" in shown, shown
         assert "offered 2" not in shown or "/s of 2/s planned" in shown  # a rate that means it
+
+
+async def test_mps_restart_key_restarts_the_selected_vms_daemon(tmp_path: Path) -> None:
+    """`m` on a VM's row: a tier-2 plan naming the VM (drain first), then the restart; the
+    VM's daemon is back and its servers serve again."""
+    rig = sim_rig()
+    source: Any = rig.source
+    fleet = source.fleet
+    controls = demo_controls(
+        GpuconConfig(audit_path=tmp_path / "audit.jsonl", operator="demo@test"), fleet
+    )
+    app = rig.app(controls=controls)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("slash", *"sd15-vm-b-1", "enter")  # select the VM's row
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await pilot.pause()
+        plan_screen = app.screen
+        assert isinstance(plan_screen, PlanScreen)
+        plan = plan_screen.plan
+        assert (plan.action, plan.target) == ("mps-restart", "vm-b-1")
+        assert plan.steps[0].key.startswith("draining:")
+        assert app.focused is not None and app.focused.id == "cancel"
+        assert "vm-b-1" in str(plan_screen.query_one("#confirm", Button).label)
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
+        progress = app.screen
+        assert isinstance(progress, ProgressScreen)
+        await wait_for(pilot, lambda: progress.finished, step=lambda: fleet.step(0.5), timeout_s=60)
+        assert progress.outcome is not None and progress.outcome.ok, progress.outcome
+    mps = fleet.vm_mps("vm-b-1")
+    assert mps is not None and mps.daemon_running is True
+    assert fleet.backend("sdxl-vm-b-1").state is BackendState.ACTIVE
+    assert fleet.backend("sdxl-vm-b-1").ready is True
+
+
+async def test_mps_restart_key_on_a_slot_without_a_daemon_says_so(tmp_path: Path) -> None:
+    rig = sim_rig()
+    source: Any = rig.source
+    controls = demo_controls(GpuconConfig(audit_path=tmp_path / "audit.jsonl"), source.fleet)
+    app = rig.app(controls=controls)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("slash", *"bert", "enter")
+        await pilot.press("m")
+        await pilot.pause(0.3)
+        assert not isinstance(app.screen, PlanScreen)
+        said = [n.message for n in app._notifications]
+        assert any("no MPS daemon serves the selected slot" in m for m in said), said

@@ -8,7 +8,6 @@ daemon's state in files under the pipe directory, and answers like the real cont
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 import pytest
@@ -22,44 +21,14 @@ from gpucon.controls.mps import (
     parse_pids,
 )
 from gpucon.model.fleet import MpsState
-
-STANDIN = r"""#!/bin/sh
-# STAND-IN for nvidia-cuda-mps-control (tests only): records argv/stdin, fakes the daemon
-# as seen on the H200 (driver 580): pid file while running, socket left after quit.
-log="$MPS_STANDIN_LOG"
-state="$CUDA_MPS_PIPE_DIRECTORY"
-pid="$state/nvidia-cuda-mps-control.pid"
-echo "argv:$*" >> "$log"
-echo "pipe:$CUDA_MPS_PIPE_DIRECTORY log:$CUDA_MPS_LOG_DIRECTORY" >> "$log"
-if [ "$1" = "-d" ]; then
-  [ -e "$pid" ] && { echo "An instance of this daemon is already running" >&2; exit 1; }
-  : > "$state/control"; echo $$ > "$pid"; echo 100.0 > "$state/pct"; exit 0
-fi
-read -r line
-echo "stdin:$line" >> "$log"
-[ -n "$MPS_STANDIN_HANG" ] && sleep 5
-[ -e "$pid" ] || { echo "Cannot find MPS control daemon process" >&2; exit 1; }
-set -- $line
-case "$1" in
-  get_server_list) cat "$state/servers" 2>/dev/null ;;
-  get_default_active_thread_percentage) cat "$state/pct" ;;
-  set_default_active_thread_percentage) echo "$2" > "$state/pct"; echo "$2" ;;
-  get_active_thread_percentage) cat "$state/pct" ;;
-  set_default_device_pinned_mem_limit) echo "$3" > "$state/limit_$2" ;;
-  get_default_device_pinned_mem_limit) cat "$state/limit_$2" 2>/dev/null || echo "None" ;;
-  quit) rm -f "$pid" ;;  # the real daemon leaves its socket
-  *) echo "Unrecognized command $1" >&2; exit 1 ;;
-esac
-"""
+from tests.helpers.mps_standin import install_control
 
 
 @pytest.fixture
 def control(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MpsControl:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    script = bin_dir / "nvidia-cuda-mps-control"
-    script.write_text(STANDIN)
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    install_control(bin_dir)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("MPS_STANDIN_LOG", str(tmp_path / "standin.log"))
     return MpsControl(pipe_dir=tmp_path / "pipe", log_dir=tmp_path / "log", timeout_s=2.0)
