@@ -145,7 +145,7 @@ def others_serving(
         ok = bool(others)
         text = f"{len(others)} other active backend(s) keep serving {what}"
         if not ok:
-            text += f": nothing would serve {what} (use force to drain anyway)"
+            text += f": nothing would serve {what} (force to go ahead anyway)"
         elif not live:
             text += f", but none of them is serving now (not ready): {what} has no serving backend"
         elif len(live) < len(others):

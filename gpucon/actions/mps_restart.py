@@ -23,8 +23,8 @@ from gpucon.actions.backends import (
     node_backends,
     text_param,
 )
-from gpucon.actions.drain import _others_serving
 from gpucon.actions.drain_group import backends_on
+from gpucon.actions.headroom import others_serving
 from gpucon.actions.plan import (
     BlastRadius,
     Outcome,
@@ -114,7 +114,7 @@ def plan_mps_restart(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     unknown = tuple(s.backend for s in daemon.servers if s.backend not in snapshot.backends)
 
     pre = [Precondition("daemon", True, f"MPS daemon for {target}: {daemon.where()}")]
-    pre.extend(_others_serving(snapshot, drain, force))
+    pre.extend(others_serving(snapshot, drain, force))
     if kept:
         text = f"{', '.join(kept)} drained already: left drained afterwards"
         pre.append(Precondition("drained_already", True, text, warning=True))

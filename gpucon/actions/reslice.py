@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpucon.actions.backends import capacity_share_pct, node_backends, text_param
+from gpucon.actions.headroom import others_serving
 from gpucon.actions.plan import BlastRadius, Plan, Precondition, Step, Tier
 from gpucon.actions.reslice_fleet import (
     assign,
@@ -134,7 +135,7 @@ def plan_reslice(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
         ok = drain or b.state is BackendState.DRAINED
         text = f"{b.name} is {b.state}" + ("" if ok else ": drain it first, or re-slice with drain")
         pre.append(Precondition(f"drained:{b.name}", ok, text))
-    pre += _others_serving(snapshot, backends, bool(params.get("force", False)))
+    pre += others_serving(snapshot, tuple(backends), bool(params.get("force", False)))
     procs = [p.pid for s in old for p in s.processes] + [p.pid for p in gpu.processes]
     if procs:
         pre.append(
@@ -184,27 +185,6 @@ def plan_reslice(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
         changes=tuple(changes),
         made_at=snapshot.taken_at,
     )
-
-
-def _others_serving(snapshot: Snapshot, backends: list[Backend], force: bool) -> list[Precondition]:
-    """Each model the re-slice takes offline must keep an active backend elsewhere meanwhile
-    (``force`` re-slices anyway: its requests wait in the queue until the undrain)."""
-    names = {b.name for b in backends}
-    checks = []
-    for model in sorted({b.model for b in backends if b.model}):
-        others = [
-            b
-            for b in snapshot.backends.values()
-            if b.name not in names
-            and b.model == model
-            and b.state is BackendState.ACTIVE
-            and (b.weight or 0.0) > 0
-        ]
-        text = f"{len(others)} other active backend(s) serve {model} meanwhile"
-        if not others:
-            text += f": nothing would serve {model} during the re-slice (force to go ahead)"
-        checks.append(Precondition(f"others_serving:{model}", bool(others) or force, text))
-    return checks
 
 
 def _layout_text(fit: LayoutFit, given_as: str) -> str:

@@ -124,5 +124,5 @@ def test_a_model_with_no_other_backend_needs_force() -> None:
     plan = reslice.plan_reslice(snapshot, params)
     failed = {p.name: p.text for p in plan.failed_preconditions}
     assert set(failed) == {"others_serving:bert-base", "others_serving:resnet50"}
-    assert "nothing would serve bert-base during the re-slice" in failed["others_serving:bert-base"]
+    assert "nothing would serve model bert-base" in failed["others_serving:bert-base"]
     assert reslice.plan_reslice(snapshot, {**params, "force": True}).ok
