@@ -237,7 +237,9 @@ def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
 
 def summary_line(report: Mapping[str, Any], params: Mapping[str, Any] | None = None) -> str:
     """``VERDICT: why; 20/20 ok; offered ... achieved ...; p50 .. p99 ms; errors: none``."""
+    from gpucon.actions.probe_defaults import MIN_SAMPLES
     from gpucon.actions.probe_verdict import rates_text, verdict
+    from gpucon.controls.probe import STABILITY_WINDOWS
 
     p = params or {}
     judged = verdict(
@@ -252,8 +254,10 @@ def summary_line(report: Mapping[str, Any], params: Mapping[str, Any] | None = N
         return "n/a" if lat.get(key) is None else f"{lat[key]:.1f}"
 
     errors = ", ".join(f"{k}: {v}" for k, v in sorted(report["errors"].items())) or "none"
-    # throughput's stability means nothing over a probe too short to judge anything
-    judged_stable = None if judged.kind == "too short" else report["stable"]
+    # stability compares three windows' throughput: with fewer than MIN_SAMPLES answers in
+    # each, it is noise (a 20-request probe of a slow backend has a few per window)
+    enough = report["succeeded"] >= STABILITY_WINDOWS * MIN_SAMPLES
+    judged_stable = report["stable"] if enough and judged.kind != "too short" else None
     stable = {True: "; stable", False: "; throughput NOT stable", None: ""}[judged_stable]
     return (
         f"{judged.line()}; {report['succeeded']}/{report['sent']} ok; {rates_text(report)}; "

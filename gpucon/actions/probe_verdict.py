@@ -8,7 +8,8 @@ A probe that was too short must not read as a broken backend. The verdict is one
   ``MIN_SERVICE_TIMES`` service times, or every failure was a timeout shorter than the
   backend's service time (the probe's setting, not the backend's fault) — it names what to
   change;
-- ``slow``: p95 over the backend's SLO with enough samples;
+- ``slow``: p95 over the backend's SLO with enough samples (when its p50 under the probe was
+  well above its p50 before, the probe's own load is named as part of it);
 - ``ok``: p95 within it.
 
 The rates are said so that they mean something: the offered rate is measured only over two
@@ -28,6 +29,7 @@ ERROR_PCT = 5.0
 FAILING_MIN = 3
 MIN_SERVICE_TIMES = 3.0
 HELD_BACK = 0.9  # offered below this share of the planned rate: the concurrency held it back
+SLOWED = 1.3  # a probe's p50 this many times the backend's p50 before it: its own load counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +108,23 @@ def verdict(
     if slo_p95_ms is None:
         return Verdict("ok", f"p95 {_ms(p95)} over {ok} samples (no SLO known)")
     if p95 is not None and p95 > slo_p95_ms:
-        return Verdict("slow", f"p95 {_ms(p95)} over its SLO {_ms(slo_p95_ms)} ({ok} samples)")
+        text = f"p95 {_ms(p95)} over its SLO {_ms(slo_p95_ms)} ({ok} samples)"
+        return Verdict("slow", text + _own_load(report, p50, service_s))
     return Verdict("ok", f"p95 {_ms(p95)} within its SLO {_ms(slo_p95_ms)} ({ok} samples)")
+
+
+def _own_load(report: Mapping[str, Any], p50: float | None, service_s: float | None) -> str:
+    """When requests took much longer under the probe than the backend's p50 before it, the
+    probe's own requests are part of the load it measured: said, so that "slow" is read as
+    "slow with this much more work", not as a backend that was slow already."""
+    if p50 is None or service_s is None or p50 < SLOWED * service_s * 1000.0:
+        return ""
+    rate = report.get("achieved_rate")
+    added = "" if rate is None else f" ({rate:.3g}/s)"
+    return (
+        f"; p50 {_ms(p50)} under the probe against {fmt_s(service_s)} before it: "
+        f"the probe's own requests{added} added to the backend's load"
+    )
 
 
 def rates_text(report: Mapping[str, Any]) -> str:

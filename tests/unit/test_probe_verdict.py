@@ -35,6 +35,11 @@ def test_enough_samples_within_the_slo_is_ok_and_over_it_is_slow() -> None:
     assert verdict(report(200), slo_p95_ms=100.0, service_s=0.02).kind == "ok"
     slow = verdict(report(200, p95=180.0), slo_p95_ms=100.0, service_s=0.02)
     assert slow.kind == "slow" and "over its SLO" in slow.text and not slow.backend_failing
+    assert "probe's own" not in slow.text  # p50 20 ms, as before the probe
+    # the demo's SDXL at 7 s, probed one at a time on top of its traffic: 11 s under the probe
+    loaded = report(20, p50=11_173.0, p95=17_838.0)
+    v = verdict(loaded, slo_p95_ms=14_000.0, service_s=6.9, timeout_s=23.0)
+    assert v.kind == "slow" and "p50 11.2 s under the probe against 6.9 s before it" in v.text
 
 
 def test_failing_requests_are_the_backends_fault() -> None:
