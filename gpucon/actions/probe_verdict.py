@@ -1,4 +1,6 @@
-"""What a probe's report says about the backend (pure): slow or failing, fine, or nothing yet.
+"""Whether a probe can judge the backend (pure): before it runs (``plan_checks``: enough
+requests can complete, a timeout longer than the service time) and after (``verdict``: slow or
+failing, fine, or nothing yet).
 
 A probe that was too short must not read as a broken backend. The verdict is one of:
 
@@ -21,9 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpucon.actions.probe_defaults import MIN_SAMPLES, fmt_s
+from gpucon.actions.plan import Precondition
+from gpucon.actions.probe_defaults import (
+    MIN_SAMPLES,
+    ProbeDefaults,
+    ServiceEstimate,
+    fmt_s,
+    sendable,
+)
+
+if TYPE_CHECKING:  # the engine's module loads its HTTP client: not needed to judge a report
+    from gpucon.controls.probe import ProbeBounds
 
 ERROR_PCT = 5.0
 FAILING_MIN = 3
@@ -141,3 +153,47 @@ def rates_text(report: Mapping[str, Any]) -> str:
             offer += f" (held back by concurrency {bounds.get('concurrency')})"
     got = "n/a" if achieved is None else f"{achieved:.3g}/s"
     return f"{offer}, achieved {got}"
+
+
+def plan_checks(
+    service: ServiceEstimate, chosen: ProbeDefaults, bounds: ProbeBounds, *, edited: list[str]
+) -> list[Precondition]:
+    """Whether the probe as planned can be judged: how its params were chosen, how many
+    requests can complete, and whether the timeout leaves a request its service time."""
+    how = f"defaults from {chosen.why}"
+    if edited:
+        how = f"{', '.join(edited)} as given; the rest {how}"
+    lines = [Precondition("params", True, how, warning=service.service_s is None)]
+    completes = min(bounds.count, sendable(bounds.rate_per_s, bounds.duration_s))
+    if service.service_s is not None:  # at most `concurrency` at a time, each service_s long
+        per_slot = int(bounds.duration_s / service.service_s) + 1
+        completes = min(completes, bounds.concurrency * per_slot)
+    if completes < MIN_SAMPLES:
+        lines.append(
+            Precondition(
+                "samples",
+                True,
+                f"about {completes} request(s) can complete in {bounds.duration_s:g} s at "
+                f"{bounds.rate_per_s:g}/s, {bounds.concurrency} at once: fewer than the "
+                f"{MIN_SAMPLES} a p95 needs, so the verdict will be 'too short' (raise "
+                "duration, count or concurrency, within the target's caps)",
+                warning=True,
+            )
+        )
+    else:
+        lines.append(
+            Precondition("samples", True, f"about {completes} requests can complete (a p95 "
+                         f"needs {MIN_SAMPLES})")
+        )  # fmt: skip
+    slowest = service.p95_s or service.service_s
+    if slowest is not None and bounds.timeout_s < slowest:
+        lines.append(
+            Precondition(
+                "timeout",
+                True,
+                f"timeout {fmt_s(bounds.timeout_s)} is under the backend's observed "
+                f"{fmt_s(slowest)}: requests will time out",
+                warning=True,
+            )
+        )
+    return lines

@@ -80,3 +80,25 @@ def test_rates_are_said_sensibly() -> None:
     assert "offered 19.9/s of 20/s planned" in rates_text(report(200, offered=19.9))
     held = rates_text(report(40, offered=4.0))
     assert "held back by concurrency 2" in held
+
+
+def test_the_plan_warns_when_the_probe_cannot_judge_or_the_backend_is_down() -> None:
+    from gpucon.actions import probe
+    from gpucon.config import ProbeTarget
+    from gpucon.model.fleet import Backend, LatencyStats
+    from gpucon.model.liveness import BackendLiveness
+    from gpucon.model.snapshot import Snapshot
+
+    target = ProbeTarget("b", "http://127.0.0.1:1", "sdxl")  # caps: 60 s at most
+    snap = Snapshot(
+        taken_at=1.0,
+        backends={"b": Backend("b", model="sdxl")},
+        latency={"b": LatencyStats("b", p50_ms=14000.0, p95_ms=15500.0)},
+        liveness={"b": BackendLiveness("b", serving=False, because="http refused")},
+    )
+    plan = probe.plan(snap, {"target": "b", "probe_targets": (target,), "timeout": 5})
+    warned = {p.name: p.text for p in plan.warnings}
+    assert "fewer than the 20 a p95 needs" in warned["samples"]
+    assert "timeout 5.0 s is under the backend's observed 15.5 s" in warned["timeout"]
+    assert "NOT serving (http refused)" in warned["backend"]
+    assert plan.ok and plan.params["service_s"] == 14.0
