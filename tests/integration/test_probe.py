@@ -125,7 +125,8 @@ async def test_probe_stats_match_a_backend_with_known_service_time() -> None:
     p50, p99 = result.latency_ms["p50"], result.latency_ms["p99"]
     assert p50 is not None and p99 is not None
     assert 40.0 <= p50 <= 100.0 and p50 <= p99 <= 250.0  # never below the service time
-    assert result.offered_rate is not None and 36.0 <= result.offered_rate <= 41.0
+    assert result.offered_rate is not None and result.achieved_rate is not None
+    assert 36.0 <= result.offered_rate <= 41.0
     assert 30.0 <= result.achieved_rate <= 41.0  # 140 answers over ~3.5 s + one service time
     # full 1 s windows while sending (3.5 s): ~40 answers in each, stable by the 10 % rule
     assert len(result.window_rates) == 3
@@ -144,8 +145,8 @@ async def test_concurrency_bound_caps_the_achieved_rate() -> None:
             DirectSender(server.url, "llm", 5.0, 1), bounds, target="b0", mode="direct"
         )
     assert result.succeeded == 30
-    assert result.offered_rate is not None and result.offered_rate < 21.0
-    assert result.achieved_rate < 21.0
+    assert result.offered_rate is not None and result.achieved_rate is not None
+    assert result.offered_rate < 21.0 and result.achieved_rate < 21.0
 
 
 async def test_a_backend_slowing_down_mid_probe_is_reported_unstable() -> None:
