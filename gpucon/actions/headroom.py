@@ -165,7 +165,7 @@ def state_line(snapshot: Snapshot, b: Backend, node: str | None) -> Precondition
     ok = b.state is not BackendState.DRAINED
     text = f"{b.name} is {b.state}" + ("" if ok else ": already drained, nothing to do")
     why = not_serving(snapshot, b)
-    if ok and why is not None:
+    if ok and why is not None and b.state is not BackendState.DOWN:  # "down" says it already
         text = (
             f"{b.name} is {b.state} in the registry but NOT serving ({why}): draining it moves "
             "no load, it keeps the scheduler off it once it is ready again"

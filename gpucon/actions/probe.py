@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the verb's parser is built for every gpucon command: import lazily
-    from gpucon.actions.plan import Outcome, Plan, Precondition, Progress
-    from gpucon.actions.probe_defaults import ProbeDefaults, ServiceEstimate
+    from gpucon.actions.plan import Outcome, Plan, Progress
+    from gpucon.actions.probe_defaults import ProbeDefaults
     from gpucon.config import ProbeTarget
     from gpucon.controls.base import Controls
     from gpucon.controls.probe import ProbeBounds, ProbeProgress
@@ -85,58 +85,12 @@ def _as_params(values: ProbeDefaults | ProbeBounds) -> dict[str, float]:
     }
 
 
-def _judging(
-    service: ServiceEstimate, chosen: ProbeDefaults, bounds: ProbeBounds, *, edited: list[str]
-) -> list[Precondition]:
-    """Whether the probe as planned can be judged: how its params were chosen, how many
-    requests can complete, and whether the timeout leaves a request its service time."""
-    from gpucon.actions.plan import Precondition
-    from gpucon.actions.probe_defaults import MIN_SAMPLES, fmt_s, sendable
-
-    how = f"defaults from {chosen.why}"
-    if edited:
-        how = f"{', '.join(edited)} as given; the rest {how}"
-    lines = [Precondition("params", True, how, warning=service.service_s is None)]
-    completes = min(bounds.count, sendable(bounds.rate_per_s, bounds.duration_s))
-    if service.service_s is not None:  # at most `concurrency` at a time, each service_s long
-        per_slot = int(bounds.duration_s / service.service_s) + 1
-        completes = min(completes, bounds.concurrency * per_slot)
-    if completes < MIN_SAMPLES:
-        lines.append(
-            Precondition(
-                "samples",
-                True,
-                f"about {completes} request(s) can complete in {bounds.duration_s:g} s at "
-                f"{bounds.rate_per_s:g}/s, {bounds.concurrency} at once: fewer than the "
-                f"{MIN_SAMPLES} a p95 needs, so the verdict will be 'too short' (raise "
-                "duration, count or concurrency, within the target's caps)",
-                warning=True,
-            )
-        )
-    else:
-        lines.append(
-            Precondition("samples", True, f"about {completes} requests can complete (a p95 "
-                         f"needs {MIN_SAMPLES})")
-        )  # fmt: skip
-    slowest = service.p95_s or service.service_s
-    if slowest is not None and bounds.timeout_s < slowest:
-        lines.append(
-            Precondition(
-                "timeout",
-                True,
-                f"timeout {fmt_s(bounds.timeout_s)} is under the backend's observed "
-                f"{fmt_s(slowest)}: requests will time out",
-                warning=True,
-            )
-        )
-    return lines
-
-
 def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     """The probe plan; refuses unknown targets and out-of-bounds params before anything runs."""
-    from gpucon.actions.load import slo_for
+    from gpucon.actions.load import not_serving, slo_for
     from gpucon.actions.plan import BlastRadius, Plan, Precondition, Step, Tier
     from gpucon.actions.probe_defaults import ProbeCaps, observed_service, probe_defaults
+    from gpucon.actions.probe_verdict import plan_checks
     from gpucon.controls.probe import check_bounds
     from gpucon.errors import BadParams
     from gpucon.model.fleet import BackendState
@@ -165,12 +119,12 @@ def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     pre: list[Precondition] = []
     backend = snapshot.backends.get(target.name)
     if backend is not None and not via_queue:
-        pre.append(
-            Precondition(
-                "backend", True, f"{target.name} is {backend.state} (a direct probe reaches it)"
-            )
-        )
-    pre.extend(_judging(service, chosen, bounds, edited=edited))
+        down = not_serving(snapshot, backend)
+        text = f"{target.name} is {backend.state} (a direct probe reaches it)"
+        if down is not None:  # probing a dead backend is how one checks it: a warning only
+            text = f"{target.name} is {backend.state} but NOT serving ({down}): expect failures"
+        pre.append(Precondition("backend", True, text, warning=down is not None))
+    pre.extend(plan_checks(service, chosen, bounds, edited=edited))
     active = [b.name for b in snapshot.backends.values() if b.state is BackendState.ACTIVE]
     if via_queue:
         pre.append(
@@ -237,7 +191,9 @@ def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
 
 def summary_line(report: Mapping[str, Any], params: Mapping[str, Any] | None = None) -> str:
     """``VERDICT: why; 20/20 ok; offered ... achieved ...; p50 .. p99 ms; errors: none``."""
+    from gpucon.actions.probe_defaults import MIN_SAMPLES
     from gpucon.actions.probe_verdict import rates_text, verdict
+    from gpucon.controls.probe import STABILITY_WINDOWS
 
     p = params or {}
     judged = verdict(
@@ -252,8 +208,10 @@ def summary_line(report: Mapping[str, Any], params: Mapping[str, Any] | None = N
         return "n/a" if lat.get(key) is None else f"{lat[key]:.1f}"
 
     errors = ", ".join(f"{k}: {v}" for k, v in sorted(report["errors"].items())) or "none"
-    # throughput's stability means nothing over a probe too short to judge anything
-    judged_stable = None if judged.kind == "too short" else report["stable"]
+    # stability compares three windows' throughput: with fewer than MIN_SAMPLES answers in
+    # each, it is noise (a 20-request probe of a slow backend has a few per window)
+    enough = report["succeeded"] >= STABILITY_WINDOWS * MIN_SAMPLES
+    judged_stable = report["stable"] if enough and judged.kind != "too short" else None
     stable = {True: "; stable", False: "; throughput NOT stable", None: ""}[judged_stable]
     return (
         f"{judged.line()}; {report['succeeded']}/{report['sent']} ok; {rates_text(report)}; "

@@ -9,7 +9,9 @@ one is sent). So the defaults follow what the backend is seen to do:
   not be the reason the backend looks slow.
 - **rate**: what that concurrency sustains at the observed service time (``UTILISATION`` of
   concurrency / service time), within the target's cap; more would only queue the probe's own
-  requests behind each other and measure that.
+  requests behind each other and measure that. Where the backend's live work is known (its
+  req/s × service time, Little's law) beside what it sustains, only the spare part is used (at
+  least ``SPARE_FLOOR`` of it): a probe that overloads a busy backend measures its own queue.
 - **count**: enough completed requests to judge a p95 (``MIN_SAMPLES``), and for a fast
   backend as many as ``FAST_WINDOW_S`` seconds at that rate give (more samples, same wait).
 - **duration**: long enough to send them all, with ``DURATION_SLACK`` for sends held back
@@ -41,6 +43,7 @@ MAX_DEFAULT_DURATION_S = 600.0  # a default probe never runs longer than this
 DURATION_SLACK = 1.5
 PROBE_SHARE = 0.5  # of what the backend sustains in flight
 UTILISATION = 0.8  # of the probe's concurrency kept busy: its requests must not queue
+SPARE_FLOOR = 0.25  # of what it sustains: a saturated backend is still probed, slowly
 TIMEOUT_FACTOR = 3.0  # a request gets this many times the observed p95 before it is a timeout
 DEFAULT_TIMEOUT_S = 10.0
 UNKNOWN_RATE_PER_S = 2.0  # no service time known: a few requests per second
@@ -55,12 +58,15 @@ class ServiceEstimate:
     p95_s: float | None = None
     in_flight: float | None = None  # what it sustains in flight within its SLO
     source: str = "no latency source"  # where service_s came from, in words
+    busy: float | None = None  # what its live traffic keeps in flight now (req/s × service)
 
     def describe(self) -> str:
         if self.service_s is None:
             return f"service time n/a ({self.source})"
         p95 = "" if self.p95_s is None else f", p95 {fmt_s(self.p95_s)}"
         held = "" if self.in_flight is None else f", sustains {self.in_flight:.3g} in flight"
+        if self.busy is not None:
+            held += f", {self.busy:.2g} busy"
         return f"service time {fmt_s(self.service_s)} ({self.source}{p95}{held})"
 
 
@@ -127,7 +133,12 @@ def probe_defaults(
         base = 1
     else:
         base = _clamp_int(math.floor(service.in_flight * PROBE_SHARE), 1, caps.max_concurrency)
-    sustains = round_rate(UTILISATION * base / s)
+    spare: float | None = None
+    if not unknown and "concurrency" not in g and service.in_flight and service.busy is not None:
+        floor = SPARE_FLOOR * service.in_flight
+        spare = max(service.in_flight - service.busy, floor)
+    load = base if spare is None else min(float(base), spare)  # the probe's work in flight
+    sustains = round_rate(UTILISATION * load / s)
     default_rate = min(caps.max_rate_per_s, UNKNOWN_RATE_PER_S if unknown else sustains)
     rate = g.get("rate", default_rate)
     count = int(
@@ -148,6 +159,8 @@ def probe_defaults(
     elif rate < sustains:
         verb = "sustains" if base == 1 else "sustain"
         how = f"the target's cap; {base} in flight {verb} {sustains:g}/s"
+    elif spare is not None and spare < base:
+        how = f"{UTILISATION:.0%} of the {spare:.2g} in flight it has spare"
     else:
         how = f"what {base} in flight sustain{'s' if base == 1 else ''} at {UTILISATION:.0%}"
     return ProbeDefaults(
@@ -188,8 +201,11 @@ def observed_service(snapshot: Snapshot, name: str) -> ServiceEstimate:
     held = sustained(snapshot, backend).in_flight if backend is not None else None
     if service_ms is not None and service_ms <= 0:
         service_ms = None
+    rps = lat.req_per_s if lat is not None else None
+    busy = None if rps is None or service_ms is None else rps * service_ms / 1000.0
     return ServiceEstimate(
         service_s=None if service_ms is None else service_ms / 1000.0,
+        busy=busy,
         p95_s=None if p95_ms is None or p95_ms <= 0 else p95_ms / 1000.0,
         in_flight=held,
         source=source,

@@ -1,4 +1,6 @@
-"""What a probe's report says about the backend (pure): slow or failing, fine, or nothing yet.
+"""Whether a probe can judge the backend (pure): before it runs (``plan_checks``: enough
+requests can complete, a timeout longer than the service time) and after (``verdict``: slow or
+failing, fine, or nothing yet).
 
 A probe that was too short must not read as a broken backend. The verdict is one of:
 
@@ -8,7 +10,8 @@ A probe that was too short must not read as a broken backend. The verdict is one
   ``MIN_SERVICE_TIMES`` service times, or every failure was a timeout shorter than the
   backend's service time (the probe's setting, not the backend's fault) — it names what to
   change;
-- ``slow``: p95 over the backend's SLO with enough samples;
+- ``slow``: p95 over the backend's SLO with enough samples (when its p50 under the probe was
+  well above its p50 before, the probe's own load is named as part of it);
 - ``ok``: p95 within it.
 
 The rates are said so that they mean something: the offered rate is measured only over two
@@ -20,14 +23,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpucon.actions.probe_defaults import MIN_SAMPLES, fmt_s
+from gpucon.actions.plan import Precondition
+from gpucon.actions.probe_defaults import (
+    MIN_SAMPLES,
+    ProbeDefaults,
+    ServiceEstimate,
+    fmt_s,
+    sendable,
+)
+
+if TYPE_CHECKING:  # the engine's module loads its HTTP client: not needed to judge a report
+    from gpucon.controls.probe import ProbeBounds
 
 ERROR_PCT = 5.0
 FAILING_MIN = 3
 MIN_SERVICE_TIMES = 3.0
 HELD_BACK = 0.9  # offered below this share of the planned rate: the concurrency held it back
+SLOWED = 1.3  # a probe's p50 this many times the backend's p50 before it: its own load counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +120,23 @@ def verdict(
     if slo_p95_ms is None:
         return Verdict("ok", f"p95 {_ms(p95)} over {ok} samples (no SLO known)")
     if p95 is not None and p95 > slo_p95_ms:
-        return Verdict("slow", f"p95 {_ms(p95)} over its SLO {_ms(slo_p95_ms)} ({ok} samples)")
+        text = f"p95 {_ms(p95)} over its SLO {_ms(slo_p95_ms)} ({ok} samples)"
+        return Verdict("slow", text + _own_load(report, p50, service_s))
     return Verdict("ok", f"p95 {_ms(p95)} within its SLO {_ms(slo_p95_ms)} ({ok} samples)")
+
+
+def _own_load(report: Mapping[str, Any], p50: float | None, service_s: float | None) -> str:
+    """When requests took much longer under the probe than the backend's p50 before it, the
+    probe's own requests are part of the load it measured: said, so that "slow" is read as
+    "slow with this much more work", not as a backend that was slow already."""
+    if p50 is None or service_s is None or p50 < SLOWED * service_s * 1000.0:
+        return ""
+    rate = report.get("achieved_rate")
+    added = "" if rate is None else f" ({rate:.3g}/s)"
+    return (
+        f"; p50 {_ms(p50)} under the probe against {fmt_s(service_s)} before it: "
+        f"the probe's own requests{added} added to the backend's load"
+    )
 
 
 def rates_text(report: Mapping[str, Any]) -> str:
@@ -124,3 +153,47 @@ def rates_text(report: Mapping[str, Any]) -> str:
             offer += f" (held back by concurrency {bounds.get('concurrency')})"
     got = "n/a" if achieved is None else f"{achieved:.3g}/s"
     return f"{offer}, achieved {got}"
+
+
+def plan_checks(
+    service: ServiceEstimate, chosen: ProbeDefaults, bounds: ProbeBounds, *, edited: list[str]
+) -> list[Precondition]:
+    """Whether the probe as planned can be judged: how its params were chosen, how many
+    requests can complete, and whether the timeout leaves a request its service time."""
+    how = f"defaults from {chosen.why}"
+    if edited:
+        how = f"{', '.join(edited)} as given; the rest {how}"
+    lines = [Precondition("params", True, how, warning=service.service_s is None)]
+    completes = min(bounds.count, sendable(bounds.rate_per_s, bounds.duration_s))
+    if service.service_s is not None:  # at most `concurrency` at a time, each service_s long
+        per_slot = int(bounds.duration_s / service.service_s) + 1
+        completes = min(completes, bounds.concurrency * per_slot)
+    if completes < MIN_SAMPLES:
+        lines.append(
+            Precondition(
+                "samples",
+                True,
+                f"about {completes} request(s) can complete in {bounds.duration_s:g} s at "
+                f"{bounds.rate_per_s:g}/s, {bounds.concurrency} at once: fewer than the "
+                f"{MIN_SAMPLES} a p95 needs, so the verdict will be 'too short' (raise "
+                "duration, count or concurrency, within the target's caps)",
+                warning=True,
+            )
+        )
+    else:
+        lines.append(
+            Precondition("samples", True, f"about {completes} requests can complete (a p95 "
+                         f"needs {MIN_SAMPLES})")
+        )  # fmt: skip
+    slowest = service.p95_s or service.service_s
+    if slowest is not None and bounds.timeout_s < slowest:
+        lines.append(
+            Precondition(
+                "timeout",
+                True,
+                f"timeout {fmt_s(bounds.timeout_s)} is under the backend's observed "
+                f"{fmt_s(slowest)}: requests will time out",
+                warning=True,
+            )
+        )
+    return lines

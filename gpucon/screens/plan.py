@@ -183,6 +183,9 @@ class PlanScreen(ModalScreen[bool]):
         except ActionError as error:
             form.show_error(None, str(error))
             return False
+        except Exception as error:  # a plan that cannot be made must not take the screen down
+            form.show_error(None, f"{type(error).__name__}: {error}")
+            return False
         self.plan = plan
         self.query_one("#plan-body", Static).update(plan_text(plan))
         self.query_one("#plan-verdict", Static).update(self.verdict_text())

@@ -238,3 +238,21 @@ async def test_probe_action_through_the_queue_under_the_guard(
     assert "30/30 ok" in records[2].text and "p95" in records[2].text
     stream: Any = registry_client.xrange("gpucon:audit")
     assert any("30/30 ok" in json.dumps(fields) for _id, fields in stream)
+
+
+async def test_progress_from_the_first_send_and_no_offered_rate_from_one_send() -> None:
+    # one request to a backend that takes 0.8 s: progress at once, and ticks while it waits
+    async with backend(800.0) as server:
+        seen: list[ProbeProgress] = []
+        bounds = ProbeBounds(count=1, rate_per_s=20.0, concurrency=1, duration_s=5.0)
+        result = await run_probe(
+            DirectSender(server.url, "llm", 5.0, 1), bounds, target="b0", mode="direct",
+            on_progress=seen.append,
+        )  # fmt: skip
+    first = seen[0]
+    assert (first.sent, first.completed, first.errors, first.p50_ms) == (1, 0, 0, None)
+    assert any(p.completed == 0 and p.elapsed_s >= 0.4 for p in seen)  # the wait is reported
+    assert seen[-1].completed == 1 and (seen[-1].p50_ms or 0.0) >= 800.0
+    # one send has no rate: not 1 / (a few microseconds)
+    assert result.sent == 1 and result.offered_rate is None and result.succeeded == 1
+    assert result.to_dict()["offered_rate"] is None

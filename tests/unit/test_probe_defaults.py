@@ -89,3 +89,39 @@ def test_defaults_stay_within_the_caps(service_s: float) -> None:
         assert 0 < d.rate_per_s <= caps.max_rate_per_s
         assert 1 <= d.concurrency <= caps.max_concurrency
         assert 0 < d.duration_s <= caps.max_duration_s
+
+
+def test_a_busy_backend_is_probed_only_with_its_spare_capacity() -> None:
+    # the demo's SDXL on a 3g slice: 6.9 s a request, sustains 1.04 in flight, 0.69 busy
+    idle = probe_defaults(ServiceEstimate(6.9, 7.6, 1.04, "its p50", busy=0.0), DEMO_CAPS)
+    busy = probe_defaults(ServiceEstimate(6.9, 7.6, 1.04, "its p50", busy=0.69), DEMO_CAPS)
+    assert busy.concurrency == 1 and "spare" in busy.why
+    # its traffic plus the probe's work stay within what it sustains
+    assert 0.69 + busy.rate_per_s * 6.9 <= 1.04
+    assert busy.rate_per_s < idle.rate_per_s / 2 and busy.count == MIN_SAMPLES
+    # a saturated backend is still probed, slowly (a quarter of what it sustains)
+    full = probe_defaults(ServiceEstimate(6.9, 7.6, 1.04, "its p50", busy=2.0), DEMO_CAPS)
+    assert full.rate_per_s == pytest.approx(0.8 * 0.25 * 1.04 / 6.9, rel=0.01)
+
+
+def test_the_service_time_is_read_from_the_snapshot_and_its_history() -> None:
+    from gpucon.actions.probe_defaults import observed_service
+    from gpucon.model.fleet import Backend, LatencyStats
+    from gpucon.model.history import History
+    from gpucon.model.snapshot import Snapshot
+
+    b = Backend("b", model="sdxl")
+    now = Snapshot(
+        taken_at=1.0,
+        backends={"b": b},
+        latency={"b": LatencyStats("b", req_per_s=0.1, p50_ms=14000.0, p95_ms=15500.0)},
+    )
+    est = observed_service(now, "b")
+    assert (est.service_s, est.p95_s, est.source) == (14.0, 15.5, "its p50")
+    assert est.busy == pytest.approx(1.4)
+    # no latency now (a stale scrape): the last values its history kept
+    history = History().append(0.5, {"backend:b:service_ms": 13000.0, "backend:b:p95": 16000.0})
+    gone = Snapshot(taken_at=1.0, backends={"b": b}, history=history)
+    est = observed_service(gone, "b")
+    assert (est.service_s, est.p95_s) == (13.0, 16.0) and "last known" in est.source
+    assert observed_service(Snapshot(taken_at=1.0, backends={"b": b}), "b").service_s is None

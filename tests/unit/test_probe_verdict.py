@@ -35,6 +35,11 @@ def test_enough_samples_within_the_slo_is_ok_and_over_it_is_slow() -> None:
     assert verdict(report(200), slo_p95_ms=100.0, service_s=0.02).kind == "ok"
     slow = verdict(report(200, p95=180.0), slo_p95_ms=100.0, service_s=0.02)
     assert slow.kind == "slow" and "over its SLO" in slow.text and not slow.backend_failing
+    assert "probe's own" not in slow.text  # p50 20 ms, as before the probe
+    # the demo's SDXL at 7 s, probed one at a time on top of its traffic: 11 s under the probe
+    loaded = report(20, p50=11_173.0, p95=17_838.0)
+    v = verdict(loaded, slo_p95_ms=14_000.0, service_s=6.9, timeout_s=23.0)
+    assert v.kind == "slow" and "p50 11.2 s under the probe against 6.9 s before it" in v.text
 
 
 def test_failing_requests_are_the_backends_fault() -> None:
@@ -75,3 +80,25 @@ def test_rates_are_said_sensibly() -> None:
     assert "offered 19.9/s of 20/s planned" in rates_text(report(200, offered=19.9))
     held = rates_text(report(40, offered=4.0))
     assert "held back by concurrency 2" in held
+
+
+def test_the_plan_warns_when_the_probe_cannot_judge_or_the_backend_is_down() -> None:
+    from gpucon.actions import probe
+    from gpucon.config import ProbeTarget
+    from gpucon.model.fleet import Backend, LatencyStats
+    from gpucon.model.liveness import BackendLiveness
+    from gpucon.model.snapshot import Snapshot
+
+    target = ProbeTarget("b", "http://127.0.0.1:1", "sdxl")  # caps: 60 s at most
+    snap = Snapshot(
+        taken_at=1.0,
+        backends={"b": Backend("b", model="sdxl")},
+        latency={"b": LatencyStats("b", p50_ms=14000.0, p95_ms=15500.0)},
+        liveness={"b": BackendLiveness("b", serving=False, because="http refused")},
+    )
+    plan = probe.plan(snap, {"target": "b", "probe_targets": (target,), "timeout": 5})
+    warned = {p.name: p.text for p in plan.warnings}
+    assert "fewer than the 20 a p95 needs" in warned["samples"]
+    assert "timeout 5.0 s is under the backend's observed 15.5 s" in warned["timeout"]
+    assert "NOT serving (http refused)" in warned["backend"]
+    assert plan.ok and plan.params["service_s"] == 14.0
