@@ -71,6 +71,15 @@ DEFAULT_KEYS: dict[str, tuple[str, str]] = {
 
 BINDING_IDS: frozenset[str] = frozenset(DEFAULT_KEYS)
 
+# bound only when the console may write, and a replay never may: the replay's timeline keys
+# and these are never live at once, so they may share keys
+WRITE_ACTIONS = frozenset({"drain", "undrain", "rebalance", "probe", "reslice", "mps_restart"})
+
+
+def _never_live_together(binding: str, other: str) -> bool:
+    pair = {binding, other}
+    return bool(pair & WRITE_ACTIONS) and any(b.startswith("replay_") for b in pair)
+
 # characters a user may write for a key, as Textual names them
 _KEY_NAMES = {
     "?": "question_mark",
@@ -119,6 +128,8 @@ def key_collisions(remap: Mapping[str, str]) -> list[str]:
         where, keys = effective[binding]
         for other, (other_where, other_keys) in sorted(effective.items()):
             if other == binding or not (where == other_where or APP in (where, other_where)):
+                continue
+            if _never_live_together(binding, other):
                 continue
             shared = keys & other_keys
             by_default = _keys(DEFAULT_KEYS[binding][1]) & _keys(DEFAULT_KEYS[other][1])
