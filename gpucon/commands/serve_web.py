@@ -18,6 +18,7 @@ server answers again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 from collections.abc import Awaitable, Callable
@@ -37,10 +38,10 @@ PAGE_DIR = Path(__file__).with_name("serve_page")
 # WebSocket close codes 4000-4999 are the application's; the page knows these two
 FULL_CLOSE = 4001
 ENDED_CLOSE = 4002
-STOP_TIMEOUT_S = 5.0
+STOP_TIMEOUT_S = 3.0  # a read-only console has nothing to finish: it quits in well under 1 s
 # a reloading page asks for its new connection while its old one may still count: a full wall
 # waits this long for a place before it says it is full
-RELOAD_GRACE_S = 2.0
+RELOAD_GRACE_S = 1.0
 
 
 class _Viewer(AppService):
@@ -52,14 +53,20 @@ class _Viewer(AppService):
         await self.remote_close()
 
     async def stop_within(self, timeout_s: float) -> None:
-        """Ask the console to quit; kill it if it has not within ``timeout_s`` (a stuck
-        process must not hold a viewer's place forever)."""
-        try:
+        """Ask the console to quit; kill it if it has not within ``timeout_s`` (a hung
+        process must not live on unseen). Its exit is what counts: textual-serve's reader
+        swallows the cancellation, so a timed-out ``stop()`` may look finished."""
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.stop(), timeout_s)
+        process = self._process
+        if process is None:
+            return
+        try:
+            await asyncio.wait_for(process.wait(), 1.0)
         except TimeoutError:
             log.warning("a console did not quit in %.0f s: killed", timeout_s)
-            if self._process is not None and self._process.returncode is None:
-                self._process.kill()
+            process.kill()
+            await process.wait()
 
 
 class WallServer(Server):

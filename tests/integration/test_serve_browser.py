@@ -10,7 +10,10 @@ On a live fleet the proof that nothing writes is Redis's own, as in
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import re
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +38,7 @@ pytestmark = [
 # the verbs' keys as the console binds them when it may write: here they must do nothing
 ACTION_KEYS = [DEFAULT_KEYS[verb][1] for verb in ("drain", "undrain", "rebalance", "probe")]
 CLIENT_NAME = "gpucon-wall-test"
+STALL_S = 5  # the page's "no update for N s" (15 by default; the clock redraws every second)
 
 
 def badges(text: str) -> str:
@@ -66,7 +70,7 @@ def test_demo_wall_in_chromium_reloads_and_survives_a_restart(tmp_path: Path) ->
         browser() as page,
     ):
         started = time.monotonic()
-        page.open(wall.url)
+        page.open(f"{wall.url}?stall_s={STALL_S}")
         text = page.wait_for(lambda t: shows_wall(t) and "sdxl-a0-gi1" in t, what="the wall")
         load_s = time.monotonic() - started
         assert load_s < 20
@@ -78,7 +82,7 @@ def test_demo_wall_in_chromium_reloads_and_survives_a_restart(tmp_path: Path) ->
 
         # the action keys of a console that may write: no plan, no state moves
         page.press(*ACTION_KEYS)
-        time.sleep(1.5)  # three refreshes: a drain would show "draining" by now
+        time.sleep(1.0)  # two refreshes: a drain would show "draining" by now
         text = page.wait_for(shows_wall, what="the wall after the action keys")
         assert "drain" not in text.lower() and "plan" not in text.lower(), text
         assert "active" in text
@@ -105,6 +109,21 @@ def test_demo_wall_in_chromium_reloads_and_survives_a_restart(tmp_path: Path) ->
         page.screenshot(artifact_dir(tmp_path) / "serve-demo-stale.png")
         wall.start()
         page.wait_for(lambda t: shows_wall(t) and page.banner() == "", what="the reconnect")
+
+        # the connection stays open but nothing comes (a hung console, a cut nobody closed):
+        # after stall_s the page says so and reconnects to a new console
+        (hung,) = wall.consoles()
+        os.kill(hung, signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + STALL_S + 10
+            while "no update" not in page.banner():
+                assert time.monotonic() < deadline, f"no stall noticed: {page.banner()!r}"
+                time.sleep(0.1)
+            page.wait_for(lambda t: shows_wall(t) and page.banner() == "", what="a new console")
+            # (the hung console itself is killed: test_serve_viewers.py)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(hung, signal.SIGKILL)
     assert "Traceback" not in log.read_text()
     print(f"wall drawn {load_s:.2f} s after the page was asked for; screenshots in {shot.parent}")
 

@@ -4,6 +4,7 @@ own, and none outlives the server (WebSocket clients speaking textual-serve's pr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -89,8 +90,15 @@ async def viewers_bounded(wall: ServedWall) -> list[int]:
             while (message := await fourth.receive(timeout=10)).type is aiohttp.WSMsgType.BINARY:
                 pass
             assert fourth.close_code == ENDED_CLOSE, (message, fourth.close_code)
-        await second.close()
-        wait(lambda: wall.consoles() == [], "consoles left after every viewer went")
+        # a hung console (it cannot answer "quit") is killed once its viewer goes
+        (hung,) = wall.consoles()
+        os.kill(hung, signal.SIGSTOP)
+        try:
+            await second.close()
+            wait(lambda: wall.consoles() == [], "consoles left after every viewer went")
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(hung, signal.SIGKILL)
         # one more, then the server is killed under it
         last = await session.ws_connect(url)
         await until_drawn(last, b"READ-ONLY")
