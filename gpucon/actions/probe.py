@@ -300,5 +300,6 @@ def apply(plan: Plan, controls: Controls, progress: Progress) -> Outcome:
     progress(ProgressEvent("report", StepStatus.DONE, line))
     # the probe ran: only a failing backend fails it (slow and too short are in the verdict)
     status = OutcomeStatus.FAILED if judged.backend_failing else OutcomeStatus.OK
-    message = f"probe of {plan.target}: {line}"
+    # the outcome says OK (it ran) before this: the verdict is named as such, not a second OK
+    message = f"probe of {plan.target} ran, verdict {line}"
     return Outcome(plan.action, plan.target, status, message, plan.digest, details=report)
