@@ -8,6 +8,8 @@ fresh data stops instead of repeating the last value.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from gpucon.model.cotenants import foreign_memory_mib, foreign_processes
 from gpucon.model.history import Sample
 from gpucon.model.merge import MergedFleet
@@ -54,6 +56,32 @@ def stale_series(staleness: Staleness) -> list[str]:
     return keys
 
 
+class _Keys:
+    """Each entity's series keys, built once: the same string objects every tick, so the
+    rings' dict lookups hit on identity and never hash a fresh string. Entries of entities
+    long gone are dropped when the cache grows to twice what the fleet names."""
+
+    def __init__(self, *suffixes: str) -> None:
+        self.suffixes = suffixes
+        self.keys: dict[str, tuple[str, ...]] = {}
+
+    def of(self, prefix: str, ident: str) -> tuple[str, ...]:
+        found = self.keys.get(ident)
+        if found is None:
+            found = self.keys[ident] = tuple(f"{prefix}:{ident}:{s}" for s in self.suffixes)
+        return found
+
+    def trim(self, live: Mapping[str, object]) -> None:
+        if len(self.keys) > 2 * len(live) + 256:
+            self.keys = {k: v for k, v in self.keys.items() if k in live}
+
+
+_SLOT_KEYS = _Keys("activity", "mem_used", "cotenant_mem")
+_BACKEND_KEYS = _Keys("p95", "rps", "queue_ms", "service_ms")
+_GPU_KEYS = _Keys("temp", "power_pct", "power_capped")
+_QUEUE_KEYS = _Keys("length", "waiting", "oldest")
+
+
 def history_samples(
     fleet: MergedFleet, staleness: Staleness = FRESH, gaps: list[str] | None = None
 ) -> dict[str, Sample]:
@@ -65,32 +93,45 @@ def history_samples(
     for b in fleet.backends.values():
         if b.slot_id is not None:
             serving[b.slot_id] = serving.get(b.slot_id, 0) + 1
+    slot_keys = _SLOT_KEYS.of
     for sid, slot in fleet.slots.items():
-        samples[f"slot:{sid}:activity"] = slot.activity_pct
-        samples[f"slot:{sid}:mem_used"] = slot.mem_used_mib
+        activity, mem_used, cotenant = slot_keys("slot", sid)
+        samples[activity] = slot.activity_pct
+        samples[mem_used] = slot.mem_used_mib
         # decided by counting on almost every slot: more processes than backends is rare
         if len(slot.processes) > serving.get(sid, 1):
             foreign = foreign_processes(slot.processes, serving.get(sid, 0))
             if foreign:
-                samples[f"slot:{sid}:cotenant_mem"] = foreign_memory_mib(foreign)
+                samples[cotenant] = foreign_memory_mib(foreign)
+    backend_keys = _BACKEND_KEYS.of
     for name, lat in fleet.latency.items():
-        samples[f"backend:{name}:p95"] = lat.p95_ms
-        samples[f"backend:{name}:rps"] = lat.req_per_s
-        samples[f"backend:{name}:queue_ms"] = lat.queue_ms
+        p95, rps, queue_ms, service_ms = backend_keys("backend", name)
+        samples[p95] = lat.p95_ms
+        samples[rps] = lat.req_per_s
+        samples[queue_ms] = lat.queue_ms
         # time a request computes: rebalance splits a shared slot's activity by it
-        samples[f"backend:{name}:service_ms"] = (
-            lat.compute_ms if lat.compute_ms is not None else lat.avg_ms
-        )
+        samples[service_ms] = lat.compute_ms if lat.compute_ms is not None else lat.avg_ms
+    gpu_keys = _GPU_KEYS.of
     for uuid, gpu in fleet.gpus.items():
-        samples[f"gpu:{uuid}:temp"] = gpu.temperature_c
-        samples[f"gpu:{uuid}:power_pct"] = gpu.power_pct
+        temp, power_pct, power_capped = gpu_keys("gpu", uuid)
+        samples[temp] = gpu.temperature_c
+        samples[power_pct] = gpu.power_pct
         capped = gpu.power_capped
-        samples[f"gpu:{uuid}:power_capped"] = None if capped is None else float(capped)
+        samples[power_capped] = None if capped is None else float(capped)
+    queue_keys = _QUEUE_KEYS.of
     for stream, q in fleet.queues.items():
-        samples[f"queue:{stream}:length"] = None if q.length is None else float(q.length)
+        length, waiting_key, oldest = queue_keys("queue", stream)
+        samples[length] = None if q.length is None else float(q.length)
         waiting = q.waiting
-        samples[f"queue:{stream}:waiting"] = None if waiting is None else float(waiting)
-        samples[f"queue:{stream}:oldest"] = q.oldest_age_s
+        samples[waiting_key] = None if waiting is None else float(waiting)
+        samples[oldest] = q.oldest_age_s
+    for cache, live in (
+        (_SLOT_KEYS, fleet.slots),
+        (_BACKEND_KEYS, fleet.latency),
+        (_GPU_KEYS, fleet.gpus),
+        (_QUEUE_KEYS, fleet.queues),
+    ):
+        cache.trim(live)
     if staleness:
         for key in stale_series(staleness) if gaps is None else gaps:
             samples[key] = None

@@ -1,0 +1,123 @@
+"""The storage under ``model.history``: one fixed-size ring of doubles per series.
+
+``Rings(size)`` keeps the last ``size`` ticks: the times in one ``array('d')`` and each series
+in an ``array('d')`` of ``size`` numbers, the sample of tick ``t`` at ``t % size`` (NaN for a
+gap). An append writes one number per series in place: nothing grows, nothing is copied on
+trim, and arrays hold no Python objects, so the garbage collector never walks them. A series
+absent from an append gets a gap at that tick; one absent for a whole ring is dropped. A new
+series starts as all gaps, so the ticks before it read as gaps, never as another tick's value.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Mapping
+
+Sample = float | None
+
+NAN = math.nan
+
+
+def default_slack(capacity: int) -> int:
+    """Ticks the rings keep beyond a view's window: how far behind the newest append a view
+    may be read and still be exact (a tick handed to a busy UI thread, a plan being made)."""
+    return max(4, capacity // 4)
+
+
+def _known(values: array[float]) -> tuple[Sample, ...]:
+    return tuple(None if v != v else v for v in values)  # NaN is the only value != itself
+
+
+class Rings:
+    """Fixed-size sample rings shared by successive ``History`` views (one writer)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.count = 0  # ticks appended so far
+        self.floor = 0  # the oldest tick a copy holds (0 for the hub's own rings)
+        self.times = array("d", bytes(8 * size))
+        self.columns: dict[str, array[float]] = {}
+        # series absent from the newest appends -> the first tick they were missing at
+        self._absent: dict[str, int] = {}
+        self._blank = array("d", [NAN]) * size
+
+    def oldest(self) -> int:
+        """The oldest tick every series still holds, even while an append is under way (the
+        tick it is writing overwrites the slot of ``count - size``)."""
+        return max(self.floor, self.count - self.size + 1)
+
+    def append(self, now: float, samples: Mapping[str, Sample]) -> None:
+        tick = self.count
+        pos = tick % self.size
+        self.times[pos] = now
+        columns = self.columns
+        get = columns.get
+        blank = self._blank
+        for key, value in samples.items():
+            column = get(key)
+            if column is None:
+                column = columns[key] = blank[:]
+            try:
+                column[pos] = value  # type: ignore[assignment]
+            except TypeError:  # None: a gap (the rare case, so not tested first)
+                column[pos] = NAN
+        if len(columns) != len(samples) or self._absent:
+            self._gaps(samples, tick, pos)
+        self.count = tick + 1
+
+    def _gaps(self, samples: Mapping[str, Sample], tick: int, pos: int) -> None:
+        """A gap for each series this append did not name; drop those gone a whole ring."""
+        absent = self._absent
+        for key in [k for k in absent if k in samples]:
+            del absent[key]  # back again
+        columns = self.columns
+        horizon = tick - self.size
+        for key in columns.keys() - samples.keys():
+            since = absent.setdefault(key, tick)
+            if since <= horizon:
+                del columns[key], absent[key]
+            else:
+                columns[key][pos] = NAN
+
+    def at(self, key: str, tick: int) -> Sample:
+        """The sample of ``key`` at ``tick`` (a tick the caller knows is still held)."""
+        column = self.columns.get(key)
+        if column is None:
+            return None
+        v = column[tick % self.size]
+        return None if v != v else v
+
+    def _span(self, ring: array[float], lo: int, hi: int) -> array[float]:
+        """The ring slots of ticks ``lo``..``hi - 1`` (hi - lo <= size), in tick order."""
+        size = self.size
+        a = lo % size
+        b = a + (hi - lo)
+        if b <= size:
+            return ring[a:b]
+        return ring[a:] + ring[: b - size]
+
+    def between(self, key: str, start: int, end: int) -> tuple[Sample, ...]:
+        """The samples of ticks ``start``..``end - 1`` (held ticks; a gap where unknown)."""
+        column = self.columns.get(key)
+        if column is None or end <= start:
+            return ()
+        return _known(self._span(column, start, end))
+
+    def times_between(self, start: int, end: int) -> tuple[float, ...]:
+        if end <= start:
+            return ()
+        return tuple(self._span(self.times, start, end))
+
+    def fill_from(self, other: Rings, start: int, end: int) -> None:
+        """Make these rings (empty, at least ``end - start`` long) hold ``other``'s ticks
+        ``start``..``end - 1``, and nothing older."""
+        self.count = end
+        self.floor = start
+        for t, v in zip(range(start, end), other.times_between(start, end), strict=True):
+            self.times[t % self.size] = v
+        for key in list(other.columns):
+            column = self.columns[key] = self._blank[:]
+            values = other.between(key, start, end)
+            for t, sample in zip(range(start, end), values, strict=True):
+                column[t % self.size] = NAN if sample is None else sample
