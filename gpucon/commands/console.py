@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
             type=int,
             metavar="N",
             default=None,
-            help="simulate N GPUs (up to 512) instead of the default fleet",
+            help="simulate N GPUs (up to 2048) instead of the default fleet",
         )
 
 

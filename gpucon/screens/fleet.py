@@ -33,9 +33,10 @@ from gpucon.model.snapshot import Snapshot
 from gpucon.widgets.health_panel import HealthPanel
 from gpucon.widgets.keybar import KeyBar
 from gpucon.widgets.panels import AlertsPanel, QueuePanel, StatusBar
+from gpucon.widgets.row_builder import RowBuilder, Rows
 from gpucon.widgets.row_order import problem_rows
 from gpucon.widgets.safe_text import clean
-from gpucon.widgets.slot_rows import RowBuilder, RowKey, RowValues
+from gpucon.widgets.slot_rows import RowKey
 from gpucon.widgets.slot_table import SlotTable
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ class FleetScreen(Screen[None]):
             if self.snapshot is not None:
                 queues.show_snapshot(self.snapshot)
 
-    def _problem_rows(self, snapshot: Snapshot, rows: dict[RowKey, RowValues]) -> dict[RowKey, int]:
+    def _problem_rows(self, snapshot: Snapshot, rows: Rows) -> dict[RowKey, int]:
         """The rows a warning or critical alert names; worked out again only when the
         alerts or the set of rows changed."""
         worst: dict[str, int] = {}
