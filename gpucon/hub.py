@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts, track_mig_pending
 from gpucon.model.fleet import Health, SourceStatus
 from gpucon.model.history import DEFAULT_CAPACITY, History
-from gpucon.model.history_samples import history_samples, stale_series
+from gpucon.model.history_samples import history_blocks, history_samples, stale_series
 from gpucon.model.liveness import LivenessPolicy, withhold_dead_targets
 from gpucon.model.liveness_book import LivenessBook
 from gpucon.model.merge import MergedFleet, merge_readings
@@ -230,7 +230,8 @@ class Hub:
         staleness = self._stale_fields(readings, fleet, stale)
         if self._gaps[0] is not staleness.fields:  # the same stale values: the same gaps
             self._gaps = (staleness.fields, stale_series(staleness))
-        self._history = self._history.append(now, history_samples(fleet, staleness, self._gaps[1]))
+        blocks, single = history_blocks(fleet, staleness, self._gaps[1])
+        self._history = self._history.append_blocks(now, blocks, single)
         slo = {
             name: self.slo_p95_ms_by_model[b.model]
             for name, b in fleet.backends.items()

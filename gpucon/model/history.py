@@ -21,14 +21,14 @@ value again), so plots stop where fresh data stops and windows never count a sta
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpucon.model.history_rings import Rings, Sample, default_slack
+from gpucon.model.history_rings import Block, Rings, Sample, default_slack
 
 DEFAULT_CAPACITY = 120
 
-__all__ = ["DEFAULT_CAPACITY", "History", "Sample", "last_known", "sustained"]
+__all__ = ["DEFAULT_CAPACITY", "Block", "History", "Sample", "last_known", "sustained"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -52,16 +52,25 @@ class History:
     __hash__ = None  # type: ignore[assignment]
 
     def _snapshot_series(self) -> dict[str, tuple[Sample, ...]]:
-        keys = [] if self._columns is None else list(self._columns.columns)
+        rings = self._columns
+        keys = [] if rings is None else rings.keys(self._start(), self._count)
         series = {k: self.get(k) for k in keys}
         return {k: v for k, v in series.items() if any(x is not None for x in v)}
 
     def append(self, now: float, samples: Mapping[str, Sample]) -> History:
         """A new view with one more sample per series; series absent now read ``None``."""
+        return self.append_blocks(now, (), samples)
+
+    def append_blocks(
+        self, now: float, blocks: Sequence[Block], samples: Mapping[str, Sample]
+    ) -> History:
+        """``append``, with whole families of series given as blocks (kind, series, ids,
+        values): ``slot:ID:activity`` for every slot in one array (the hub's fast path,
+        ``model.history_samples.history_blocks``)."""
         rings = self._columns
         if rings is None or rings.count != self._count:
             rings = self._copy(default_slack(self.capacity))  # an older view branches off
-        rings.append(now, samples)
+        rings.append_blocks(now, blocks, samples)
         return History(self.capacity, rings, rings.count)
 
     def frozen(self) -> History:
@@ -96,12 +105,12 @@ class History:
     @property
     def stored_series(self) -> int:
         """How many series the rings keep (benchmarks and tests)."""
-        return 0 if self._columns is None else len(self._columns.columns)
+        return 0 if self._columns is None else self._columns.series_count()
 
     def get(self, key: str) -> tuple[Sample, ...]:
         """The series aligned with ``times`` (``None`` where it had no sample); () if unknown."""
         rings = self._columns
-        if rings is None or key not in rings.columns:
+        if rings is None:
             return ()
         return rings.between(key, self._start(), self._count)
 
@@ -146,7 +155,7 @@ class History:
         """The newest ``ticks`` samples of ``key`` (aligned with ``times[-ticks:]``)."""
         rings = self._columns
         ticks = min(ticks, self._count, self.capacity)
-        if rings is None or ticks <= 0 or key not in rings.columns:
+        if rings is None or ticks <= 0:
             return ()
         return rings.between(key, max(self._count - ticks, self._start()), self._count)
 

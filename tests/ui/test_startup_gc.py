@@ -63,11 +63,14 @@ def test_the_console_starts_with_the_collector_off_and_turns_it_on_after_the_fir
     assert callbacks == [console._collector_on]
     assert gc.isenabled()  # the app returned: on again whatever happened
     gc.disable()
+    thresholds = gc.get_threshold()
     try:  # after the first frame: what start-up built is frozen, and the collector is on
         console._collector_on()
         assert gc.isenabled() and gc.get_freeze_count() > 0
+        assert gc.get_threshold()[0] == console.YOUNG_THRESHOLD
     finally:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
 
 
 @pytest.mark.usefixtures("gc_restored", "no_config")

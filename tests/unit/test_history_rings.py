@@ -127,3 +127,48 @@ def test_series_gone_for_a_whole_ring_are_dropped() -> None:
         history = history.append(float(i), {"kept": 2.0})
     assert history.get("gone") == ()
     assert history.stored_series == 1
+
+
+def test_the_hubs_family_blocks_read_as_single_series() -> None:
+    """``history_blocks`` + ``append_blocks`` (the hub) and ``history_samples`` + ``append``
+    (the generic path) keep the same samples, stale values as gaps included."""
+    from dataclasses import replace
+
+    from gpucon.model.history_samples import history_blocks, history_samples
+    from gpucon.model.merge import merge_readings
+    from gpucon.model.staleness import Staleness
+    from gpucon.sim.fleet import build_sim_fleet
+
+    fleet = build_sim_fleet(seed=3, size=16)
+    by_blocks, by_keys = History(capacity=5), History(capacity=5)
+    for tick in range(12):
+        fleet.step(1.0)
+        merged = merge_readings([fleet.reading(float(tick))])
+        if tick == 7:  # a slot gone for a while, entities in another order
+            sid = next(iter(merged.slots))
+            slots = {k: v for k, v in reversed(merged.slots.items()) if k != sid}
+            merged = replace(merged, slots=slots)
+        slot = next(iter(merged.slots))
+        backend = next(iter(merged.latency))
+        stale = Staleness(
+            {"sim": 9.0},
+            {f"slot:{slot}": {"activity_pct": "sim"}, f"latency:{backend}": {"p95_ms": "sim"}},
+        )
+        staleness = stale if tick % 3 == 0 else Staleness()
+        blocks, single = history_blocks(merged, staleness)
+        by_blocks = by_blocks.append_blocks(float(tick), blocks, single)
+        by_keys = by_keys.append(float(tick), history_samples(merged, staleness))
+        assert by_blocks == by_keys
+        assert by_blocks.stored_series == len(history_samples(merged))
+        keys = list(history_samples(merged))
+        for ticks in (1, 2, 4):
+            assert by_blocks.rose(keys, ticks) == by_keys.rose(keys, ticks)
+        for key in keys[::7]:
+            assert by_blocks.get(key) == by_keys.get(key)
+            assert by_blocks.last(key) == by_keys.last(key)
+            assert by_blocks.back(key, 2) == by_keys.back(key, 2)
+        if tick % 3 == 0:
+            assert by_blocks.last(f"slot:{slot}:activity") is None
+            assert by_blocks.last(f"backend:{backend}:p95") is None
+    assert by_blocks.frozen() == by_keys
+    assert by_blocks.get("slot:no-such-slot:activity") == ()

@@ -1,0 +1,101 @@
+"""Series families stored a tick at a time: one ``array('d')`` per family per tick.
+
+The hub samples the same few series of every slot, backend, GPU and queue each tick
+(``slot:ID:activity`` for every slot ...). Stored one ring per series, each tick costs a dict
+lookup and a store per series (88,000 of them at 2,048 GPUs). A ``Family`` (``slot`` +
+``activity``) instead keeps, for each tick of its ring, one array of that tick's values in the
+order of an ident -> position index; the index is shared by every tick whose entities were the
+same, so a tick costs one ``array('d', values)`` per family, built in C from a list.
+
+Reading ``slot:ID:activity`` at a tick is: the family's block of that tick, ``ID``'s position
+in that tick's index, the number there (NaN is a gap). A tick the family was not appended at,
+or an entity absent at that tick, reads as a gap.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Sequence
+
+Sample = float | None
+NAN = math.nan
+
+
+def split_key(key: str) -> tuple[str, str, str] | None:
+    """``slot:ID:activity`` -> (``slot``, ``ID``, ``activity``); None for a key of no family
+    (ids may hold colons: the kind is up to the first one, the series after the last)."""
+    kind, sep, rest = key.partition(":")
+    ident, sep2, series = rest.rpartition(":")
+    if not (sep and sep2 and ident):
+        return None
+    return kind, ident, series
+
+
+class Family:
+    """One series of every entity of a kind, a block per tick, in a ring of ``size`` ticks."""
+
+    __slots__ = ("_ids", "blocks", "index", "indexes", "kind", "series", "size", "ticks")
+
+    def __init__(self, kind: str, series: str, size: int) -> None:
+        self.kind = kind
+        self.series = series
+        self.size = size
+        self.blocks: list[array[float] | None] = [None] * size
+        self.indexes: list[dict[str, int] | None] = [None] * size
+        self.ticks: list[int] = [-1] * size  # the tick each slot holds
+        self.index: dict[str, int] = {}
+        self._ids: Sequence[str] = ()
+
+    def write(self, tick: int, ids: Sequence[str], values: array[float]) -> None:
+        """Store the block of ``tick``: ``values[i]`` is the sample of ``ids[i]``."""
+        if ids != self._ids:  # entities came or went (rare): a new index from here on
+            self._ids = ids
+            self.index = {ident: i for i, ident in enumerate(ids)}
+        pos = tick % self.size
+        self.ticks[pos] = -1  # a reader sees no half-written slot
+        self.blocks[pos] = values
+        self.indexes[pos] = self.index
+        self.ticks[pos] = tick
+
+    def skip(self, tick: int) -> None:
+        """The family was not sampled at ``tick``: its slot reads as gaps."""
+        self.ticks[tick % self.size] = -1
+
+    def at(self, ident: str, tick: int) -> Sample:
+        pos = tick % self.size
+        if self.ticks[pos] != tick:
+            return None
+        index = self.indexes[pos]
+        block = self.blocks[pos]
+        i = None if index is None else index.get(ident)
+        if i is None or block is None:
+            return None
+        v = block[i]
+        return None if v != v else v
+
+    def between(self, ident: str, start: int, end: int) -> tuple[Sample, ...]:
+        at = self.at
+        return tuple(at(ident, t) for t in range(start, end))
+
+    def idents(self, start: int, end: int) -> set[str]:
+        """Every entity with a block slot in ticks ``start``..``end - 1``."""
+        found: set[str] = set()
+        for t in range(start, end):
+            pos = t % self.size
+            index = self.indexes[pos]
+            if self.ticks[pos] == t and index is not None:
+                found.update(index)
+        return found
+
+    def latest_count(self) -> int:
+        return len(self.index)
+
+    def holds(self, ident: str, start: int, end: int) -> bool:
+        """Whether ``ident`` has a slot in any block of ticks ``start``..``end - 1``."""
+        for t in range(start, end):
+            pos = t % self.size
+            index = self.indexes[pos]
+            if self.ticks[pos] == t and index is not None and ident in index:
+                return True
+        return False
