@@ -1,6 +1,7 @@
 """CPU and memory of ``gpucon demo`` over minutes: the first minute beside a steady-state window.
 
-Run: ``python -m benchmarks.steady_state --size 512 --minutes 10 --window 5-10``.
+Run: ``python -m benchmarks.steady_state --size 512 --minutes 10 --window 5-10``
+(``--churn``: every value changes every tick, ``benchmarks.churn``).
 Each program runs in its own 180×50 pseudo-terminal; all of them run at the same time, so
 that they see the same moments of a shared machine (``--base DIR`` adds the same command run
 from another checkout, e.g. ``git archive`` of an older commit, for a before/after). Every
@@ -143,6 +144,8 @@ def report(child: Child, window: tuple[float, float]) -> str:
     parts = [
         f"{child.label}:",
         f"  CPU-s/min minute 1 (from process start): {minute1:.2f}",
+        f"  CPU per 1 s tick in the window (everything: source, merge, render, terminal): "
+        f"{whole / 60 * 1000:.0f} ms",
         f"  CPU-s/min {lo / 60:.1f}-{hi / 60:.1f} min: whole {whole:.2f}; 30 s slices "
         + (
             f"min/median/max {min(slices):.2f}/{statistics.median(slices):.2f}/{max(slices):.2f}"
@@ -163,6 +166,9 @@ def main() -> int:
     parser.add_argument("--window", default="5-10", help="steady window in minutes, A-B")
     parser.add_argument("--every", type=float, default=5.0)
     parser.add_argument("--base", type=Path, default=None, help="another checkout to compare")
+    parser.add_argument(
+        "--churn", action="store_true", help="every value changes every tick (benchmarks.churn)"
+    )
     args = parser.parse_args()
     lo_m, hi_m = (float(x) for x in args.window.split("-"))
     window = (lo_m * 60.0, min(hi_m, args.minutes) * 60.0)
@@ -170,9 +176,14 @@ def main() -> int:
     trees = [("new", ROOT)] + ([("base", args.base.resolve())] if args.base else [])
     for size in args.size or [512]:
         for name, tree in trees:
-            env = dict(os.environ, PYTHONPATH=str(tree))
-            argv = [sys.executable, "-c", LIFT_CAP, "demo", "--size", str(size)]
-            children.append(Child(f"{name} --size {size}", argv, env))
+            # this checkout's benchmarks, that tree's gpucon
+            env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{ROOT}")
+            if args.churn:
+                argv = [sys.executable, "-m", "benchmarks.churn", "--size", str(size)]
+            else:
+                argv = [sys.executable, "-c", LIFT_CAP, "demo", "--size", str(size)]
+            label = f"{name} --size {size}" + (" (every value changing)" if args.churn else "")
+            children.append(Child(label, argv, env))
     print(
         f"{len(children)} programs at once for {args.minutes:g} min, sampled every "
         f"{args.every:g} s; window {lo_m:g}-{min(hi_m, args.minutes):g} min",

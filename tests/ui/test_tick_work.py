@@ -1,0 +1,57 @@
+"""A tick's work follows what changed and what is on screen, not the fleet's size.
+
+On the 512-GPU simulated fleet (about 3,400 rows) with a frozen clock: in the default order a
+tick works out only the rows the table shows and re-sorts nothing; a sort by a live column
+reads every row (it must); the hub hands on the last merged fleet while no source has read
+anything new.
+"""
+
+from __future__ import annotations
+
+from gpucon.screens.fleet import FleetScreen
+from gpucon.widgets.row_builder import build_rows
+from tests.ui.rig import sim_rig, table_of
+
+SIZE = (160, 40)
+
+
+async def test_a_tick_builds_only_the_rows_on_screen_and_does_not_resort() -> None:
+    rig = sim_rig(size=512)
+    app = rig.app(warmup=5)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, FleetScreen)
+        table = table_of(app)
+        assert table.row_count > 3000
+        for _ in range(4):
+            built, sorts = screen.rows.rows_built, table.order.sorts
+            app.show_snapshot(rig.step())
+            await pilot.pause()
+            # the rows the table shows (and nothing else) were worked out again
+            assert screen.rows.rows_built - built <= table.page_rows
+            assert table.order.sorts == sorts  # no name changed, no alert came or went
+        # what is shown is the newest snapshot's values
+        top = table.order.keys[0]
+        assert app.snapshot is not None
+        assert table.order.rows[top] == build_rows(app.snapshot, screen.default_slo_ms)[top]
+
+        table.set_sort("activity", True)  # a live column: every row is read, then sorted
+        built = screen.rows.rows_built
+        app.show_snapshot(rig.step())
+        await pilot.pause()
+        assert screen.rows.rows_built - built > table.page_rows
+        shown = [table.order.rows[k].activity for k in table.order.keys[:20]]
+        known = [v for v in shown if v is not None]
+        assert known == sorted(known, reverse=True)
+
+
+def test_the_hub_reuses_the_merged_fleet_while_no_source_read_anything_new() -> None:
+    rig = sim_rig(size=8)
+    first = rig.step()
+    rig.clock.now += 1.0
+    again = rig.hub.tick()  # no read in between
+    assert again.slots is first.slots and again.backends is first.backends
+    assert again.seq == first.seq + 1 and again.history.times[-1] == rig.clock.now
+    fresh = rig.step()  # a new reading: merged again
+    assert fresh.slots is not first.slots
