@@ -65,6 +65,8 @@ class Rows(Mapping[RowKey, RowValues]):
     ) -> None:
         self._builder = builder
         self._snapshot = snapshot
+        self.snapshot = snapshot
+        self.default_slo_ms = builder.default_slo_ms
         self._keys = keys
         self._built: dict[RowKey, RowValues] = {}
         self._stale_of = stale_of

@@ -67,6 +67,49 @@ SORT_VALUE: Mapping[str, Callable[[RowValues], SortValue | None]] = {
 }
 
 
+def _live_values(rows: Rows, sort_key: str) -> dict[RowKey, SortValue | None] | None:
+    """Every row's value of a live column read straight off the snapshot's entities (what
+    the rows would show), so a sort by it does not work out every row; None for a column
+    of names."""
+    snap = rows.snapshot
+    slots, backends, latency = snap.slots, snap.backends, snap.latency
+    out: dict[RowKey, SortValue | None] = {}
+    if sort_key in ("activity", "trend"):
+        for k in rows:
+            s = slots.get(k[0])
+            out[k] = None if s is None else s.activity_pct
+    elif sort_key == "mem":
+        for k in rows:
+            s = slots.get(k[0])
+            used = None if s is None else s.mem_used_mib
+            out[k] = None if s is None or used is None else (used, s.mem_total_mib or 0.0)
+    elif sort_key in ("weight", "state", "inflight"):
+        for k in rows:
+            b = backends.get(k[1]) if k[1] else None
+            if b is None:
+                out[k] = None
+            elif sort_key == "weight":
+                out[k] = b.weight
+            elif sort_key == "state":
+                out[k] = _STATE_RANK.get(b.state.value)
+            else:
+                out[k] = b.inflight
+    elif sort_key in ("p95", "rps"):
+        slos, default = snap.slo_p95_ms, rows.default_slo_ms
+        for k in rows:
+            lat = latency.get(k[1]) if k[1] and k[1] in backends else None
+            if lat is None:
+                out[k] = None
+            elif sort_key == "rps":
+                out[k] = lat.req_per_s
+            else:
+                p95, slo = lat.p95_ms, slos.get(k[1], default)
+                out[k] = None if p95 is None else (p95 / slo if slo else p95)
+    else:
+        return None
+    return out
+
+
 def search_text(row: RowValues | RowNames) -> str:
     """What ``/`` filters on: host, slot, backend and model, lower-cased."""
     return f"{row.slot_id}\n{row.host}\n{row.slot}\n{row.backend}\n{row.model}".lower()
@@ -92,6 +135,8 @@ class RowOrder:
         self.reverse = reverse
         self.filter = ""
         self.sorts = 0  # how many times the order was recomputed (tests, benchmarks)
+        # the live column's values the order was sorted on (lazily built rows only)
+        self._live: dict[RowKey, SortValue | None] | None = None
 
     def update(
         self, rows: Mapping[RowKey, RowValues], problems: Mapping[RowKey, int] | None = None
@@ -110,6 +155,12 @@ class RowOrder:
         if isinstance(rows, Rows) and self.sort_key == DEFAULT_SORT:
             if rows.names_moved:
                 self.resort()
+            return set()
+        live = _live_values(rows, self.sort_key) if isinstance(rows, Rows) else None
+        if live is not None:  # a live column: re-sorted when a row's value (or name) moved
+            assert isinstance(rows, Rows)
+            if live != self._live or (self.filter and rows.names_moved):
+                self.resort(live)
             return set()
         changed = {k for k, v in rows.items() if (was := old.get(k)) is not v and was != v}
         if changed:
@@ -136,8 +187,13 @@ class RowOrder:
         self.filter = text.strip().lower()
         self.resort()
 
-    def resort(self) -> None:
+    def resort(self, live: dict[RowKey, SortValue | None] | None = None) -> None:
+        """Filter and sort again (``live``: the sort column's values, when worked out)."""
         self.sorts += 1
+        rows = self.rows
+        if live is None and isinstance(rows, Rows) and self.sort_key != DEFAULT_SORT:
+            live = _live_values(rows, self.sort_key)
+        self._live = live
         needle = self.filter
         names_of = self._names()
         keys: list[RowKey] = list(self.rows)
@@ -155,11 +211,10 @@ class RowOrder:
                 self.keys.reverse()
             return
         value = SORT_VALUE[self.sort_key]
-        rows = self.rows
         known: list[tuple[SortValue, RowKey]] = []
         unknown: list[RowKey] = []
         for k in keys:
-            sv = value(rows[k])
+            sv = value(rows[k]) if live is None else live[k]
             if sv is None:
                 unknown.append(k)
             else:
