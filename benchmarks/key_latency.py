@@ -60,9 +60,10 @@ SORTS = [
 class Terminal:
     """A program in a pseudo-terminal; reads what it writes, stripped of ANSI codes."""
 
-    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
         pid, fd = pty.fork()
         if pid == 0:
+            os.chdir(cwd)  # `python -c` puts the working directory first on sys.path
             os.execvpe(argv[0], argv, dict(env, TERM="xterm-256color", COLUMNS="180", LINES="50"))
         fcntl_winsize(fd)
         self.pid, self.fd = pid, fd
@@ -127,7 +128,7 @@ def fcntl_winsize(fd: int) -> None:
 
 def one_program(tree: Path, size: int, rounds: int, warmup_s: float) -> dict[str, list[float]]:
     env = dict(os.environ, PYTHONPATH=str(tree))
-    term = Terminal([sys.executable, "-c", LIFT_CAP, "demo", "--size", str(size)], env)
+    term = Terminal([sys.executable, "-c", LIFT_CAP, "demo", "--size", str(size)], env, tree)
     times: dict[str, list[float]] = {"sort": [], "filter": [], "pause": []}
     rng = random.Random(size)
     try:

@@ -47,6 +47,7 @@ class Child:
     label: str
     argv: list[str]
     env: dict[str, str]
+    cwd: Path
     pid: int = 0
     fd: int = -1
     started: float = 0.0
@@ -73,6 +74,8 @@ def start(child: Child) -> None:
     pid, fd = pty.fork()
     if pid == 0:
         env = dict(child.env, TERM="xterm-256color", COLUMNS="180", LINES="50")
+        # `python -c` puts the working directory first on sys.path: run in the tree measured
+        os.chdir(child.cwd)
         os.execvpe(child.argv[0], child.argv, env)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 180, 0, 0))
     child.pid, child.fd, child.started = pid, fd, time.perf_counter()
@@ -183,7 +186,7 @@ def main() -> int:
             else:
                 argv = [sys.executable, "-c", LIFT_CAP, "demo", "--size", str(size)]
             label = f"{name} --size {size}" + (" (every value changing)" if args.churn else "")
-            children.append(Child(label, argv, env))
+            children.append(Child(label, argv, env, tree))
     print(
         f"{len(children)} programs at once for {args.minutes:g} min, sampled every "
         f"{args.every:g} s; window {lo_m:g}-{min(hi_m, args.minutes):g} min",

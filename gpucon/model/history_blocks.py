@@ -5,7 +5,9 @@ The hub samples the same few series of every slot, backend, GPU and queue each t
 lookup and a store per series (88,000 of them at 2,048 GPUs). A ``Family`` (``slot`` +
 ``activity``) instead keeps, for each tick of its ring, one array of that tick's values in the
 order of an ident -> position index; the index is shared by every tick whose entities were the
-same, so a tick costs one ``array('d', values)`` per family, built in C from a list.
+same, so a tick costs one ``array('d', values)`` per family, built in C from a list and copied
+into the ring's block for that slot (allocated for the whole ring on the first write, so
+memory does not grow as the ring fills).
 
 Reading ``slot:ID:activity`` at a tick is: the family's block of that tick, ``ID``'s position
 in that tick's index, the number there (NaN is a gap). A tick the family was not appended at,
@@ -54,7 +56,13 @@ class Family:
             self.index = {ident: i for i, ident in enumerate(ids)}
         pos = tick % self.size
         self.ticks[pos] = -1  # a reader sees no half-written slot
-        self.blocks[pos] = values
+        if self.blocks[0] is None:  # the whole ring at once: memory is flat from the start
+            self.blocks = [array("d", [NAN]) * len(values) for _ in range(self.size)]
+        block = self.blocks[pos]
+        if block is not None and len(block) == len(values):
+            block[:] = values  # in place: no allocation a tick, no fragmentation
+        else:
+            self.blocks[pos] = values
         self.indexes[pos] = self.index
         self.ticks[pos] = tick
 
