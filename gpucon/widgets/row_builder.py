@@ -4,10 +4,11 @@ Pure (no Textual). ``RowBuilder.build(snapshot)`` returns ``Rows``: a mapping fr
 ``RowValues`` whose keys are known at once (one walk of the backends) and whose values are
 built on first read, reusing the parts of slots and backends that are the same objects as
 last tick. The table reads the rows it shows, a screenful, so a tick costs that many rows
-whatever the fleet's size. The default order, the ``/`` filter and the column widths read
-only each row's names (``Rows.name_of``: host, GPU, slot, backend, model), kept per slot and
-backend and worked out again only when those change; ``Rows.names_moved`` says whether any did
-since the last build, so an unchanged fleet is never re-sorted.
+whatever the fleet's size. The default order, the sorts by a name, the ``/`` filter and the
+column widths read only each row's names (``Rows.name_of``: host, GPU, slot, profile, backend,
+model), kept per slot and backend and worked out again only when those change;
+``Rows.names_moved`` says whether any did since the last build, so an unchanged fleet is never
+re-sorted.
 """
 
 from __future__ import annotations
@@ -38,18 +39,27 @@ class RowNames(NamedTuple):
     host: str
     gpu: str
     slot: str
+    profile: str
     backend: str
     model: str
 
 
-def _slot_names(slot: Slot) -> tuple[str, str, str]:
+def _slot_names(slot: Slot) -> tuple[str, str, str, str]:
     part = slot_part(slot)
-    return (part[0], part[1], part[2])  # type: ignore[return-value]
+    return (part[0], part[1], part[2], part[3])  # type: ignore[return-value]
 
 
 def _raw_slot_names(slot: Slot) -> tuple[object, ...]:
     """What a slot's names are made of (compared when the slot object changed)."""
-    return (slot.host, slot.vm, slot.gpu_index, slot.gpu_name, slot.kind, slot.gi_id)
+    return (
+        slot.host,
+        slot.vm,
+        slot.gpu_index,
+        slot.gpu_name,
+        slot.kind,
+        slot.gi_id,
+        slot.profile,
+    )
 
 
 class Rows(Mapping[RowKey, RowValues]):
@@ -110,7 +120,7 @@ class RowBuilder:
         self._marks_key: tuple[object, tuple[tuple[str, str], ...]] = (None, ())
         self._marks: dict[RowKey, StaleMarks] = {}
         # slot id -> (slot, what its names are made of, its names); backend -> (model, text)
-        self._slot_names: dict[str, tuple[Slot, tuple[object, ...], tuple[str, str, str]]] = {}
+        self._slot_names: dict[str, tuple[Slot, tuple[object, ...], tuple[str, str, str, str]]] = {}
         self._models: dict[str, tuple[str | None, str]] = {}
         self._names: dict[RowKey, tuple[object, object, RowNames]] = {}
         self.rows_built = 0  # rows worked out (cache misses): tests and benchmarks read it
@@ -136,7 +146,7 @@ class RowBuilder:
     def names(self, snapshot: Snapshot, key: RowKey) -> RowNames:
         sid, name = key
         hit = self._slot_names.get(sid)
-        slot_names = hit[2] if hit is not None else ("", "", clean(sid))
+        slot_names = hit[2] if hit is not None else ("", "", clean(sid), "")
         model = self._models.get(name) if name else None
         cached = self._names.get(key)
         if cached is not None and cached[0] is slot_names and cached[1] is model:

@@ -25,6 +25,8 @@ _STATE_RANK = {s.value: i for i, s in enumerate(BackendState)}
 SortValue: TypeAlias = str | int | float | tuple[float, float]
 
 DEFAULT_SORT = "default"
+# the orders that read only rows' names (they move when a name or an alert does)
+NAME_SORTS = frozenset({DEFAULT_SORT, "host", "gpu", "slot", "profile", "backend"})
 
 
 def gpu_target(slot_id: str) -> str:
@@ -152,7 +154,7 @@ class RowOrder:
         if rows.keys() != old.keys() or (problems_moved and self.sort_key == DEFAULT_SORT):
             self.resort()
             return set(rows.keys() - old.keys())
-        if isinstance(rows, Rows) and self.sort_key == DEFAULT_SORT:
+        if isinstance(rows, Rows) and self.sort_key in NAME_SORTS:
             if rows.names_moved:
                 self.resort()
             return set()
@@ -211,10 +213,11 @@ class RowOrder:
                 self.keys.reverse()
             return
         value = SORT_VALUE[self.sort_key]
+        read = names_of if self.sort_key in NAME_SORTS else rows.__getitem__
         known: list[tuple[SortValue, RowKey]] = []
         unknown: list[RowKey] = []
         for k in keys:
-            sv = value(rows[k]) if live is None else live[k]
+            sv = value(read(k)) if live is None else live[k]  # type: ignore[arg-type]
             if sv is None:
                 unknown.append(k)
             else:

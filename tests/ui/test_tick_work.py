@@ -60,7 +60,8 @@ def test_the_hub_reuses_the_merged_fleet_while_no_source_read_anything_new() -> 
 
 
 def test_live_columns_sort_on_the_values_the_rows_show() -> None:
-    """The live sort values read off the entities are the ones the built rows give."""
+    """Sorts on lazily built rows (live values read off the entities, names off the names)
+    give the order the built rows give, for every column and both directions."""
     from gpucon.widgets.row_builder import RowBuilder
     from gpucon.widgets.row_order import SORT_VALUE, RowOrder
 
@@ -68,7 +69,7 @@ def test_live_columns_sort_on_the_values_the_rows_show() -> None:
     snapshot = rig.step(20)
     rows = RowBuilder(2500.0).build(snapshot)
     built = dict(rows.items())
-    for column in ("activity", "trend", "mem", "weight", "state", "inflight", "p95", "rps"):
+    for column in SORT_VALUE:
         for reverse in (False, True):
             lazy, plain = RowOrder(column, reverse), RowOrder(column, reverse)
             lazy.update(rows)
