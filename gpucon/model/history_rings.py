@@ -123,19 +123,19 @@ class Rings:
     def at(self, key: str, tick: int) -> Sample:
         """The sample of ``key`` at ``tick`` (a tick the caller knows is still held). Alert
         rules ask this of every slot and backend each tick: the family read is inlined."""
-        where = self._where
-        found = where[key] if key in where else self._locate(key)
+        try:
+            found = self._where[key]
+        except KeyError:
+            found = self._locate(key)
         if found is not None:
             family, ident = found
             pos = tick % family.size
-            index = family.indexes[pos]
-            if family.ticks[pos] != tick or index is None:
+            if family.ticks[pos] != tick:
                 return None
-            i = index.get(ident)
-            block = family.blocks[pos]
-            if i is None or block is None:
+            i = family.indexes[pos].get(ident)  # type: ignore[union-attr]
+            if i is None:
                 return None
-            v = block[i]
+            v = family.blocks[pos][i]  # type: ignore[index]
         else:
             column = self.columns.get(key)
             if column is None:
