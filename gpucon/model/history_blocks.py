@@ -83,8 +83,27 @@ class Family:
         return None if v != v else v
 
     def between(self, ident: str, start: int, end: int) -> tuple[Sample, ...]:
-        at = self.at
-        return tuple(at(ident, t) for t in range(start, end))
+        """The samples of ``ident`` at ticks ``start``..``end - 1`` (a sparkline reads a
+        window of them per visible row per tick: its position is looked up once per index)."""
+        size, ticks, indexes, blocks = self.size, self.ticks, self.indexes, self.blocks
+        out: list[Sample] = []
+        seen: dict[str, int] | None = None
+        i: int | None = None
+        for t in range(start, end):
+            pos = t % size
+            index = indexes[pos]
+            block = blocks[pos]
+            if ticks[pos] != t or index is None or block is None:
+                out.append(None)
+                continue
+            if index is not seen:
+                seen, i = index, index.get(ident)
+            if i is None:
+                out.append(None)
+                continue
+            v = block[i]
+            out.append(None if v != v else v)
+        return tuple(out)
 
     def idents(self, start: int, end: int) -> set[str]:
         """Every entity with a block slot in ticks ``start``..``end - 1``."""
