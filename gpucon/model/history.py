@@ -21,7 +21,7 @@ value again), so plots stop where fresh data stops and windows never count a sta
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpucon.model.history_rings import Block, Rings, Sample, default_slack
@@ -73,20 +73,21 @@ class History:
         rings.append_blocks(now, blocks, samples)
         return History(self.capacity, rings, rings.count)
 
-    def frozen(self) -> History:
+    def frozen(self, families: Collection[tuple[str, str]] | None = None) -> History:
         """This view over a private copy of its window: exact however many appends follow
-        (for a view kept a long time, such as a paused table's)."""
+        (for a view kept a long time, such as a paused table's). ``families``: copy only
+        those families of series, e.g. ``{("slot", "activity")}`` (what the table plots)."""
         if self._columns is None:
             return self
-        return History(self.capacity, self._copy(0), self._count)
+        return History(self.capacity, self._copy(0, families), self._count)
 
-    def _copy(self, slack: int) -> Rings:
+    def _copy(self, slack: int, families: Collection[tuple[str, str]] | None = None) -> Rings:
         fresh = Rings(self.capacity + slack + 1)  # + 1: the slot an append is writing
         old = self._columns
         if old is None:
             return fresh
         start = self._start()
-        fresh.fill_from(old, start, self._count)
+        fresh.fill_from(old, start, self._count, families)
         return fresh
 
     def _start(self) -> int:

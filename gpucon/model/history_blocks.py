@@ -66,6 +66,20 @@ class Family:
         self.indexes[pos] = self.index
         self.ticks[pos] = tick
 
+    def copy(self, size: int, start: int, end: int) -> Family:
+        """A family of ``size`` ticks holding this one's ticks ``start``..``end - 1`` (each
+        block copied whole; indexes are never changed once built, so they are shared)."""
+        fresh = Family(self.kind, self.series, size)
+        fresh.index, fresh._ids = self.index, self._ids
+        for t in range(start, end):
+            pos, new = t % self.size, t % size
+            block = self.blocks[pos]
+            if self.ticks[pos] == t and block is not None:
+                fresh.blocks[new] = block[:]
+                fresh.indexes[new] = self.indexes[pos]
+                fresh.ticks[new] = t
+        return fresh
+
     def skip(self, tick: int) -> None:
         """The family was not sampled at ``tick``: its slot reads as gaps."""
         self.ticks[tick % self.size] = -1

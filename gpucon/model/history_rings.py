@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from gpucon.model.history_blocks import Family, split_key
 
@@ -185,14 +185,26 @@ class Rings:
             return ()
         return tuple(self._span(self.times, start, end))
 
-    def fill_from(self, other: Rings, start: int, end: int) -> None:
+    def fill_from(
+        self,
+        other: Rings,
+        start: int,
+        end: int,
+        families: Collection[tuple[str, str]] | None = None,
+    ) -> None:
         """Make these rings (empty, at least ``end - start`` long) hold ``other``'s ticks
-        ``start``..``end - 1``, and nothing older (every series in a ring of its own)."""
+        ``start``..``end - 1``, and nothing older; ``families``: only those families (kind,
+        series), and no single series. Blocks are copied whole (C speed)."""
         self.count = end
         self.floor = start
         for t, v in zip(range(start, end), other.times_between(start, end), strict=True):
             self.times[t % self.size] = v
-        for key in other.keys(start, end):
+        for name, family in list(other.families.items()):
+            if families is None or name in families:
+                self.families[name] = family.copy(self.size, start, end)
+        if families is not None:
+            return
+        for key in list(other.columns):
             column = self.columns[key] = self._blank[:]
             values = other.between(key, start, end)
             for t, sample in zip(range(start, end), values, strict=True):

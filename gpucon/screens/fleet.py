@@ -207,8 +207,9 @@ class FleetScreen(Screen[None]):
         banner = self.query_one("#pause-banner", Static)
         if self.paused_at is None:
             self.paused_at = self.clock()
-            # the rings overwrite a view's samples after a few ticks: a held table keeps a copy
-            self.table.history = self.table.history.frozen()
+            # the rings overwrite a view's samples after a few ticks: a held table keeps a
+            # copy of what it plots (TREND: the slots' activity)
+            self.table.history = self.table.history.frozen({("slot", "activity")})
             key = self.gpucon.get_key_display(self._binding("pause"))
             held = time.strftime("%H:%M:%S", time.localtime(self.paused_at))
             banner.update(

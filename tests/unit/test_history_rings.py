@@ -172,3 +172,21 @@ def test_the_hubs_family_blocks_read_as_single_series() -> None:
             assert by_blocks.last(f"backend:{backend}:p95") is None
     assert by_blocks.frozen() == by_keys
     assert by_blocks.get("slot:no-such-slot:activity") == ()
+
+
+def test_a_frozen_family_is_copied_whole_and_alone() -> None:
+    from array import array
+
+    h = History(capacity=3)
+    for t in range(5):
+        blocks = [
+            ("slot", "activity", ("s1", "s2"), array("d", [t, t + 0.5])),
+            ("slot", "mem_used", ("s1", "s2"), array("d", [100.0, 200.0])),
+        ]
+        h = h.append_blocks(float(t), blocks, {"other": 1.0})
+    kept = h.frozen({("slot", "activity")})
+    for t in range(5, 30):
+        h = h.append_blocks(float(t), [], {})
+    assert kept.get("slot:s2:activity") == (2.5, 3.5, 4.5)
+    assert kept.times == (2.0, 3.0, 4.0)
+    assert kept.get("slot:s1:mem_used") == () and kept.get("other") == ()
