@@ -33,7 +33,7 @@ from gpucon.model.snapshot import Snapshot
 from gpucon.widgets.health_panel import HealthPanel
 from gpucon.widgets.keybar import KeyBar
 from gpucon.widgets.panels import AlertsPanel, QueuePanel, StatusBar
-from gpucon.widgets.row_builder import RowBuilder, Rows
+from gpucon.widgets.row_builder import RowBuilder, Rows, same_keys
 from gpucon.widgets.row_order import problem_rows
 from gpucon.widgets.safe_text import clean
 from gpucon.widgets.slot_rows import RowKey
@@ -85,7 +85,7 @@ class FleetScreen(Screen[None]):
         self.rows = RowBuilder(default_slo_ms)
         # paused: since when (epoch s); the table, queues, GPUs and alerts hold what they show
         self.paused_at: float | None = None
-        self._problems: tuple[tuple[tuple[str, int], ...], object, dict[RowKey, int]] = (
+        self._problems: tuple[tuple[tuple[str, int], ...], Rows | None, dict[RowKey, int]] = (
             (),
             None,
             {},
@@ -168,10 +168,10 @@ class FleetScreen(Screen[None]):
             if a.severity >= Severity.WARNING and worst.get(a.target, -1) < a.severity:
                 worst[a.target] = int(a.severity)
         key = tuple(sorted(worst.items()))
-        if key == self._problems[0] and rows.keys() == self._problems[1]:
+        if key == self._problems[0] and same_keys(rows, self._problems[1]):
             return self._problems[2]
         found = problem_rows(rows, worst)
-        self._problems = (key, rows.keys(), found)
+        self._problems = (key, rows, found)
         return found
 
     def show_snapshot(self, snapshot: Snapshot) -> None:

@@ -78,6 +78,8 @@ class Rows(Mapping[RowKey, RowValues]):
         self.snapshot = snapshot
         self.default_slo_ms = builder.default_slo_ms
         self._keys = keys
+        # the key set itself: the same dict from tick to tick while no row came or went
+        self.keys_dict = keys
         self._built: dict[RowKey, RowValues] = {}
         self._stale_of = stale_of
         # whether any row's names differ from the previous build's (new rows aside)
@@ -124,6 +126,10 @@ class RowBuilder:
         self._models: dict[str, tuple[str | None, str]] = {}
         self._names: dict[RowKey, tuple[object, object, RowNames]] = {}
         self.rows_built = 0  # rows worked out (cache misses): tests and benchmarks read it
+        # the last build's backends, slots and row keys (reused while the structure holds)
+        self._structure: (
+            tuple[Mapping[str, Backend], Mapping[str, Slot], dict[RowKey, None]] | None
+        ) = None
 
     # -- names -----------------------------------------------------------------------------
 
@@ -254,12 +260,37 @@ class RowBuilder:
                     found = marks[(sid, backend)] = stale_marks(staleness, sid, backend, ages)
                 return found
 
+        keys, model_moved = self._keys_of(snapshot)
+        moved = self._names_moved(snapshot) or model_moved
+        self._forget(snapshot, keys)
+        return Rows(self, snapshot, keys, moved, stale_of)
+
+    def _keys_of(self, snapshot: Snapshot) -> tuple[dict[RowKey, None], bool]:
+        """The row keys, and whether a backend's model changed. The last tick's keys (the
+        same dict) while no slot or backend came, went or moved: one identity walk."""
+        backends, slots = snapshot.backends, snapshot.slots
+        models = self._models
+        model_moved = False
+        last = self._structure
+        if last is not None and len(backends) == len(last[0]) and len(slots) == len(last[1]):
+            before = last[0].get
+            for name, b in backends.items():
+                old = before(name)
+                if old is b:
+                    continue
+                if old is None or old.slot_id != b.slot_id:
+                    break
+                if old.model != b.model:
+                    model_moved = True
+                    models[name] = (b.model, clean(b.model or ""))
+            else:
+                if slots.keys() == last[1].keys():
+                    self._structure = (backends, slots, last[2])
+                    return last[2], model_moved
         # the keys: one walk of the backends (their order does not matter: rows are sorted)
         keys: dict[RowKey, None] = {}
         served: set[str] = set()
-        models = self._models
-        model_moved = False
-        for name, b in snapshot.backends.items():
+        for name, b in backends.items():
             sid = b.slot_id or ""
             keys[(sid, name)] = None
             served.add(sid)
@@ -267,11 +298,10 @@ class RowBuilder:
             if known is None or (known[0] is not b.model and known[0] != b.model):
                 model_moved = model_moved or known is not None
                 models[name] = (b.model, clean(b.model or ""))
-        for sid in snapshot.slots.keys() - served:
+        for sid in slots.keys() - served:
             keys[(sid, "")] = None
-        moved = self._names_moved(snapshot) or model_moved
-        self._forget(snapshot, keys)
-        return Rows(self, snapshot, keys, moved, stale_of)
+        self._structure = (backends, slots, keys)
+        return keys, model_moved
 
     def _forget(self, snapshot: Snapshot, keys: dict[RowKey, None]) -> None:
         """Drop what was kept for slots and backends long gone."""
@@ -292,6 +322,15 @@ def _serving(snapshot: Snapshot, b: Backend) -> bool | None:
     """The liveness verdict; without one (no judge ran), what the registry says."""
     lv = snapshot.liveness.get(b.name)
     return b.ready if lv is None else lv.serving
+
+
+def same_keys(rows: Mapping[RowKey, object], other: Mapping[RowKey, object] | None) -> bool:
+    """Whether two ticks' rows have the same keys (at once when they share their key dict)."""
+    if other is None:
+        return False
+    if isinstance(rows, Rows) and isinstance(other, Rows) and rows.keys_dict is other.keys_dict:
+        return True
+    return rows.keys() == other.keys()
 
 
 def build_rows(snapshot: Snapshot, default_slo_ms: float) -> dict[RowKey, RowValues]:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypeAlias
 
 from gpucon.model.fleet import BackendState
-from gpucon.widgets.row_builder import RowNames, Rows
+from gpucon.widgets.row_builder import RowNames, Rows, same_keys
 from gpucon.widgets.slot_rows import RowKey, RowValues
 
 _STATE_RANK = {s.value: i for i, s in enumerate(BackendState)}
@@ -151,7 +151,7 @@ class RowOrder:
         new_problems = dict(problems or {})
         problems_moved = new_problems != self.problems
         self.problems = new_problems
-        if rows.keys() != old.keys() or (problems_moved and self.sort_key == DEFAULT_SORT):
+        if not same_keys(rows, old) or (problems_moved and self.sort_key == DEFAULT_SORT):
             self.resort()
             return set(rows.keys() - old.keys())
         if isinstance(rows, Rows) and self.sort_key in NAME_SORTS:

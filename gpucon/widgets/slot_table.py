@@ -11,7 +11,7 @@ afford.
 
 from __future__ import annotations
 
-from collections.abc import KeysView, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from rich.style import Style
@@ -24,7 +24,7 @@ from textual.strip import Strip
 
 from gpucon.model.history import History
 from gpucon.widgets import fmt
-from gpucon.widgets.row_builder import Rows
+from gpucon.widgets.row_builder import Rows, same_keys
 from gpucon.widgets.row_order import DEFAULT_SORT, RowOrder, first_row_of
 from gpucon.widgets.slot_cells import cell
 from gpucon.widgets.slot_rows import (
@@ -81,7 +81,7 @@ class SlotTable(ScrollView, can_focus=True):
         self._layout: tuple[int, list[tuple[Column, int, int]]] = (-1, [])
         self._styles: dict[str, Style] | None = None
         self._natural: dict[str, int] | None = None
-        self._measured_keys: KeysView[RowKey] | None = None
+        self._measured: Mapping[RowKey, RowValues] | None = None
         # column titles that depend on the snapshot (the rate window of REQ/S)
         self._titles: dict[str, str] = {}
 
@@ -226,9 +226,9 @@ class SlotTable(ScrollView, can_focus=True):
         """Re-measure the name columns when the set of rows or their names changed (not on
         every tick); only the rows' names are read."""
         moved = isinstance(rows, Rows) and rows.names_moved
-        if rows.keys() == self._measured_keys and not moved:
+        if not moved and same_keys(rows, self._measured):
             return
-        self._measured_keys = rows.keys()
+        self._measured = rows
         names = rows.name_of if isinstance(rows, Rows) else rows.__getitem__
         natural = natural_widths(names(k) for k in rows)
         if natural != self._natural:

@@ -76,3 +76,23 @@ def test_live_columns_sort_on_the_values_the_rows_show() -> None:
             plain.update(built)
             assert lazy.keys == plain.keys, column
         assert any(SORT_VALUE[column](r) is not None for r in built.values())
+
+
+def test_row_keys_are_reused_while_no_row_comes_or_goes() -> None:
+    from dataclasses import replace
+
+    from gpucon.widgets.row_builder import RowBuilder
+
+    rig = sim_rig(size=8)
+    builder = RowBuilder(2500.0)
+    first = builder.build(rig.step())
+    second = builder.build(rig.step())
+    assert second.keys_dict is first.keys_dict  # values moved, no row came or went
+    snapshot = rig.step()
+    name, backend = next(iter(snapshot.backends.items()))
+    moved = dict(snapshot.backends)
+    moved[name] = replace(backend, slot_id="elsewhere")
+    third = builder.build(replace(snapshot, backends=moved))
+    assert third.keys_dict is not first.keys_dict
+    assert ("elsewhere", name) in third and (backend.slot_id, name) not in third
+    assert set(third) == set(build_rows(replace(snapshot, backends=moved), 2500.0))
