@@ -107,6 +107,10 @@ def main() -> None:
     args = parser.parse_args()
     import gc
 
+    import gpucon.sim.layout
+
+    # an older checkout (run with its gpucon first on PYTHONPATH) had a lower cap
+    gpucon.sim.layout.MAX_SIZE = max(gpucon.sim.layout.MAX_SIZE, *args.sizes)
     gc.freeze()  # as the console does after its first frame
     results = {n: asyncio.run(measure(n, args.ticks, args.stale, args.churn)) for n in args.sizes}
     mode = "every value changing" if args.churn else "the simulator's own changes"
