@@ -16,6 +16,22 @@ import time
 BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
     # (module, full arguments, --quick arguments)
     ("benchmarks.tick_cost", ["--ticks", "40"], ["--ticks", "15"]),
+    ("benchmarks.tick_cost", ["--ticks", "40", "--churn"], ["--ticks", "15", "--churn"]),
+    (
+        "benchmarks.steady_state",
+        ["--size", "512", "--size", "2048", "--minutes", "10", "--window", "5-10"],
+        ["--size", "512", "--minutes", "2", "--window", "1-2"],
+    ),
+    (
+        "benchmarks.steady_state",
+        ["--churn", "--size", "512", "--minutes", "3", "--window", "1-3"],
+        ["--churn", "--size", "512", "--minutes", "1.5", "--window", "0.5-1.5"],
+    ),
+    (
+        "benchmarks.key_latency",
+        ["--sizes", "8", "512", "2048", "--rounds", "3"],
+        ["--sizes", "8", "512", "--rounds", "1", "--warmup", "5"],
+    ),
     (
         "benchmarks.startup_cpu",
         ["--seconds", "60", "--repeat", "5"],
@@ -47,6 +63,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
     parser.add_argument("only", nargs="*", help="run only these (e.g. tick_cost startup_cpu)")
+    parser.add_argument(
+        "--base",
+        default=None,
+        help="another checkout (e.g. `git archive` of an older commit) "
+        "that steady_state and key_latency measure beside this one, in the same run",
+    )
     args = parser.parse_args()
     print(
         f"machine: {platform.node()} {platform.machine()}, {platform.python_version()}, "
@@ -59,7 +81,10 @@ def main() -> int:
             continue
         print(f"\n== {short}", flush=True)
         started = time.perf_counter()
-        rc = _run_masked([sys.executable, "-m", module, *(quick if args.quick else full)])
+        argv = [sys.executable, "-m", module, *(quick if args.quick else full)]
+        if args.base and short in ("steady_state", "key_latency"):
+            argv += ["--base", args.base]
+        rc = _run_masked(argv)
         print(f"({short}: {time.perf_counter() - started:.0f} s, exit {rc})", flush=True)
         failed += rc != 0
     return 1 if failed else 0

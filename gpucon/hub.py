@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts, track_mig_pending
 from gpucon.model.fleet import Health, SourceStatus
 from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
-from gpucon.model.history_samples import history_samples, stale_series
+from gpucon.model.history_samples import history_blocks, history_samples, stale_series
 from gpucon.model.liveness import LivenessPolicy, withhold_dead_targets
 from gpucon.model.liveness_book import LivenessBook
-from gpucon.model.merge import merge_readings
+from gpucon.model.merge import MergedFleet, merge_readings
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
 from gpucon.model.staleness import StaleFieldCache, stale_after_s
@@ -105,6 +105,7 @@ class Hub:
         self._history = History(capacity=history_capacity)
         self._stale_fields = StaleFieldCache()
         self._gaps: tuple[object, list[str]] = (None, [])
+        self._merged: tuple[tuple[Reading, ...], MergedFleet | None] = ((), None)
         self._snapshot: Snapshot | None = None
         self._seq = 0
         self._stop = threading.Event()
@@ -236,13 +237,14 @@ class Hub:
                 for st in self._states
                 if (age := self._stale_age(st, now)) is not None
             }
-        fleet = merge_readings(readings)
+        fleet = self._merge(readings)
         liveness = self._liveness.judge_readings(fleet.backends, readings, now)
         fleet = replace(fleet, latency=withhold_dead_targets(fleet.latency, liveness))
         staleness = self._stale_fields(readings, fleet, stale)
         if self._gaps[0] is not staleness.fields:  # the same stale values: the same gaps
             self._gaps = (staleness.fields, stale_series(staleness))
-        self._history = self._history.append(now, history_samples(fleet, staleness, self._gaps[1]))
+        blocks, single = history_blocks(fleet, staleness, self._gaps[1])
+        self._history = self._history.append_blocks(now, blocks, single)
         slo = {
             name: self.slo_p95_ms_by_model[b.model]
             for name, b in fleet.backends.items()
@@ -293,6 +295,20 @@ class Hub:
         for callback in self._subscribers:
             callback(snapshot)
         return snapshot
+
+    def _merge(self, readings: list[Reading]) -> MergedFleet:
+        """The merged fleet; the last one again when no source has read anything new since
+        (a slow source's cadence is often several ticks)."""
+        last_from, last = self._merged
+        if (
+            last is not None
+            and len(last_from) == len(readings)
+            and all(a is b for a, b in zip(last_from, readings, strict=True))
+        ):
+            return last
+        fleet = merge_readings(readings)
+        self._merged = (tuple(readings), fleet)
+        return fleet
 
     # -- background running ----------------------------------------------------------------
 

@@ -2,9 +2,12 @@
 
 The hub appends one sample per series per tick; each ``append`` returns a new ``History`` view
 that sees exactly the samples appended up to it (the last ``capacity`` of them), so a snapshot
-handed to the UI never changes under it. Views share append-only columns: an append costs
-O(series) amortized, not O(series × capacity) as copying tuples would (at 512 GPUs that was
-~35 ms a tick). Only the hub's thread appends; any thread may read a view.
+handed to the UI does not change under it. The views share one set of fixed-size rings
+(``model.history_rings``): an append writes one number per series in place, never grows or
+copies anything, so memory stays flat however long the console runs. The rings hold ``slack``
+ticks more than a view shows: a view stays exact while it is at most ``slack`` appends behind
+the newest; one kept longer (a paused table) takes ``frozen()``, a private copy, or its oldest
+samples read as gaps. Only the hub's thread appends; any thread may read a view.
 
 Series keys: ``slot:ID:activity``, ``slot:ID:mem_used``, ``backend:NAME:p95``,
 ``backend:NAME:rps``, ``backend:NAME:queue_ms``, ``backend:NAME:service_ms``,
@@ -18,69 +21,14 @@ value again), so plots stop where fresh data stops and windows never count a sta
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-Sample = float | None
+from gpucon.model.history_rings import Block, Rings, Sample, default_slack
 
 DEFAULT_CAPACITY = 120
 
-
-def _offset(column: list[Sample]) -> int:
-    """The tick of a column's first sample (kept in slot 0)."""
-    return int(column[0])  # type: ignore[arg-type]
-
-
-class _Columns:
-    """Append-only sample columns shared by successive views.
-
-    ``columns[key] = [offset, v0, v1, ...]``: ``v_i`` is the sample taken at tick ``offset + i``
-    (the offset rides in slot 0 so that the per-tick append needs one dict lookup). Lists only
-    grow; every ``capacity`` ticks long ones are replaced by a copy of their tail (a view that
-    already fetched the old list keeps reading it), so memory stays bounded.
-    """
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.count = 0
-        self.times: list[Sample] = [0]
-        self.columns: dict[str, list[Sample]] = {}
-
-    def append(self, now: float, samples: Mapping[str, Sample]) -> None:
-        tick = self.count
-        self.times.append(now)
-        columns = self.columns
-        for key, value in samples.items():
-            column = columns.get(key)
-            if column is None:
-                columns[key] = [tick, value]
-                continue
-            if (
-                _offset(column) + len(column) - 1 != tick
-            ):  # absent for a while: those ticks read None
-                column.extend([None] * (tick - _offset(column) - len(column) + 1))
-            column.append(value)
-        self.count = tick + 1
-        if self.count % self.capacity == 0:
-            self._compact()
-
-    def _compact(self) -> None:
-        """Forget series gone for two whole windows; cut long lists to their last 2 windows."""
-        keep = 2 * self.capacity
-        horizon = self.count - keep
-        self.times = self._tail(self.times, keep)
-        for key, column in list(self.columns.items()):
-            if _offset(column) + len(column) - 1 < horizon:
-                del self.columns[key]
-            elif len(column) > 3 * self.capacity + 1:
-                self.columns[key] = self._tail(column, keep)
-
-    @staticmethod
-    def _tail(column: list[Sample], keep: int) -> list[Sample]:
-        if len(column) <= 3 * keep // 2 + 1:
-            return column
-        cut = len(column) - 1 - keep
-        return [_offset(column) + cut, *column[1 + cut :]]
+__all__ = ["DEFAULT_CAPACITY", "Block", "History", "Sample", "last_known", "sustained"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -88,7 +36,7 @@ class History:
     """A view of the history rings: the last ``capacity`` samples of every series."""
 
     capacity: int = DEFAULT_CAPACITY
-    _columns: _Columns | None = field(default=None, repr=False)
+    _columns: Rings | None = field(default=None, repr=False)
     _count: int = 0
 
     def __eq__(self, other: object) -> bool:
@@ -104,104 +52,113 @@ class History:
     __hash__ = None  # type: ignore[assignment]
 
     def _snapshot_series(self) -> dict[str, tuple[Sample, ...]]:
-        keys = [] if self._columns is None else list(self._columns.columns)
+        rings = self._columns
+        keys = [] if rings is None else rings.keys(self._start(), self._count)
         series = {k: self.get(k) for k in keys}
         return {k: v for k, v in series.items() if any(x is not None for x in v)}
 
     def append(self, now: float, samples: Mapping[str, Sample]) -> History:
         """A new view with one more sample per series; series absent now read ``None``."""
-        columns = self._columns
-        if columns is None or columns.count != self._count:
-            columns = self._copy_columns()  # appending to an older view branches off a copy
-        columns.append(now, samples)
-        return History(self.capacity, columns, columns.count)
+        return self.append_blocks(now, (), samples)
 
-    def _copy_columns(self) -> _Columns:
-        fresh = _Columns(self.capacity)
+    def append_blocks(
+        self, now: float, blocks: Sequence[Block], samples: Mapping[str, Sample]
+    ) -> History:
+        """``append``, with whole families of series given as blocks (kind, series, ids,
+        values): ``slot:ID:activity`` for every slot in one array (the hub's fast path,
+        ``model.history_samples.history_blocks``)."""
+        rings = self._columns
+        if rings is None or rings.count != self._count:
+            rings = self._copy(default_slack(self.capacity))  # an older view branches off
+        rings.append_blocks(now, blocks, samples)
+        return History(self.capacity, rings, rings.count)
+
+    def frozen(self, families: Collection[tuple[str, str]] | None = None) -> History:
+        """This view over a private copy of its window: exact however many appends follow
+        (for a view kept a long time, such as a paused table's). ``families``: copy only
+        those families of series, e.g. ``{("slot", "activity")}`` (what the table plots)."""
+        if self._columns is None:
+            return self
+        return History(self.capacity, self._copy(0, families), self._count)
+
+    def _copy(self, slack: int, families: Collection[tuple[str, str]] | None = None) -> Rings:
+        fresh = Rings(self.capacity + slack + 1)  # + 1: the slot an append is writing
         old = self._columns
         if old is None:
             return fresh
-        start = max(0, self._count - self.capacity)
-        fresh.count = self._count
-        fresh.times = [start, *self._slice(old.times, start)]
-        for key in list(old.columns):
-            fresh.columns[key] = [start, *self._slice(old.columns[key], start)]
+        start = self._start()
+        fresh.fill_from(old, start, self._count, families)
         return fresh
 
-    def _slice(self, column: list[Sample], start: int) -> tuple[Sample, ...]:
-        offset = _offset(column)
-        end = self._count
-        lo = max(start, offset)
-        if lo >= end:
-            return (None,) * (end - start)
-        head = (None,) * (lo - start)
-        body = tuple(column[1 + lo - offset : 1 + end - offset])
-        tail = (None,) * (end - lo - len(body))
-        return head + body + tail
+    def _start(self) -> int:
+        """The oldest tick this view shows: its window, less what the rings overwrote since."""
+        rings = self._columns
+        start = max(0, self._count - self.capacity)
+        return start if rings is None else max(start, rings.oldest())
 
     @property
     def times(self) -> tuple[float, ...]:
-        if self._columns is None:
+        rings = self._columns
+        if rings is None:
             return ()
-        start = max(0, self._count - self.capacity)
-        return tuple(v for v in self._slice(self._columns.times, start) if v is not None)
+        return rings.times_between(self._start(), self._count)
+
+    @property
+    def stored_series(self) -> int:
+        """How many series the rings keep (benchmarks and tests)."""
+        return 0 if self._columns is None else self._columns.series_count()
 
     def get(self, key: str) -> tuple[Sample, ...]:
         """The series aligned with ``times`` (``None`` where it had no sample); () if unknown."""
-        columns = self._columns
-        column = None if columns is None else columns.columns.get(key)
-        if column is None:
+        rings = self._columns
+        if rings is None:
             return ()
-        return self._slice(column, max(0, self._count - self.capacity))
+        return rings.between(key, self._start(), self._count)
 
     def last(self, key: str) -> Sample:
         """The newest sample of ``key`` in this view, without copying the series."""
-        columns = self._columns
-        column = None if columns is None else columns.columns.get(key)
-        if column is None or self._count == 0:
-            return None
-        i = self._count - _offset(column)
-        return column[i] if 0 < i < len(column) else None
+        rings = self._columns
+        tick = self._count - 1
+        if rings is None or tick < 0 or tick <= rings.count - rings.size:
+            return None  # empty, or so old that the rings overwrote it
+        return rings.at(key, tick)
 
     def back(self, key: str, ticks: int) -> Sample:
         """The sample of ``key`` taken ``ticks`` ticks before the newest (0: the newest); None
         beyond this view's window. O(1): trend rules test it before reading a window."""
-        columns = self._columns
-        column = None if columns is None else columns.columns.get(key)
-        if column is None or not 0 <= ticks < min(self._count, self.capacity):
+        rings = self._columns
+        if rings is None or not 0 <= ticks < min(self._count, self.capacity):
             return None
-        i = self._count - ticks - _offset(column)
-        return column[i] if 0 < i < len(column) else None
+        tick = self._count - 1 - ticks
+        return rings.at(key, tick) if tick >= rings.oldest() else None
 
     def rose(self, keys: Iterable[str], ticks: int) -> list[str]:
         """The keys whose newest sample is known and above the one ``ticks`` ticks before it
         (known too): one pass, O(1) a key, for trend rules to pick the few worth a fit."""
-        columns = self._columns
+        rings = self._columns
         count = self._count
-        if columns is None or not 0 < ticks < min(count, self.capacity):
+        if rings is None or not 0 < ticks < min(count, self.capacity):
             return []
-        get = columns.columns.get
+        old_tick = count - 1 - ticks
+        if old_tick < rings.oldest():
+            return []
+        at = rings.at
         out: list[str] = []
         for key in keys:
-            column = get(key)
-            if column is None:
-                continue
-            i = count - int(column[0])  # type: ignore[arg-type]
-            j = i - ticks
-            if j > 0 and i < len(column):
-                new, old = column[i], column[j]
-                if new is not None and old is not None and new > old:
+            new = at(key, count - 1)
+            if new is not None:
+                old = at(key, old_tick)
+                if old is not None and new > old:
                     out.append(key)
         return out
 
     def tail(self, key: str, ticks: int) -> tuple[Sample, ...]:
         """The newest ``ticks`` samples of ``key`` (aligned with ``times[-ticks:]``)."""
-        columns = self._columns
-        column = None if columns is None else columns.columns.get(key)
+        rings = self._columns
         ticks = min(ticks, self._count, self.capacity)
-        if column is None or ticks <= 0:
+        if rings is None or ticks <= 0:
             return ()
-        return self._slice(column, self._count - ticks)
+        return rings.between(key, max(self._count - ticks, self._start()), self._count)
 
     def window(self, key: str, now: float, seconds: float) -> tuple[Sample, ...]:
         """Samples of ``key`` taken in the last ``seconds`` (aligned with ``times``)."""

@@ -8,8 +8,14 @@ fresh data stops instead of repeating the last value.
 
 from __future__ import annotations
 
+import math
+from array import array
+from collections.abc import Iterable, Mapping
+from operator import attrgetter
+
 from gpucon.model.cotenants import foreign_memory_mib, foreign_processes
-from gpucon.model.history import Sample
+from gpucon.model.history import Block, Sample
+from gpucon.model.history_blocks import split_key
 from gpucon.model.merge import MergedFleet
 from gpucon.model.staleness import FRESH, Staleness
 
@@ -40,6 +46,7 @@ _SERIES_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("oldest", "oldest_age_s"),
     ),
 }
+NAN = math.nan
 _SERIES_PREFIX = {"slot": "slot", "latency": "backend", "queue": "queue", "gpu": "gpu"}
 
 
@@ -54,6 +61,32 @@ def stale_series(staleness: Staleness) -> list[str]:
     return keys
 
 
+class _Keys:
+    """Each entity's series keys, built once: the same string objects every tick, so the
+    rings' dict lookups hit on identity and never hash a fresh string. Entries of entities
+    long gone are dropped when the cache grows to twice what the fleet names."""
+
+    def __init__(self, *suffixes: str) -> None:
+        self.suffixes = suffixes
+        self.keys: dict[str, tuple[str, ...]] = {}
+
+    def of(self, prefix: str, ident: str) -> tuple[str, ...]:
+        found = self.keys.get(ident)
+        if found is None:
+            found = self.keys[ident] = tuple(f"{prefix}:{ident}:{s}" for s in self.suffixes)
+        return found
+
+    def trim(self, live: Mapping[str, object]) -> None:
+        if len(self.keys) > 2 * len(live) + 256:
+            self.keys = {k: v for k, v in self.keys.items() if k in live}
+
+
+_SLOT_KEYS = _Keys("activity", "mem_used", "cotenant_mem")
+_BACKEND_KEYS = _Keys("p95", "rps", "queue_ms", "service_ms")
+_GPU_KEYS = _Keys("temp", "power_pct", "power_capped")
+_QUEUE_KEYS = _Keys("length", "waiting", "oldest")
+
+
 def history_samples(
     fleet: MergedFleet, staleness: Staleness = FRESH, gaps: list[str] | None = None
 ) -> dict[str, Sample]:
@@ -65,33 +98,118 @@ def history_samples(
     for b in fleet.backends.values():
         if b.slot_id is not None:
             serving[b.slot_id] = serving.get(b.slot_id, 0) + 1
+    slot_keys = _SLOT_KEYS.of
     for sid, slot in fleet.slots.items():
-        samples[f"slot:{sid}:activity"] = slot.activity_pct
-        samples[f"slot:{sid}:mem_used"] = slot.mem_used_mib
+        activity, mem_used, cotenant = slot_keys("slot", sid)
+        samples[activity] = slot.activity_pct
+        samples[mem_used] = slot.mem_used_mib
         # decided by counting on almost every slot: more processes than backends is rare
         if len(slot.processes) > serving.get(sid, 1):
             foreign = foreign_processes(slot.processes, serving.get(sid, 0))
             if foreign:
-                samples[f"slot:{sid}:cotenant_mem"] = foreign_memory_mib(foreign)
+                samples[cotenant] = foreign_memory_mib(foreign)
+    backend_keys = _BACKEND_KEYS.of
     for name, lat in fleet.latency.items():
-        samples[f"backend:{name}:p95"] = lat.p95_ms
-        samples[f"backend:{name}:rps"] = lat.req_per_s
-        samples[f"backend:{name}:queue_ms"] = lat.queue_ms
+        p95, rps, queue_ms, service_ms = backend_keys("backend", name)
+        samples[p95] = lat.p95_ms
+        samples[rps] = lat.req_per_s
+        samples[queue_ms] = lat.queue_ms
         # time a request computes: rebalance splits a shared slot's activity by it
-        samples[f"backend:{name}:service_ms"] = (
-            lat.compute_ms if lat.compute_ms is not None else lat.avg_ms
-        )
+        samples[service_ms] = lat.compute_ms if lat.compute_ms is not None else lat.avg_ms
+    gpu_keys = _GPU_KEYS.of
     for uuid, gpu in fleet.gpus.items():
-        samples[f"gpu:{uuid}:temp"] = gpu.temperature_c
-        samples[f"gpu:{uuid}:power_pct"] = gpu.power_pct
+        temp, power_pct, power_capped = gpu_keys("gpu", uuid)
+        samples[temp] = gpu.temperature_c
+        samples[power_pct] = gpu.power_pct
         capped = gpu.power_capped
-        samples[f"gpu:{uuid}:power_capped"] = None if capped is None else float(capped)
+        samples[power_capped] = None if capped is None else float(capped)
+    queue_keys = _QUEUE_KEYS.of
     for stream, q in fleet.queues.items():
-        samples[f"queue:{stream}:length"] = None if q.length is None else float(q.length)
+        length, waiting_key, oldest = queue_keys("queue", stream)
+        samples[length] = None if q.length is None else float(q.length)
         waiting = q.waiting
-        samples[f"queue:{stream}:waiting"] = None if waiting is None else float(waiting)
-        samples[f"queue:{stream}:oldest"] = q.oldest_age_s
+        samples[waiting_key] = None if waiting is None else float(waiting)
+        samples[oldest] = q.oldest_age_s
+    for cache, live in (
+        (_SLOT_KEYS, fleet.slots),
+        (_BACKEND_KEYS, fleet.latency),
+        (_GPU_KEYS, fleet.gpus),
+        (_QUEUE_KEYS, fleet.queues),
+    ):
+        cache.trim(live)
     if staleness:
         for key in stale_series(staleness) if gaps is None else gaps:
             samples[key] = None
     return samples
+
+
+def _values(items: Iterable[object], name: str) -> array[float]:
+    """One field of every entity, NaN where unknown."""
+    get = attrgetter(name)
+    return array("d", [NAN if (v := get(i)) is None else v for i in items])
+
+
+def history_blocks(
+    fleet: MergedFleet, staleness: Staleness = FRESH, gaps: list[str] | None = None
+) -> tuple[list[Block], dict[str, Sample]]:
+    """What ``history_samples`` says, with each family of series as one block (kind, series,
+    ids, values) for ``History.append_blocks``: a list walk per family, not a dict entry per
+    series. The co-tenant memory (sampled on few slots) stays single series."""
+    slot_ids = tuple(fleet.slots)
+    slots = fleet.slots.values()
+    names = tuple(fleet.latency)
+    latency = fleet.latency.values()
+    uuids = tuple(fleet.gpus)
+    gpus = fleet.gpus.values()
+    streams = tuple(fleet.queues)
+    queues = fleet.queues.values()
+    service = [lat.compute_ms if lat.compute_ms is not None else lat.avg_ms for lat in latency]
+    capped = [None if (c := g.power_capped) is None else float(c) for g in gpus]
+    blocks: list[Block] = [
+        ("slot", "activity", slot_ids, _values(slots, "activity_pct")),
+        ("slot", "mem_used", slot_ids, _values(slots, "mem_used_mib")),
+        ("backend", "p95", names, _values(latency, "p95_ms")),
+        ("backend", "rps", names, _values(latency, "req_per_s")),
+        ("backend", "queue_ms", names, _values(latency, "queue_ms")),
+        ("backend", "service_ms", names, array("d", [NAN if v is None else v for v in service])),
+        ("gpu", "temp", uuids, _values(gpus, "temperature_c")),
+        ("gpu", "power_pct", uuids, _values(gpus, "power_pct")),
+        ("gpu", "power_capped", uuids, array("d", [NAN if v is None else v for v in capped])),
+        ("queue", "length", streams, _values(queues, "length")),
+        ("queue", "waiting", streams, _values(queues, "waiting")),
+        ("queue", "oldest", streams, _values(queues, "oldest_age_s")),
+    ]
+    samples: dict[str, Sample] = {}
+    serving: dict[str, int] = {}
+    for b in fleet.backends.values():
+        if b.slot_id is not None:
+            serving[b.slot_id] = serving.get(b.slot_id, 0) + 1
+    for sid, slot in fleet.slots.items():
+        # decided by counting on almost every slot: more processes than backends is rare
+        if len(slot.processes) > serving.get(sid, 1):
+            foreign = foreign_processes(slot.processes, serving.get(sid, 0))
+            if foreign:
+                samples[_SLOT_KEYS.of("slot", sid)[2]] = foreign_memory_mib(foreign)
+    _SLOT_KEYS.trim(fleet.slots)
+    if staleness:
+        _blank_gaps(blocks, samples, stale_series(staleness) if gaps is None else gaps)
+    return blocks, samples
+
+
+def _blank_gaps(blocks: list[Block], samples: dict[str, Sample], gaps: list[str]) -> None:
+    """Stale series read as gaps: their number in their family's block becomes NaN."""
+    where = {(kind, series): (ids, values) for kind, series, ids, values in blocks}
+    positions: dict[tuple[str, str], dict[str, int]] = {}
+    for key in gaps:
+        parts = split_key(key)
+        block = None if parts is None else where.get((parts[0], parts[2]))
+        if parts is None or block is None:
+            samples[key] = None
+            continue
+        ids, values = block
+        index = positions.get((parts[0], parts[2]))
+        if index is None:
+            index = positions[(parts[0], parts[2])] = {k: i for i, k in enumerate(ids)}
+        i = index.get(parts[1])
+        if i is not None:
+            values[i] = NAN

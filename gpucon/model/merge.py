@@ -38,12 +38,43 @@ def overlay(base: T, extra: T) -> T:
 
 def merge_by_key(items: Iterable[T], key: Callable[[T], Hashable]) -> dict[Hashable, T]:
     """Items keyed by ``key``; a later item with a known key only fills unknown fields."""
-    merged: dict[Hashable, T] = {}
+    items = items if isinstance(items, (list, tuple)) else list(items)
+    merged: dict[Hashable, T] = {key(item): item for item in items}
+    if len(merged) == len(items):  # no two items share a key (one source): nothing to fill
+        return merged
+    merged = {}
     for item in items:
         k = key(item)
         existing = merged.get(k)
         merged[k] = item if existing is None else overlay(existing, item)
     return merged
+
+
+class _KeyCache:
+    """``"kind:ident"`` strings built once per entity: origins are noted for every entity
+    of every reading each tick. Dropped whole when it outgrows any fleet (entities gone)."""
+
+    LIMIT = 200_000
+
+    def __init__(self) -> None:
+        self.keys: dict[str, dict[str, str]] = {}
+
+    def of(self, kind: str) -> Callable[[str], str]:
+        cache = self.keys.get(kind)
+        if cache is None or len(cache) > self.LIMIT:
+            cache = self.keys[kind] = {}
+        prefix = kind + ":"
+
+        def key(ident: str) -> str:
+            found = cache.get(ident)
+            if found is None:
+                found = cache[ident] = prefix + ident
+            return found
+
+        return key
+
+
+_KEYS = _KeyCache()
 
 
 def slot_join_key(slot: Slot) -> Hashable:
@@ -196,13 +227,18 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
     origins: dict[str, frozenset[str]] = {}
     single: dict[str, frozenset[str]] = {}  # one shared frozenset per source name
 
-    def note(key: str, source: str) -> None:
-        known = origins.get(key)
-        if known is None:
-            origins[key] = single.get(source) or single.setdefault(source, frozenset((source,)))
-        elif source not in known:
-            origins[key] = known | {source}
+    def note_all(keys: Iterable[str], source: str) -> None:
+        mine = single.get(source) or single.setdefault(source, frozenset((source,)))
+        get = origins.get
+        for key in keys:
+            known = get(key)
+            if known is None:
+                origins[key] = mine
+            elif source not in known:
+                origins[key] = known | mine
 
+    gpu_key, backend_key, queue_key = _KEYS.of("gpu"), _KEYS.of("backend"), _KEYS.of("queue")
+    slot_key, latency_key = _KEYS.of("slot"), _KEYS.of("latency")
     gpus: list[Gpu] = []
     slots: list[Slot] = []
     backends: list[Backend] = []
@@ -219,36 +255,52 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
         queues.extend(r.queues)
         latency.extend(r.latency)
         nodes.extend(r.nodes)
-        for g in r.gpus:
-            note(f"gpu:{g.uuid}", r.source)
-        for b in r.backends:
-            note(f"backend:{b.name}", r.source)
-        for q in r.queues:
-            note(f"queue:{q.stream}", r.source)
+        note_all([gpu_key(g.uuid) for g in r.gpus], r.source)
+        note_all([backend_key(b.name) for b in r.backends], r.source)
+        note_all([queue_key(q.stream) for q in r.queues], r.source)
 
+    # each fragment's join key, worked out once (it is used three times)
+    join_keys = [slot_join_key(s) for s in slots]
+    by_join: dict[Hashable, Slot] = dict(zip(join_keys, slots, strict=True))
+    if len(by_join) != len(slots):
+        by_join = {}
+        for k, s in zip(join_keys, slots, strict=True):
+            existing = by_join.get(k)
+            by_join[k] = s if existing is None else overlay(existing, s)
     merged_slots: dict[str, Slot] = {}
-    for s in merge_by_key(slots, slot_join_key).values():
+    for s in by_join.values():
         # a fragment that names the slot only by id (Kubernetes: no GPU UUID) joins the slot
         # with that id instead of replacing it
         existing = merged_slots.get(s.id)
         merged_slots[s.id] = s if existing is None else overlay(existing, s)
     # origins of slots: every source whose fragment joined into the merged slot
-    join_to_id = {slot_join_key(s): s.id for s in merged_slots.values()}
+    join_to_id = {k: s.id for k, s in by_join.items()}
+    i = 0
     for r in readings:
-        for s in r.slots:
-            note(f"slot:{join_to_id.get(slot_join_key(s), s.id)}", r.source)
+        n = len(r.slots)
+        note_all(
+            [
+                slot_key(join_to_id.get(k, s.id))
+                for k, s in zip(join_keys[i : i + n], r.slots, strict=True)
+            ],
+            r.source,
+        )
+        i += n
 
     merged_backends = {str(k): v for k, v in merge_by_key(backends, lambda b: b.name).items()}
+    # a backend's sources told of its slot too
+    told: dict[str, list[str]] = {}
     for b in merged_backends.values():
         if b.slot_id is not None:
-            for src in origins.get(f"backend:{b.name}", ()):
-                note(f"slot:{b.slot_id}", src)
+            for src in origins.get(backend_key(b.name), ()):
+                told.setdefault(src, []).append(slot_key(b.slot_id))
+    for src, keys in told.items():
+        note_all(keys, src)
     merged_nodes = {str(k): v for k, v in merge_by_key(nodes, lambda n: n.name).items()}
     merged_backends = attach_pods_by_ip(merged_backends, merged_nodes.values())
     latency_name = latency_name_resolver(merged_backends, latency)
     for r in readings:
-        for lat in r.latency:
-            note(f"latency:{latency_name(lat)}", r.source)
+        note_all([latency_key(latency_name(lat)) for lat in r.latency], r.source)
     return MergedFleet(
         gpus={str(k): v for k, v in merge_by_key(gpus, lambda g: g.uuid).items()},
         slots=merged_slots,

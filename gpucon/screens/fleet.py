@@ -33,9 +33,10 @@ from gpucon.model.snapshot import Snapshot
 from gpucon.widgets.health_panel import HealthPanel
 from gpucon.widgets.keybar import KeyBar
 from gpucon.widgets.panels import AlertsPanel, QueuePanel, StatusBar
+from gpucon.widgets.row_builder import RowBuilder, Rows, same_keys
 from gpucon.widgets.row_order import problem_rows
 from gpucon.widgets.safe_text import clean
-from gpucon.widgets.slot_rows import RowBuilder, RowKey, RowValues
+from gpucon.widgets.slot_rows import RowKey
 from gpucon.widgets.slot_table import SlotTable
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ class FleetScreen(Screen[None]):
         self.rows = RowBuilder(default_slo_ms)
         # paused: since when (epoch s); the table, queues, GPUs and alerts hold what they show
         self.paused_at: float | None = None
-        self._problems: tuple[tuple[tuple[str, int], ...], object, dict[RowKey, int]] = (
+        self._problems: tuple[tuple[tuple[str, int], ...], Rows | None, dict[RowKey, int]] = (
             (),
             None,
             {},
@@ -159,7 +160,7 @@ class FleetScreen(Screen[None]):
             if self.snapshot is not None:
                 queues.show_snapshot(self.snapshot)
 
-    def _problem_rows(self, snapshot: Snapshot, rows: dict[RowKey, RowValues]) -> dict[RowKey, int]:
+    def _problem_rows(self, snapshot: Snapshot, rows: Rows) -> dict[RowKey, int]:
         """The rows a warning or critical alert names; worked out again only when the
         alerts or the set of rows changed."""
         worst: dict[str, int] = {}
@@ -167,10 +168,10 @@ class FleetScreen(Screen[None]):
             if a.severity >= Severity.WARNING and worst.get(a.target, -1) < a.severity:
                 worst[a.target] = int(a.severity)
         key = tuple(sorted(worst.items()))
-        if key == self._problems[0] and rows.keys() == self._problems[1]:
+        if key == self._problems[0] and same_keys(rows, self._problems[1]):
             return self._problems[2]
         found = problem_rows(rows, worst)
-        self._problems = (key, rows.keys(), found)
+        self._problems = (key, rows, found)
         return found
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
@@ -206,6 +207,9 @@ class FleetScreen(Screen[None]):
         banner = self.query_one("#pause-banner", Static)
         if self.paused_at is None:
             self.paused_at = self.clock()
+            # the rings overwrite a view's samples after a few ticks: a held table keeps a
+            # copy of what it plots (TREND: the slots' activity)
+            self.table.history = self.table.history.frozen({("slot", "activity")})
             key = self.gpucon.get_key_display(self._binding("pause"))
             held = time.strftime("%H:%M:%S", time.localtime(self.paused_at))
             banner.update(

@@ -4,7 +4,7 @@ Default: ``node-a`` A100-80GB as 2×3g.40gb (SDXL) + 1g.10gb (SD1.5); ``node-b``
 3g.20gb (SD1.5) + 2g.10gb (BERT) + 1g.5gb (ResNet-50), and two RTX 4090s passed through to the
 VMs ``vm-b-1``/``vm-b-2``, each running SDXL and SD1.5 under MPS at 60/40; ``node-c`` one
 whole H200 running SDXL. ``size=N`` builds hosts of 8 GPUs: mostly MIG hosts cut 7×1g, and
-one host in 16 of RTX 4090 VMs (512 GPUs give about 3,400 slots).
+one host in 16 of RTX 4090 VMs (512 GPUs give about 3,400 slots, 2,048 about 13,700).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from gpucon.sim.catalog import (
 )
 from gpucon.sim.parts import SimBackend, SimGpu, SimSlot
 
-MAX_SIZE = 512
+MAX_SIZE = 2048
 GPUS_PER_HOST = 8
 
 

@@ -1,6 +1,8 @@
 """The filtered, sorted order of the slot table's rows, re-sorted only when it must be.
 
 Pure (no Textual). Unknown values sort last in both directions; ties keep row-key order.
+The default order and the filter read only rows' names (``Rows.name_of``), so they never
+make the builder work out a row's values; a sort by a live column reads every row.
 
 The default order ("default", no column) does not move with live values: rows with a problem
 first (an alert on the row's slot, backend or GPU; the worst first), then host, GPU, slot and
@@ -14,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypeAlias
 
 from gpucon.model.fleet import BackendState
+from gpucon.widgets.row_builder import RowNames, Rows, same_keys
 from gpucon.widgets.slot_cells import NO_LATENCY_NOW
 from gpucon.widgets.slot_rows import RowKey, RowValues
 
@@ -23,18 +26,20 @@ _STATE_RANK = {s.value: i for i, s in enumerate(BackendState)}
 SortValue: TypeAlias = str | int | float | tuple[float, float]
 
 DEFAULT_SORT = "default"
+# the orders that read only rows' names (they move when a name or an alert does)
+NAME_SORTS = frozenset({DEFAULT_SORT, "host", "gpu", "slot", "profile", "backend"})
 
 
-def gpu_target(row: RowValues) -> str:
-    """How alerts name this row's GPU (``host/gpuN``): a MIG slot's id less its instance."""
-    head, _, tail = row.slot_id.rpartition("/")
-    return head if head and tail.startswith("gi") else row.slot_id
+def gpu_target(slot_id: str) -> str:
+    """How alerts name a slot's GPU (``host/gpuN``): a MIG slot's id less its instance."""
+    head, _, tail = slot_id.rpartition("/")
+    return head if head and tail.startswith("gi") else slot_id
 
 
-def row_targets(key: RowKey, row: RowValues) -> tuple[str, ...]:
+def row_targets(key: RowKey) -> tuple[str, ...]:
     """The alert targets that name this row: its slot, its backend, its GPU."""
     slot_id, backend = key
-    return (slot_id, backend, gpu_target(row)) if backend else (slot_id, gpu_target(row))
+    return (slot_id, backend, gpu_target(slot_id)) if backend else (slot_id, gpu_target(slot_id))
 
 
 def _ratio(row: RowValues) -> float | None:
@@ -43,7 +48,7 @@ def _ratio(row: RowValues) -> float | None:
     return row.p95 / row.slo if row.slo else row.p95
 
 
-def _static(row: RowValues) -> SortValue:
+def _static(row: RowValues | RowNames) -> SortValue:
     """What the default order reads of a row's values (its names: they rarely change)."""
     return f"{row.host}\n{row.gpu}"
 
@@ -65,7 +70,50 @@ SORT_VALUE: Mapping[str, Callable[[RowValues], SortValue | None]] = {
 }
 
 
-def search_text(row: RowValues) -> str:
+def _live_values(rows: Rows, sort_key: str) -> dict[RowKey, SortValue | None] | None:
+    """Every row's value of a live column read straight off the snapshot's entities (what
+    the rows would show), so a sort by it does not work out every row; None for a column
+    of names."""
+    snap = rows.snapshot
+    slots, backends, latency = snap.slots, snap.backends, snap.latency
+    out: dict[RowKey, SortValue | None] = {}
+    if sort_key in ("activity", "trend"):
+        for k in rows:
+            s = slots.get(k[0])
+            out[k] = None if s is None else s.activity_pct
+    elif sort_key == "mem":
+        for k in rows:
+            s = slots.get(k[0])
+            used = None if s is None else s.mem_used_mib
+            out[k] = None if s is None or used is None else (used, s.mem_total_mib or 0.0)
+    elif sort_key in ("weight", "state", "inflight"):
+        for k in rows:
+            b = backends.get(k[1]) if k[1] else None
+            if b is None:
+                out[k] = None
+            elif sort_key == "weight":
+                out[k] = b.weight
+            elif sort_key == "state":
+                out[k] = _STATE_RANK.get(b.state.value)
+            else:
+                out[k] = b.inflight
+    elif sort_key in ("p95", "rps"):
+        slos, default = snap.slo_p95_ms, rows.default_slo_ms
+        for k in rows:
+            lat = latency.get(k[1]) if k[1] and k[1] in backends else None
+            if lat is None:
+                out[k] = None
+            elif sort_key == "rps":
+                out[k] = lat.req_per_s
+            else:
+                p95, slo = lat.p95_ms, slos.get(k[1], default)
+                out[k] = None if p95 is None else (p95 / slo if slo else p95)
+    else:
+        return None
+    return out
+
+
+def search_text(row: RowValues | RowNames) -> str:
     """What ``/`` filters on: host, slot, backend and model, lower-cased."""
     return f"{row.slot_id}\n{row.host}\n{row.slot}\n{row.backend}\n{row.model}".lower()
 
@@ -82,7 +130,7 @@ class RowOrder:
     """The filtered, sorted row keys; re-sorted only when needed."""
 
     def __init__(self, sort_key: str = DEFAULT_SORT, reverse: bool = False) -> None:
-        self.rows: dict[RowKey, RowValues] = {}
+        self.rows: Mapping[RowKey, RowValues] = {}
         # the worst alert severity (1 warn, 2 crit, ...) on each row that has one
         self.problems: dict[RowKey, int] = {}
         self.keys: list[RowKey] = []
@@ -90,31 +138,49 @@ class RowOrder:
         self.reverse = reverse
         self.filter = ""
         self.sorts = 0  # how many times the order was recomputed (tests, benchmarks)
+        # the live column's values the order was sorted on (lazily built rows only)
+        self._live: dict[RowKey, SortValue | None] | None = None
 
     def update(
-        self, rows: dict[RowKey, RowValues], problems: Mapping[RowKey, int] | None = None
+        self, rows: Mapping[RowKey, RowValues], problems: Mapping[RowKey, int] | None = None
     ) -> set[RowKey]:
         """Take this tick's rows (and which of them have alerts); return the keys whose values
-        changed (or are new)."""
+        changed (or are new), where that was worked out: lazily built ``Rows`` in the default
+        order are not read at all (their ``names_moved`` says whether to re-sort)."""
         old = self.rows
-        changed = {k for k, v in rows.items() if (was := old.get(k)) is not v and was != v}
         self.rows = rows
         new_problems = dict(problems or {})
         problems_moved = new_problems != self.problems
         self.problems = new_problems
-        if (
-            len(rows) != len(old)
-            or any(k not in old for k in changed)
-            or (problems_moved and self.sort_key == DEFAULT_SORT)
-        ):
+        if not same_keys(rows, old) or (problems_moved and self.sort_key == DEFAULT_SORT):
             self.resort()
-        elif changed:
+            return set(rows.keys() - old.keys())
+        if isinstance(rows, Rows) and self.sort_key in NAME_SORTS:
+            if rows.names_moved:
+                self.resort()
+            return set()
+        live = _live_values(rows, self.sort_key) if isinstance(rows, Rows) else None
+        if live is not None:  # a live column: re-sorted when a row's value (or name) moved
+            assert isinstance(rows, Rows)
+            if live != self._live or (self.filter and rows.names_moved):
+                self.resort(live)
+            return set()
+        changed = {k for k, v in rows.items() if (was := old.get(k)) is not v and was != v}
+        if changed:
             value = SORT_VALUE.get(self.sort_key, _static)
+            names_of = self._names()
             if any(value(old[k]) != value(rows[k]) for k in changed) or (
-                self.filter and any(search_text(old[k]) != search_text(rows[k]) for k in changed)
+                self.filter
+                and any(search_text(old[k]) != search_text(names_of(k)) for k in changed)
             ):
                 self.resort()
         return changed
+
+    def _names(self) -> Callable[[RowKey], RowValues | RowNames]:
+        """What the default order and the filter read of a row: its names where the rows
+        know them without being built, else the row."""
+        rows = self.rows
+        return rows.name_of if isinstance(rows, Rows) else rows.__getitem__
 
     def set_sort(self, sort_key: str, reverse: bool) -> None:
         self.sort_key, self.reverse = sort_key, reverse
@@ -124,24 +190,35 @@ class RowOrder:
         self.filter = text.strip().lower()
         self.resort()
 
-    def resort(self) -> None:
+    def resort(self, live: dict[RowKey, SortValue | None] | None = None) -> None:
+        """Filter and sort again (``live``: the sort column's values, when worked out)."""
         self.sorts += 1
+        rows = self.rows
+        if live is None and isinstance(rows, Rows) and self.sort_key != DEFAULT_SORT:
+            live = _live_values(rows, self.sort_key)
+        self._live = live
         needle = self.filter
-        items = self.rows.items()
+        names_of = self._names()
+        keys: list[RowKey] = list(self.rows)
         if needle:
-            items = [(k, v) for k, v in items if needle in search_text(v)]  # type: ignore[assignment]
+            keys = [k for k in keys if needle in search_text(names_of(k))]
         if self.sort_key == DEFAULT_SORT:
             problems = self.problems
-            ranked = sorted(((-problems.get(k, 0), v.host, v.gpu, k[0], k[1]), k) for k, v in items)
+            ranked = []
+            for k in keys:
+                n = names_of(k)
+                ranked.append(((-problems.get(k, 0), n.host, n.gpu, k[0], k[1]), k))
+            ranked.sort()
             self.keys = [k for _, k in ranked]
             if self.reverse:
                 self.keys.reverse()
             return
         value = SORT_VALUE[self.sort_key]
+        read = names_of if self.sort_key in NAME_SORTS else rows.__getitem__
         known: list[tuple[SortValue, RowKey]] = []
         unknown: list[RowKey] = []
-        for k, v in items:
-            sv = value(v)
+        for k in keys:
+            sv = value(read(k)) if live is None else live[k]  # type: ignore[arg-type]
             if sv is None:
                 unknown.append(k)
             else:
@@ -153,26 +230,26 @@ class RowOrder:
 
 
 def problem_rows(
-    rows: Mapping[RowKey, RowValues], severity_by_target: Mapping[str, int]
+    rows: Mapping[RowKey, object], severity_by_target: Mapping[str, int]
 ) -> dict[RowKey, int]:
     """The rows an alert names (by slot, backend or GPU), each with its worst severity + 1
-    (so that an INFO alert still counts as a problem: 1 info, 2 warn, 3 crit)."""
+    (so that an INFO alert still counts as a problem: 1 info, 2 warn, 3 crit). Reads only the
+    row keys."""
     if not severity_by_target:
         return {}
     found: dict[RowKey, int] = {}
-    for key, row in rows.items():
-        worst = max((severity_by_target.get(t, -1) for t in row_targets(key, row)), default=-1)
+    get = severity_by_target.get
+    for key in rows:
+        worst = max(get(t, -1) for t in row_targets(key))
         if worst >= 0:
             found[key] = worst + 1
     return found
 
 
-def first_row_of(
-    keys: Sequence[RowKey], rows: Mapping[RowKey, RowValues], target: str
-) -> RowKey | None:
+def first_row_of(keys: Sequence[RowKey], target: str) -> RowKey | None:
     """The first row (in shown order) that ``target`` names: its backend, slot or GPU."""
-    for pick in (lambda k, r: k[1] == target, lambda k, r: target in row_targets(k, r)):
+    for pick in (lambda k: k[1] == target, lambda k: target in row_targets(k)):
         for key in keys:
-            if pick(key, rows[key]):
+            if pick(key):
                 return key
     return None

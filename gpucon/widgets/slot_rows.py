@@ -1,24 +1,38 @@
-"""The slot table's rows as plain values: one row per (slot, backend), built from a Snapshot.
+"""The slot table's rows as plain values: one row per (slot, backend), and its columns.
 
-This module is pure (no Textual): it turns a Snapshot into ``RowValues`` tuples and says
-which columns there are and how they lay out; ``row_order`` sorts and filters them.
+This module is pure (no Textual): it says what a row holds (``RowValues``), how a slot's and a
+backend's columns are worked out, and which columns there are and how they lay out;
+``row_builder`` turns each Snapshot into rows, ``row_order`` sorts and filters them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from typing import NamedTuple, Protocol
 
 from rich.cells import cell_len
 
 from gpucon.model.fleet import Backend, LatencyStats, Slot, SlotKind
-from gpucon.model.snapshot import Snapshot
-from gpucon.widgets import fmt
 from gpucon.widgets.safe_text import clean
-from gpucon.widgets.stale_marks import StaleMarks, stale_marks
+from gpucon.widgets.stale_marks import StaleMarks
 
 RowKey = tuple[str, str]  # (slot id, backend name or "")
+
+
+class _Named(Protocol):
+    """What the width of the name columns reads of a row (its values, or only its names)."""
+
+    @property
+    def backend(self) -> str: ...
+    @property
+    def slot(self) -> str: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def gpu(self) -> str: ...
+
+
 HOT_PCT = 90.0
 LOW_FREE_MIB = 1536.0
 
@@ -134,7 +148,7 @@ def layout(
     return placed
 
 
-def natural_widths(rows: Iterable[RowValues]) -> dict[str, int]:
+def natural_widths(rows: Iterable[_Named]) -> dict[str, int]:
     """The longest value of each name column, in terminal cells."""
     widths = dict.fromkeys(FLEX_ORDER, 0)
     for r in rows:
@@ -169,11 +183,11 @@ def _gpu_label(slot: Slot) -> str:
     return f"{index} {short_gpu_name(slot.gpu_name)}".strip()
 
 
-_NO_SLOT: tuple[object, ...] = ("", "", "", "", None, "", None, None)
-_NO_BACKEND: tuple[object, ...] = ("", "", None, "", None, None, None, None, None)
+NO_SLOT: tuple[object, ...] = ("", "", "", "", None, "", None, None)
+NO_BACKEND: tuple[object, ...] = ("", "", None, "", None, None, None, None, None)
 
 
-def _slot_part(slot: Slot) -> tuple[object, ...]:
+def slot_part(slot: Slot) -> tuple[object, ...]:
     """The slot's columns (all but the id), computed once for all its backends."""
     host = slot.host or (slot.vm.host if slot.vm else None) or ""
     return (
@@ -188,7 +202,7 @@ def _slot_part(slot: Slot) -> tuple[object, ...]:
     )
 
 
-def _backend_part(
+def backend_part(
     b: Backend, lat: LatencyStats | None, slo: float | None, serving: bool | None
 ) -> tuple[object, ...]:
     return (
@@ -204,149 +218,10 @@ def _backend_part(
     )
 
 
-def _make(
+def make_row(
     slot_id: str,
     slot_part: tuple[object, ...],
     backend_part: tuple[object, ...],
     stale: StaleMarks,
 ) -> RowValues:
     return RowValues._make((slot_id, *slot_part, *backend_part, stale))
-
-
-class RowBuilder:
-    """Builds the rows of each snapshot, reusing the parts of slots and backends that are the
-    same objects as last tick (the hub passes unchanged entities through), so a tick with few
-    changes costs little more than a dict walk."""
-
-    def __init__(self, default_slo_ms: float) -> None:
-        self.default_slo_ms = default_slo_ms
-        self._slots: dict[str, tuple[Slot, tuple[object, ...]]] = {}
-        self._backends: dict[str, tuple[tuple[object, ...], tuple[object, ...]]] = {}
-        self._rows: dict[RowKey, tuple[object, object, StaleMarks, RowValues]] = {}
-        self._fast: dict[RowKey, tuple[Any, ...]] = {}
-        self._marks_key: tuple[object, tuple[tuple[str, str], ...]] = (None, ())
-        self._marks: dict[RowKey, StaleMarks] = {}
-
-    def _slot_part(self, slot: Slot) -> tuple[object, ...]:
-        cached = self._slots.get(slot.id)
-        if cached is not None and cached[0] is slot:
-            return cached[1]
-        part = _slot_part(slot)
-        self._slots[slot.id] = (slot, part)
-        return part
-
-    def _backend_part(self, b: Backend, snapshot: Snapshot) -> tuple[object, ...]:
-        lat = snapshot.latency.get(b.name)
-        slo = snapshot.slo_p95_ms.get(b.name, self.default_slo_ms)
-        serving = _serving(snapshot, b)
-        inputs = (
-            b,
-            None if lat is None else lat.p95_ms,
-            None if lat is None else lat.req_per_s,
-            slo,
-            serving,
-        )
-        cached = self._backends.get(b.name)
-        if cached is not None and cached[0] == inputs:  # b compares by identity first
-            return cached[1]
-        part = _backend_part(b, lat, slo, serving)
-        self._backends[b.name] = (inputs, part)
-        return part
-
-    def _row(
-        self,
-        key: RowKey,
-        slot_part: tuple[object, ...],
-        bpart: tuple[object, ...],
-        stale: StaleMarks,
-    ) -> RowValues:
-        cached = self._rows.get(key)
-        if (
-            cached is not None
-            and cached[0] is slot_part
-            and cached[1] is bpart
-            and cached[2] == stale
-        ):
-            return cached[3]
-        row = _make(clean(key[0]), slot_part, bpart, stale)
-        self._rows[key] = (slot_part, bpart, stale, row)
-        return row
-
-    def build(self, snapshot: Snapshot) -> dict[RowKey, RowValues]:
-        """One row per (slot, backend); a slot with no backend, or a backend with no known
-        slot, gets a row of its own."""
-        # stale marks are worked out only when some value is stale (the rare case)
-        staleness = snapshot.staleness
-        any_stale = bool(staleness)
-        ages = {n: fmt.age(a) for n, a in staleness.sources.items()} if any_stale else {}
-        # while the same values stay stale at the same shown ages, each row's marks are reused
-        marks_key = (staleness.fields, tuple(sorted(ages.items())))
-        if self._marks_key[0] is not marks_key[0] or self._marks_key[1] != marks_key[1]:
-            self._marks_key, self._marks = marks_key, {}
-        marks = self._marks
-
-        def stale_of(sid: str, backend: str) -> StaleMarks:
-            found = marks.get((sid, backend))
-            if found is None:
-                found = marks[(sid, backend)] = stale_marks(staleness, sid, backend, ages)
-            return found
-
-        on_slot: dict[str, list[Backend]] = {}
-        for b in snapshot.backends.values():
-            on_slot.setdefault(b.slot_id or "", []).append(b)
-        rows: dict[RowKey, RowValues] = {}
-        latency, slos, default_slo = snapshot.latency, snapshot.slo_p95_ms, self.default_slo_ms
-        liveness = snapshot.liveness
-        fast = self._fast
-        for sid, slot in snapshot.slots.items():
-            backends = on_slot.pop(sid, None)
-            if not backends:
-                slot_stale = stale_of(sid, "") if any_stale else ()
-                part = self._slot_part(slot)
-                rows[(sid, "")] = self._row((sid, ""), part, _NO_BACKEND, slot_stale)
-                continue
-            for b in backends:
-                stale = stale_of(sid, b.name) if any_stale else ()
-                key = (sid, b.name)
-                lat = latency.get(b.name)
-                p95 = None if lat is None else lat.p95_ms
-                rps = None if lat is None else lat.req_per_s
-                slo = slos.get(b.name, default_slo)
-                lv = liveness.get(b.name)
-                # the common case: the same slot and backend objects, the same numbers
-                hit = fast.get(key)
-                if (
-                    hit is not None
-                    and hit[0] is slot
-                    and hit[1] is b
-                    and hit[2:7] == (p95, rps, slo, stale, lv)
-                ):
-                    rows[key] = hit[7]
-                    continue
-                row = self._row(key, self._slot_part(slot), self._backend_part(b, snapshot), stale)
-                fast[key] = (slot, b, p95, rps, slo, stale, lv, row)
-                rows[key] = row
-        for sid, backends in on_slot.items():
-            no_slot = (*_NO_SLOT[:2], clean(sid), *_NO_SLOT[3:])
-            for b in backends:
-                stale = stale_of(sid, b.name) if any_stale else ()
-                rows[(sid, b.name)] = _make(
-                    clean(sid), no_slot, self._backend_part(b, snapshot), stale
-                )
-        if len(self._rows) > 2 * len(rows) + 64:  # forget rows of slots long gone
-            self._rows = {k: v for k, v in self._rows.items() if k in rows}
-            self._fast = {k: v for k, v in self._fast.items() if k in rows}
-            self._slots = {k: v for k, v in self._slots.items() if k in snapshot.slots}
-            self._backends = {k: v for k, v in self._backends.items() if k in snapshot.backends}
-        return rows
-
-
-def _serving(snapshot: Snapshot, b: Backend) -> bool | None:
-    """The liveness verdict; without one (no judge ran), what the registry says."""
-    lv = snapshot.liveness.get(b.name)
-    return b.ready if lv is None else lv.serving
-
-
-def build_rows(snapshot: Snapshot, default_slo_ms: float) -> dict[RowKey, RowValues]:
-    """The rows of one snapshot, built from scratch."""
-    return RowBuilder(default_slo_ms).build(snapshot)

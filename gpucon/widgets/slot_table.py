@@ -11,7 +11,7 @@ afford.
 
 from __future__ import annotations
 
-from collections.abc import KeysView
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from rich.style import Style
@@ -24,6 +24,7 @@ from textual.strip import Strip
 
 from gpucon.model.history import History
 from gpucon.widgets import fmt
+from gpucon.widgets.row_builder import Rows, same_keys
 from gpucon.widgets.row_order import DEFAULT_SORT, RowOrder, first_row_of
 from gpucon.widgets.slot_cells import cell
 from gpucon.widgets.slot_rows import (
@@ -80,7 +81,7 @@ class SlotTable(ScrollView, can_focus=True):
         self._layout: tuple[int, list[tuple[Column, int, int]]] = (-1, [])
         self._styles: dict[str, Style] | None = None
         self._natural: dict[str, int] | None = None
-        self._measured_keys: KeysView[RowKey] | None = None
+        self._measured: Mapping[RowKey, RowValues] | None = None
         # column titles that depend on the snapshot (the rate window of REQ/S)
         self._titles: dict[str, str] = {}
 
@@ -88,7 +89,7 @@ class SlotTable(ScrollView, can_focus=True):
 
     def show_rows(
         self,
-        rows: dict[RowKey, RowValues],
+        rows: Mapping[RowKey, RowValues],
         history: History,
         problems: dict[RowKey, int] | None = None,
     ) -> None:
@@ -138,9 +139,9 @@ class SlotTable(ScrollView, can_focus=True):
 
     def select_target(self, target: str) -> bool:
         """Select the first row that alert target ``target`` names (backend, slot or GPU)."""
-        key = first_row_of(self.order.keys, self.order.rows, target)
+        key = first_row_of(self.order.keys, target)
         if key is None:
-            key = first_row_of(sorted(self.order.rows), self.order.rows, target)
+            key = first_row_of(sorted(self.order.rows), target)
         return key is not None and self.select_key(key)
 
     def set_filter(self, text: str) -> None:
@@ -221,12 +222,15 @@ class SlotTable(ScrollView, can_focus=True):
             self._layout = (width, layout(width, self._natural))
         return self._layout[1]
 
-    def _measure(self, rows: dict[RowKey, RowValues]) -> None:
-        """Re-measure the name columns when the set of rows changed (not on every tick)."""
-        if rows.keys() == self._measured_keys:
+    def _measure(self, rows: Mapping[RowKey, RowValues]) -> None:
+        """Re-measure the name columns when the set of rows or their names changed (not on
+        every tick); only the rows' names are read."""
+        moved = isinstance(rows, Rows) and rows.names_moved
+        if not moved and same_keys(rows, self._measured):
             return
-        self._measured_keys = rows.keys()
-        natural = natural_widths(rows.values())
+        self._measured = rows
+        names = rows.name_of if isinstance(rows, Rows) else rows.__getitem__
+        natural = natural_widths(names(k) for k in rows)
         if natural != self._natural:
             self._natural = natural
             self._layout = (-1, [])

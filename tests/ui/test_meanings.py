@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from gpucon.screens.help import HelpScreen
 from gpucon.widgets.plot import Plot, limit_row, time_axis
+from gpucon.widgets.row_builder import build_rows
 from gpucon.widgets.slot_cells import cell
-from gpucon.widgets.slot_rows import COLUMN_BY_KEY, build_rows
+from gpucon.widgets.slot_rows import COLUMN_BY_KEY
 from tests.ui.rig import Rig, sim_rig, table_of
 
 SIZE = (180, 48)

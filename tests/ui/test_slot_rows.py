@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from gpucon.model.fleet import Health
 from gpucon.widgets import fmt
+from gpucon.widgets.row_builder import build_rows
 from gpucon.widgets.row_order import RowOrder
 from gpucon.widgets.slot_cells import cell
-from gpucon.widgets.slot_rows import COLUMNS, RowKey, RowValues, build_rows, layout
+from gpucon.widgets.slot_rows import COLUMNS, RowKey, RowValues, layout
 from tests.ui.fleet_fixture import FrozenClock, HandSource, advance, hub_with
 
 
@@ -117,7 +118,7 @@ def test_resorts_only_when_sort_values_change() -> None:
 def test_builder_reuses_rows_of_unchanged_entities() -> None:
     from dataclasses import replace
 
-    from gpucon.widgets.slot_rows import RowBuilder
+    from gpucon.widgets.row_builder import RowBuilder
 
     source, clock = HandSource(), FrozenClock()
     hub = hub_with(source, clock)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpucon.app import GpuconApp
+from gpucon.commands import console
 from gpucon.commands.cli import main
 from tests.ui.rig import Rig
 
@@ -59,8 +60,17 @@ def test_the_console_starts_with_the_collector_off_and_turns_it_on_after_the_fir
     assert main(["demo"]) == 0
     [(on_while_running, callbacks)] = seen
     assert not on_while_running
-    assert callbacks == [gc.enable]
+    assert callbacks == [console._collector_on]
     assert gc.isenabled()  # the app returned: on again whatever happened
+    gc.disable()
+    thresholds = gc.get_threshold()
+    try:  # after the first frame: what start-up built is frozen, and the collector is on
+        console._collector_on()
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+        assert gc.get_threshold()[0] == console.YOUNG_THRESHOLD
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
 
 
 @pytest.mark.usefixtures("gc_restored", "no_config")

@@ -49,9 +49,9 @@ def test_a_sized_fleet_is_busy_everywhere_and_refreshes_like_a_scrape() -> None:
     assert sum(s.activity_pct or 0.0 for s in r.slots) / len(r.slots) > 10.0
 
 
-@pytest.mark.parametrize("size", [0, -1, 513])
+@pytest.mark.parametrize("size", [0, -1, 2049])
 def test_an_impossible_size_is_refused_naming_size(size: int) -> None:
-    with pytest.raises(ValueError, match="size: expected 1 to 512"):
+    with pytest.raises(ValueError, match="size: expected 1 to 2048"):
         build_sim_fleet(size=size)
 
 
