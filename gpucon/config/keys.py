@@ -80,6 +80,7 @@ def _never_live_together(binding: str, other: str) -> bool:
     pair = {binding, other}
     return bool(pair & WRITE_ACTIONS) and any(b.startswith("replay_") for b in pair)
 
+
 # characters a user may write for a key, as Textual names them
 _KEY_NAMES = {
     "?": "question_mark",

@@ -111,7 +111,11 @@ async def test_probe_key_in_the_demo_probes_any_backend(tmp_path: Path) -> None:
         assert outcome is not None and outcome.ok, outcome
         assert outcome.details["mode"] == "sim" and outcome.details["succeeded"] == 30
         shown = progress.outcome_text().plain
-        assert "probe of bert-base-b0-gi2 ran, verdict " in shown and "30/30 ok" in shown and "p95" in shown
+        assert (
+            "probe of bert-base-b0-gi2 ran, verdict " in shown
+            and "30/30 ok" in shown
+            and "p95" in shown
+        )
         # 30 samples within its SLO: the verdict is the backend's, not "too short"
         assert outcome.details["verdict"]["kind"] in ("ok", "slow"), outcome.details["verdict"]
         assert "probe" in progress.steps_text().plain and "report" in progress.steps_text().plain
