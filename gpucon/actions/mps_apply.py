@@ -27,6 +27,7 @@ from gpucon.actions.mps_restart import (
     daemon_from_params,
 )
 from gpucon.actions.plan import Outcome, OutcomeStatus, Plan, Progress, ProgressEvent, StepStatus
+from gpucon.actions.steps import run_step
 from gpucon.config.mps import MpsServerConfig
 from gpucon.controls.base import Controls, MpsDaemon
 from gpucon.errors import StepFailed, StepTimeout
@@ -47,19 +48,8 @@ class _Run:
         self.daemon: MpsDaemon = controls.mps(plan.target)
 
     def step(self, key: str, text: str, fn: Callable[[], str | None]) -> None:
-        self.progress(ProgressEvent(key, StepStatus.STARTED, text))
         self.times[key] = time.monotonic()
-        try:
-            said = fn()
-        except StepFailed as failure:
-            self.progress(ProgressEvent(key, StepStatus.FAILED, str(failure)))
-            raise
-        except Exception as exc:
-            detail = f"{type(exc).__name__}: {exc}"
-            self.progress(ProgressEvent(key, StepStatus.FAILED, detail))
-            kind = StepTimeout if isinstance(exc, TimeoutError) else StepFailed
-            raise kind(key, detail) from exc
-        self.progress(ProgressEvent(key, StepStatus.DONE, said or text))
+        run_step(self.progress, key, text, fn)
 
     def run_command(self, key: str, argv: tuple[str, ...], env: Mapping[str, str]) -> str:
         done = self.daemon.run(argv, env, self.config.timeout_s * 6)
