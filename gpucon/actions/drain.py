@@ -28,7 +28,6 @@ from gpucon.actions.headroom import others_serving, state_line
 from gpucon.actions.plan import (
     BlastRadius,
     Outcome,
-    OutcomeStatus,
     Plan,
     Precondition,
     Progress,
@@ -38,7 +37,7 @@ from gpucon.actions.plan import (
     Tier,
 )
 from gpucon.actions.recheck import recheck_drain
-from gpucon.actions.steps import step_runner
+from gpucon.actions.steps import finished, step_runner, stopped
 from gpucon.actions.undrain import apply_undrain, plan_undrain
 from gpucon.controls.base import Controls
 from gpucon.errors import (
@@ -241,23 +240,9 @@ def apply_drain(
         if node:
             _drain_node(plan, controls, progress, str(node), deadline, clock)
     except StepFailed as failure:
-        status = OutcomeStatus.TIMEOUT if isinstance(failure, StepTimeout) else OutcomeStatus.FAILED
-        return Outcome(
-            plan.action,
-            plan.target,
-            status,
-            str(failure),
-            plan.digest,
-            state_left=describe_state(controls, names),
-        )
-    return Outcome(
-        plan.action,
-        plan.target,
-        OutcomeStatus.OK,
-        f"drained {', '.join(names) or plan.target}",
-        plan.digest,
-        state_left=describe_state(controls, names),
-    )
+        return stopped(plan, failure, state_left=describe_state(controls, names))
+    message = f"drained {', '.join(names) or plan.target}"
+    return finished(plan, message, state_left=describe_state(controls, names))
 
 
 def already_drained(controls: Controls, name: str, progress: Progress) -> bool:

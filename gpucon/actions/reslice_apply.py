@@ -19,12 +19,12 @@ from typing import Any
 
 from gpucon.actions.backends import describe_state
 from gpucon.actions.drain_group import drain_group
-from gpucon.actions.plan import Outcome, OutcomeStatus, Plan, Progress
+from gpucon.actions.plan import Outcome, Plan, Progress
 from gpucon.actions.reslice_kube import Run, apply_kube
-from gpucon.actions.steps import step_runner
+from gpucon.actions.steps import finished, step_runner, stopped
 from gpucon.controls.base import Controls
 from gpucon.controls.mig import GpuInstance, GpuRef, MigExecutor
-from gpucon.errors import StepFailed, StepTimeout
+from gpucon.errors import StepFailed
 from gpucon.model.fleet import BackendState
 from gpucon.model.ids import mig_slot_id
 
@@ -43,7 +43,6 @@ def apply_reslice(
     p = plan.params
     names = [str(n) for n in p.get("backends") or []]
     run = _runner(progress)
-    left = ""
     try:
         if p.get("drain", True):
             drain_group(
@@ -60,27 +59,18 @@ def apply_reslice(
         else:
             message = _apply_mig(plan, controls, run)
     except StepFailed as failure:
-        status = OutcomeStatus.TIMEOUT if isinstance(failure, StepTimeout) else OutcomeStatus.FAILED
-        left = _instances_left(plan, controls)
-        return Outcome(
-            plan.action,
-            plan.target,
-            status,
-            str(failure),
-            plan.digest,
-            state_left="; ".join(x for x in (describe_state(controls, names), left) if x),
-        )
-    return Outcome(
-        plan.action,
-        plan.target,
-        OutcomeStatus.OK,
+        return stopped(plan, failure, state_left=_state_left(plan, controls, names))
+    return finished(
+        plan,
         message,
-        plan.digest,
-        state_left="; ".join(
-            x for x in (describe_state(controls, names), _instances_left(plan, controls)) if x
-        ),
+        state_left=_state_left(plan, controls, names),
         details={"placements": list(p.get("placements") or [])},
     )
+
+
+def _state_left(plan: Plan, controls: Controls, names: list[str]) -> str:
+    left = (describe_state(controls, names), _instances_left(plan, controls))
+    return "; ".join(x for x in left if x)
 
 
 def _gpu(plan: Plan) -> GpuRef:

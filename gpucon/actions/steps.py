@@ -4,14 +4,22 @@ Every apply (drain, undrain, re-slice, MPS restart) reports a step the same way:
 with its text, then ``DONE`` (with the text the step returned, when it returned one) or
 ``FAILED`` with the error, which is raised again as ``StepFailed`` naming the step so the run
 stops there. A ``TimeoutError`` becomes ``StepTimeout`` (exit 6) where the action says so.
+``finished`` and ``stopped`` are the outcome of a run that did every step, or stopped at one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from gpucon.actions.plan import Progress, ProgressEvent, StepStatus
-from gpucon.errors import StepFailed, StepTimeout
+from gpucon.actions.plan import (
+    Outcome,
+    OutcomeStatus,
+    Plan,
+    Progress,
+    ProgressEvent,
+    StepStatus,
+)
+from gpucon.errors import JsonValue, StepFailed, StepTimeout
 
 # a step: its progress key, the text shown while it runs, what it does
 StepRunner = Callable[[str, str, Callable[[], object]], None]
@@ -49,3 +57,44 @@ def step_runner(progress: Progress, *, timeout_error: type[StepFailed] = StepTim
         run_step(progress, key, text, fn, timeout_error=timeout_error)
 
     return run
+
+
+def finished(
+    plan: Plan,
+    message: str,
+    *,
+    state_left: str = "",
+    details: Mapping[str, JsonValue] | None = None,
+) -> Outcome:
+    """The outcome of a run that did every step of ``plan``."""
+    return Outcome(
+        plan.action,
+        plan.target,
+        OutcomeStatus.OK,
+        message,
+        plan.digest,
+        state_left=state_left,
+        details=dict(details or {}),
+    )
+
+
+def stopped(
+    plan: Plan,
+    failure: StepFailed,
+    *,
+    message: str | None = None,
+    state_left: str = "",
+    details: Mapping[str, JsonValue] | None = None,
+) -> Outcome:
+    """The outcome of a run that stopped at ``failure``: ``timeout`` when the step timed out
+    (exit 6), ``failed`` otherwise (exit 5); the message is the failure's unless given."""
+    status = OutcomeStatus.TIMEOUT if isinstance(failure, StepTimeout) else OutcomeStatus.FAILED
+    return Outcome(
+        plan.action,
+        plan.target,
+        status,
+        str(failure) if message is None else message,
+        plan.digest,
+        state_left=state_left,
+        details=dict(details or {}),
+    )
