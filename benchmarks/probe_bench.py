@@ -21,7 +21,8 @@ from pathlib import Path
 
 import httpx
 
-from gpucon.controls.probe import DirectSender, ProbeBounds, QueueSender, quantile, run_probe
+from gpucon.controls.probe import ProbeBounds, quantile, run_probe
+from gpucon.controls.probe_live import DirectSender, QueueSender
 from gpucon.lab.lab import LabOptions, LabStack
 
 BODY = {"id": "x", "inputs": [{"name": "INPUT0", "datatype": "BYTES", "shape": [1], "data": ["x"]}]}

@@ -20,40 +20,23 @@ from textual.binding import Binding, BindingType
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
+from gpucon.app_palette import fleet_commands
+from gpucon.app_replay import REPLAY_BINDINGS, ReplayControls, ReplayKeys
 from gpucon.messages import SnapshotArrived
 from gpucon.model.snapshot import Snapshot
 from gpucon.redact import redact
 from gpucon.screens.fleet import ActionFleetScreen, FleetScreen
 from gpucon.themes import CSS_PATH, THEMES, VARIABLE_DEFAULTS, resolve_theme
-from gpucon.widgets.slot_rows import COLUMNS
 
 if TYPE_CHECKING:  # not imported for the first frame: the write side is built a second later
     from pathlib import Path
 
     from gpucon.config import GpuconConfig
     from gpucon.controls.base import Controls
-    from gpucon.recording.replay import Timeline
 
 ACTIONS = ("drain", "undrain", "rebalance", "probe", "audit")
 # what a read-only console may still open: the audit screen only reads
 READ_ONLY_ACTIONS = ("audit",)
-
-
-class ReplayControls(Protocol):
-    """What the replay keys need of a replay feed (gpucon.recording.replay.ReplayFeed)."""
-
-    @property
-    def timeline(self) -> Timeline: ...
-
-    def toggle_pause(self) -> None: ...
-
-    def step(self, frames: int = 1) -> None: ...
-
-    def seek_by(self, seconds: float) -> None: ...
-
-    def next_alert(self, step: int = 1) -> None: ...
-
-    def set_speed(self, speed: float) -> None: ...
 
 
 class SnapshotFeed(Protocol):
@@ -74,7 +57,7 @@ class ShowsSnapshot(Protocol):
     def show_snapshot(self, snapshot: Snapshot) -> None: ...
 
 
-class GpuconApp(App[int]):
+class GpuconApp(ReplayKeys, App[int]):
     CSS_PATH = CSS_PATH
     TITLE = "gpucon"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -89,21 +72,7 @@ class GpuconApp(App[int]):
             priority=True,
             id="command_palette",
         ),
-        # the replay's timeline (``gpucon replay``); absent in any other console (check_action)
-        Binding("space", "replay_pause", "Play/pause", id="replay_pause"),
-        Binding("full_stop", "replay_step(1)", "Step", show=False, id="replay_step"),
-        Binding("comma", "replay_step(-1)", "Step back", show=False, id="replay_step_back"),
-        Binding("right_square_bracket", "replay_seek(10)", "+10s", id="replay_forward"),
-        Binding("left_square_bracket", "replay_seek(-10)", "-10s", id="replay_back"),
-        Binding(
-            "right_curly_bracket", "replay_seek(60)", "+1min", show=False, id="replay_forward_min"
-        ),
-        Binding(
-            "left_curly_bracket", "replay_seek(-60)", "-1min", show=False, id="replay_back_min"
-        ),
-        Binding("n", "replay_alert(1)", "Next alert", id="replay_next_alert"),
-        Binding("N", "replay_alert(-1)", "Prev alert", show=False, id="replay_prev_alert"),
-        Binding("x", "replay_speed", "Speed", id="replay_speed"),
+        *REPLAY_BINDINGS,
     ]
 
     def __init__(
@@ -309,70 +278,6 @@ class GpuconApp(App[int]):
             if self.replay is not None:
                 self.show_timeline()
 
-    # -- replay ----------------------------------------------------------------------------
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The replay keys exist only in a replay."""
-        if action.startswith("replay_"):
-            return self.replay is not None
-        return True
-
-    def show_timeline(self) -> None:
-        """The banner on the screen that is up (mounted there on first need): recorded time."""
-        if self.replay is None:
-            return
-        from gpucon.widgets.replay_banner import ReplayBanner
-
-        screen = self.screen
-        banners = screen.query(ReplayBanner)
-        if banners:
-            banner = banners.first()
-        else:
-            banner = ReplayBanner()
-            screen.mount(banner)
-        banner.show_timeline(self.replay.timeline, self._replay_keys())
-
-    def _replay_keys(self) -> str:
-        shown = [
-            (("replay_pause",), "play/pause"),
-            (("replay_step_back", "replay_step"), "step"),
-            (("replay_back", "replay_forward"), "∓10s"),
-            (("replay_back_min", "replay_forward_min"), "∓1min"),
-            (("replay_prev_alert", "replay_next_alert"), "alert"),
-            (("replay_speed",), "speed ×1/×10/×60"),
-        ]
-        keys = {b.id: b.key for b in self.BINDINGS if isinstance(b, Binding) and b.id}
-        parts = []
-        for ids, what in shown:
-            labels = [_key_label(self.keys.get(i) or keys.get(i, "")) for i in ids]
-            parts.append(f"{' '.join(labels)} {what}")
-        return " · ".join(parts)
-
-    def action_replay_pause(self) -> None:
-        if self.replay is not None:
-            self.replay.toggle_pause()
-
-    def action_replay_step(self, frames: int) -> None:
-        if self.replay is not None:
-            self.replay.step(frames)
-
-    def action_replay_seek(self, seconds: float) -> None:
-        if self.replay is not None:
-            self.replay.seek_by(seconds)
-
-    def action_replay_alert(self, step: int) -> None:
-        if self.replay is not None:
-            self.replay.next_alert(step)
-
-    def action_replay_speed(self) -> None:
-        if self.replay is None:
-            return
-        from gpucon.recording.replay import SPEEDS
-
-        speed = self.replay.timeline.speed
-        later = [s for s in SPEEDS if s > speed]
-        self.replay.set_speed(later[0] if later else SPEEDS[0])
-
     # -- navigation and actions ------------------------------------------------------------
 
     def open_detail(self, slot_id: str) -> None:
@@ -442,51 +347,8 @@ class GpuconApp(App[int]):
         # the columns too
         yield from (c for c in super().get_system_commands(screen) if c.title != "Keys")
         fleet = next((s for s in self.screen_stack if isinstance(s, FleetScreen)), None)
-        if fleet is None:
-            return
-        for column in COLUMNS:
-            yield SystemCommand(
-                f"Sort by {column.title}",
-                f"sort the slot table by {column.tooltip}",
-                lambda key=column.key: fleet.table.set_sort(
-                    key,
-                    not fleet.table.order.reverse if key == fleet.table.order.sort_key else True,
-                ),
-            )
-        yield SystemCommand(
-            "Filter slots", "filter by host, slot, backend or model", fleet.action_filter
-        )
-        yield SystemCommand("Clear filter", "show every slot", fleet.action_clear_filter)
-        yield SystemCommand(
-            "Keys", "every key and its binding id, and what each column means", self.action_help
-        )
-        if isinstance(fleet, ActionFleetScreen):
-            for name in ACTIONS:
-                yield SystemCommand(
-                    name.capitalize(),
-                    f"{name} the selected slot's backend",
-                    lambda name=name: fleet.action_act(name),
-                )
-            yield SystemCommand(
-                "Re-slice MIG",
-                "cut the selected row's GPU into a new MIG layout (type its name to confirm)",
-                fleet.action_reslice,
-            )
-
-
-_KEY_LABELS = {
-    "space": "space",
-    "full_stop": ".",
-    "comma": ",",
-    "right_square_bracket": "]",
-    "left_square_bracket": "[",
-    "right_curly_bracket": "}",
-    "left_curly_bracket": "{",
-}
-
-
-def _key_label(key: str) -> str:
-    return "/".join(_KEY_LABELS.get(k.strip(), k.strip()) for k in key.split(","))
+        if fleet is not None:
+            yield from fleet_commands(fleet, ACTIONS, self.action_help)
 
 
 def known_binding_ids() -> set[str]:

@@ -13,7 +13,7 @@ Undrain (tier 1, ``gpucon.actions.undrain``) restores the weight it had and ``st
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -28,7 +28,6 @@ from gpucon.actions.headroom import others_serving, state_line
 from gpucon.actions.plan import (
     BlastRadius,
     Outcome,
-    OutcomeStatus,
     Plan,
     Precondition,
     Progress,
@@ -38,6 +37,7 @@ from gpucon.actions.plan import (
     Tier,
 )
 from gpucon.actions.recheck import recheck_drain
+from gpucon.actions.steps import finished, step_runner, stopped
 from gpucon.actions.undrain import apply_undrain, plan_undrain
 from gpucon.controls.base import Controls
 from gpucon.errors import (
@@ -179,86 +179,80 @@ def _wait_idle(
         time.sleep(min(poll_s, max(0.0, left)))
 
 
+def wait_step(
+    controls: Controls,
+    name: str,
+    deadline: float,
+    poll_s: float,
+    progress: Progress,
+    clock: Callable[[], float],
+) -> None:
+    """The step ``wait:name``: until ``name`` has nothing in flight or pending, or the deadline."""
+    key = f"wait:{name}"
+    progress(ProgressEvent(key, StepStatus.STARTED, f"waiting for {name}"))
+    try:
+        _wait_idle(controls, name, deadline, poll_s, progress, clock)
+    except StepFailed:
+        raise  # _wait_idle reported it
+    except Exception as exc:  # the registry went away while we waited
+        detail = f"{type(exc).__name__}: {exc}"
+        progress(ProgressEvent(key, StepStatus.FAILED, detail))
+        raise StepFailed(key, detail) from exc
+
+
+def drain_backends(
+    controls: Controls,
+    names: Sequence[str],
+    reason: str,
+    deadline: float,
+    poll_s: float,
+    progress: Progress,
+    clock: Callable[[], float],
+) -> None:
+    """Drain's steps for ``names``: all ``draining`` (weight 0), wait for each, all ``drained``.
+    Raises ``StepFailed``/``StepTimeout`` naming the step that failed."""
+    registry = controls.registry
+    owner = controls.operator
+    run = step_runner(progress)
+    for name in names:
+        begin = partial(registry.begin_drain, name, owner, reason)
+        run(f"draining:{name}", f"{name}: state=draining, weight 0", begin)
+    for name in names:
+        wait_step(controls, name, deadline, poll_s, progress, clock)
+    for name in names:
+        mark = partial(registry.mark_state, name, "drained", owner, reason)
+        run(f"drained:{name}", f"{name}: state=drained", mark)
+
+
 def apply_drain(
     plan: Plan, controls: Controls, progress: Progress, clock: Callable[[], float] = time.monotonic
 ) -> Outcome:
     names = [str(n) for n in plan.params.get("backends", [])]
     reason = str(plan.params.get("reason", DEFAULT_REASON))
-    owner = controls.operator
     deadline = clock() + float(plan.params.get("timeout_s", DEFAULT_TIMEOUT_S))
     poll_s = float(plan.params.get("poll_s", POLL_S))
-
-    def run(key: str, text: str, fn: Callable[[], object]) -> None:
-        progress(ProgressEvent(key, StepStatus.STARTED, text))
-        try:
-            fn()
-        except StepFailed as failure:
-            progress(ProgressEvent(key, StepStatus.FAILED, str(failure)))
-            raise
-        except Exception as exc:
-            detail = f"{type(exc).__name__}: {exc}"
-            progress(ProgressEvent(key, StepStatus.FAILED, detail))
-            # an eviction the API kept refusing until the timeout is a timeout (exit 6)
-            kind = StepTimeout if isinstance(exc, TimeoutError) else StepFailed
-            raise kind(key, detail) from exc
-        progress(ProgressEvent(key, StepStatus.DONE, text))
-
-    def wait(name: str) -> None:
-        key = f"wait:{name}"
-        progress(ProgressEvent(key, StepStatus.STARTED, f"waiting for {name}"))
-        try:
-            _wait_idle(controls, name, deadline, poll_s, progress, clock)
-        except StepFailed:
-            raise  # _wait_idle reported it
-        except Exception as exc:  # the registry went away while we waited
-            detail = f"{type(exc).__name__}: {exc}"
-            progress(ProgressEvent(key, StepStatus.FAILED, detail))
-            raise StepFailed(key, detail) from exc
-
     try:
-        registry = controls.registry
         acting = names
         if plan.params.get("node"):  # a node's drained backends stay as they are (under lock)
-            acting = [n for n in names if not _already_drained(controls, n, progress)]
-        for name in acting:
-            begin = partial(registry.begin_drain, name, owner, reason)
-            run(f"draining:{name}", f"{name}: state=draining, weight 0", begin)
-        for name in acting:
-            wait(name)
-        for name in acting:
-            mark = partial(registry.mark_state, name, "drained", owner, reason)
-            run(f"drained:{name}", f"{name}: state=drained", mark)
+            acting = [n for n in names if not already_drained(controls, n, progress)]
+        drain_backends(controls, acting, reason, deadline, poll_s, progress, clock)
         node = plan.params.get("node")
         if node:
-            _drain_node(plan, controls, progress, str(node), deadline, clock, run)
+            _drain_node(plan, controls, progress, str(node), deadline, clock)
     except StepFailed as failure:
-        status = OutcomeStatus.TIMEOUT if isinstance(failure, StepTimeout) else OutcomeStatus.FAILED
-        return Outcome(
-            plan.action,
-            plan.target,
-            status,
-            str(failure),
-            plan.digest,
-            state_left=describe_state(controls, names),
-        )
-    return Outcome(
-        plan.action,
-        plan.target,
-        OutcomeStatus.OK,
-        f"drained {', '.join(names) or plan.target}",
-        plan.digest,
-        state_left=describe_state(controls, names),
-    )
+        return stopped(plan, failure, state_left=describe_state(controls, names))
+    message = f"drained {', '.join(names) or plan.target}"
+    return finished(plan, message, state_left=describe_state(controls, names))
 
 
-def _already_drained(controls: Controls, name: str, progress: Progress) -> bool:
-    """True (its steps reported done) when a node drain finds ``name`` drained already:
-    drained -> draining is not a move the registry makes."""
+def already_drained(controls: Controls, name: str, progress: Progress) -> bool:
+    """True (its steps reported done) when ``name`` is drained already, so a drain leaves it
+    as it is: drained -> draining is not a move the registry makes."""
     record = controls.registry.backend(name)
     if record is None or record.state is not BackendState.DRAINED:
         return False
     for key in (f"draining:{name}", f"wait:{name}", f"drained:{name}"):
-        progress(ProgressEvent(key, StepStatus.DONE, f"{name}: already drained, left as it is"))
+        progress(ProgressEvent(key, StepStatus.DONE, f"{name}: drained already, left as it is"))
     return True
 
 
@@ -269,8 +263,8 @@ def _drain_node(
     node: str,
     deadline: float,
     clock: Callable[[], float],
-    run: Callable[[str, str, Callable[[], object]], None],
 ) -> None:
+    run = step_runner(progress)
     kube = controls.kube
     if kube is None:
         key = f"cordon:{node}"

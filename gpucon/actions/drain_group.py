@@ -1,21 +1,26 @@
-"""Draining and undraining a group of backends as steps of a larger action (MPS restart,
-re-slice): everything on one GPU, slot or VM leaves service before it is touched.
+"""Draining and undraining a group of backends as the opening and closing steps of a larger
+action (re-slice, MPS restart): everything on one GPU, slot or VM leaves service before it
+is touched.
 
 ``backends_on(snapshot, target)`` finds the backends a GPU's UUID, a slot id, a host/GPU
-index or a VM's name covers. ``drain_group`` drains them the way ``gpucon drain`` does
-(``draining`` and weight 0, wait for in-flight and pending work to reach 0, ``drained``)
-with the same step keys, and ``undrain_group`` returns those the action drained. Every step
-is idempotent: a backend drained already reports its steps done, so an action run again
-after a crash converges.
+index or a VM's name covers. ``drain_group`` drains them through drain's own steps
+(``gpucon.actions.drain``: ``draining`` and weight 0, wait for in-flight and pending work to
+reach 0, ``drained``, with the same step keys ``draining:``/``wait:``/``drained:``), and
+``undrain_group`` returns those the action drained. Every step is idempotent: a backend
+drained already reports its steps done and is left as it is, so an action run again after a
+crash converges. A drain that fails or times out raises ``StepFailed``/``StepTimeout`` naming
+the step, and leaves the backends as drain leaves them (``draining``, owner and reason set).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 
-from gpucon.actions.drain import _wait_idle
+from gpucon.actions.drain import already_drained, drain_backends
 from gpucon.actions.plan import Progress, ProgressEvent, StepStatus
+from gpucon.actions.steps import run_step
 from gpucon.controls.base import Controls
 from gpucon.errors import StepFailed, StepTimeout
 from gpucon.model.fleet import Backend, BackendState
@@ -37,20 +42,6 @@ def backends_on(snapshot: Snapshot, target: str) -> tuple[Backend, ...]:
     return tuple(sorted(found, key=lambda b: b.name))
 
 
-def _step(progress: Progress, key: str, text: str, fn: Callable[[], object]) -> None:
-    progress(ProgressEvent(key, StepStatus.STARTED, text))
-    try:
-        fn()
-    except StepFailed as failure:
-        progress(ProgressEvent(key, StepStatus.FAILED, str(failure)))
-        raise
-    except Exception as exc:
-        detail = f"{type(exc).__name__}: {exc}"
-        progress(ProgressEvent(key, StepStatus.FAILED, detail))
-        raise StepFailed(key, detail) from exc
-    progress(ProgressEvent(key, StepStatus.DONE, text))
-
-
 def drain_group(
     controls: Controls,
     names: Iterable[str],
@@ -60,42 +51,18 @@ def drain_group(
     progress: Progress,
     clock: Callable[[], float] = time.monotonic,
 ) -> None:
-    """Drain each backend (StepFailed/StepTimeout naming the step on failure)."""
-    registry = controls.registry
-    owner = controls.operator
+    """Drain each backend (StepFailed/StepTimeout naming the step on failure); one the
+    registry does not know fails its ``draining:`` step."""
     deadline = clock() + timeout_s
-    acting = []
+    acting: list[str] = []
     for name in names:
-        record = registry.backend(name)
-        if record is not None and record.state is BackendState.DRAINED:
-            for key in (f"draining:{name}", f"wait:{name}", f"drained:{name}"):
-                progress(ProgressEvent(key, StepStatus.DONE, f"{name}: drained already"))
-            continue
-        acting.append(name)
-        _step(
-            progress,
-            f"draining:{name}",
-            f"{name}: state=draining, weight 0",
-            lambda n=name: registry.begin_drain(n, owner, reason),  # type: ignore[misc]
-        )
-    for name in acting:
-        key = f"wait:{name}"
-        progress(ProgressEvent(key, StepStatus.STARTED, f"waiting for {name}"))
-        try:
-            _wait_idle(controls, name, deadline, poll_s, progress, clock)
-        except StepFailed:
-            raise
-        except Exception as exc:
-            detail = f"{type(exc).__name__}: {exc}"
-            progress(ProgressEvent(key, StepStatus.FAILED, detail))
-            raise StepFailed(key, detail) from exc
-    for name in acting:
-        _step(
-            progress,
-            f"drained:{name}",
-            f"{name}: state=drained",
-            lambda n=name: registry.mark_state(n, "drained", owner, reason),  # type: ignore[misc]
-        )
+        if controls.registry.backend(name) is None:
+            key = f"draining:{name}"
+            progress(ProgressEvent(key, StepStatus.FAILED, f"{name} is not in the registry"))
+            raise StepFailed(key, f"{name} is not in the registry")
+        if not already_drained(controls, name, progress):
+            acting.append(name)
+    drain_backends(controls, acting, reason, deadline, poll_s, progress, clock)
 
 
 def undrain_group(
@@ -109,12 +76,9 @@ def undrain_group(
         if record is not None and record.state is BackendState.ACTIVE:
             progress(ProgressEvent(key, StepStatus.DONE, f"{name}: active already"))
             continue
-        _step(
-            progress,
-            key,
-            f"{name}: state=active, weight restored",
-            lambda n=name: registry.undrain(n, controls.operator, reason, 1.0),  # type: ignore[misc]
-        )
+        text = f"{name}: state=active, weight restored"
+        undrain = partial(registry.undrain, name, controls.operator, reason, 1.0)
+        run_step(progress, key, text, undrain, timeout_error=StepFailed)
 
 
 __all__ = ["StepTimeout", "backends_on", "drain_group", "undrain_group"]

@@ -26,7 +26,8 @@ from gpucon.actions.mps_restart import (
     PROBE_BOUNDS,
     daemon_from_params,
 )
-from gpucon.actions.plan import Outcome, OutcomeStatus, Plan, Progress, ProgressEvent, StepStatus
+from gpucon.actions.plan import Outcome, Plan, Progress, ProgressEvent, StepStatus
+from gpucon.actions.steps import finished, run_step, stopped
 from gpucon.config.mps import MpsServerConfig
 from gpucon.controls.base import Controls, MpsDaemon
 from gpucon.errors import StepFailed, StepTimeout
@@ -47,19 +48,8 @@ class _Run:
         self.daemon: MpsDaemon = controls.mps(plan.target)
 
     def step(self, key: str, text: str, fn: Callable[[], str | None]) -> None:
-        self.progress(ProgressEvent(key, StepStatus.STARTED, text))
         self.times[key] = time.monotonic()
-        try:
-            said = fn()
-        except StepFailed as failure:
-            self.progress(ProgressEvent(key, StepStatus.FAILED, str(failure)))
-            raise
-        except Exception as exc:
-            detail = f"{type(exc).__name__}: {exc}"
-            self.progress(ProgressEvent(key, StepStatus.FAILED, detail))
-            kind = StepTimeout if isinstance(exc, TimeoutError) else StepFailed
-            raise kind(key, detail) from exc
-        self.progress(ProgressEvent(key, StepStatus.DONE, said or text))
+        run_step(self.progress, key, text, fn)
 
     def run_command(self, key: str, argv: tuple[str, ...], env: Mapping[str, str]) -> str:
         done = self.daemon.run(argv, env, self.config.timeout_s * 6)
@@ -119,6 +109,16 @@ class _Run:
         return f"device {device} default pinned memory limit {now} (read back)"
 
     # --- the servers' steps ------------------------------------------------------------
+    def server_step(self, verb: str, server: MpsServerConfig, argv: tuple[str, ...]) -> None:
+        """``stop-server:NAME`` or ``start-server:NAME``: the server's own command (done at
+        once when it has none)."""
+        key = f"{verb}-server:{server.backend}"
+        if not argv:
+            self.progress(ProgressEvent(key, StepStatus.DONE, f"no {verb} command"))
+            return
+        env = self.server_env(server)
+        self.step(key, f"{verb} {server.backend}", partial(self.run_command, key, argv, env))
+
     def server_env(self, server: MpsServerConfig) -> dict[str, str]:
         env = self.daemon.client_env()
         if server.thread_pct is not None:
@@ -187,7 +187,7 @@ def apply_restart(plan: Plan, controls: Controls, progress: Progress) -> Outcome
     try:
         run = _Run(plan, controls, progress)
     except StepFailed as failure:
-        return Outcome(plan.action, plan.target, OutcomeStatus.FAILED, str(failure), plan.digest)
+        return stopped(plan, failure)
     config = run.config
     started = time.monotonic()
     outage: float | None = None
@@ -202,16 +202,7 @@ def apply_restart(plan: Plan, controls: Controls, progress: Progress) -> Outcome
         )
         down_at = time.monotonic()  # the servers stop serving from here until ready
         for s in config.servers:
-            key = f"stop-server:{s.backend}"
-            if s.stop:
-                env = run.server_env(s)
-                run.step(
-                    key,
-                    f"stop {s.backend}",
-                    partial(run.run_command, key, s.stop, env),
-                )
-            else:
-                progress(ProgressEvent(key, StepStatus.DONE, "no stop command"))
+            run.server_step("stop", s, s.stop)
         run.step("quit-daemon", "quit the daemon", run.quit_daemon)
         run.step("start-daemon", "start the daemon", run.start_daemon)
         if config.default_thread_pct is not None:
@@ -219,29 +210,18 @@ def apply_restart(plan: Plan, controls: Controls, progress: Progress) -> Outcome
         if config.pinned_mem_limit is not None:
             run.step("pinned-mem", "default pinned memory limit", run.pinned_mem)
         for s in config.servers:
-            key = f"start-server:{s.backend}"
-            if s.start:
-                env = run.server_env(s)
-                run.step(
-                    key,
-                    f"start {s.backend}",
-                    partial(run.run_command, key, s.start, env),
-                )
-            else:
-                progress(ProgressEvent(key, StepStatus.DONE, "no start command"))
+            run.server_step("start", s, s.start)
         for s in config.servers:
             run.step(f"ready:{s.backend}", f"wait for {s.backend}", partial(run.wait_ready, s))
         outage = time.monotonic() - down_at
         run.step("probe", "check the servers", run.probe)
         undrain_group(controls, drain, reason, progress)
     except StepFailed as failure:
-        status = OutcomeStatus.TIMEOUT if isinstance(failure, StepTimeout) else OutcomeStatus.FAILED
-        return Outcome(
-            plan.action,
-            plan.target,
-            status,
-            f"{failure}; the run stopped there: run it again to finish (every step is idempotent)",
-            plan.digest,
+        return stopped(
+            plan,
+            failure,
+            message=f"{failure}; the run stopped there: run it again to finish "
+            "(every step is idempotent)",
             state_left=_state_left(run, drain),
             details=_details(run, started, outage),
         )
@@ -251,14 +231,8 @@ def apply_restart(plan: Plan, controls: Controls, progress: Progress) -> Outcome
     if outage is not None:
         message += f"; servers were out for {outage:.1f} s"
     message += "".join(f" ({n})" for n in run.notes)
-    return Outcome(
-        plan.action,
-        plan.target,
-        OutcomeStatus.OK,
-        message,
-        plan.digest,
-        state_left=_state_left(run, drain),
-        details=_details(run, started, outage),
+    return finished(
+        plan, message, state_left=_state_left(run, drain), details=_details(run, started, outage)
     )
 
 

@@ -18,12 +18,13 @@ from functools import partial
 from typing import Any
 
 from gpucon.actions.backends import describe_state
-from gpucon.actions.drain_first import drain_all_first
-from gpucon.actions.plan import Outcome, OutcomeStatus, Plan, Progress, ProgressEvent, StepStatus
+from gpucon.actions.drain_group import drain_group
+from gpucon.actions.plan import Outcome, Plan, Progress
 from gpucon.actions.reslice_kube import Run, apply_kube
+from gpucon.actions.steps import finished, step_runner, stopped
 from gpucon.controls.base import Controls
 from gpucon.controls.mig import GpuInstance, GpuRef, MigExecutor
-from gpucon.errors import StepFailed, StepTimeout
+from gpucon.errors import StepFailed
 from gpucon.model.fleet import BackendState
 from gpucon.model.ids import mig_slot_id
 
@@ -31,20 +32,9 @@ DRAINED = BackendState.DRAINED
 
 
 def _runner(progress: Progress) -> Run:
-    def run(key: str, text: str, fn: Callable[[], str | None]) -> None:
-        progress(ProgressEvent(key, StepStatus.STARTED, text))
-        try:
-            done = fn()
-        except StepFailed as failure:
-            progress(ProgressEvent(key, StepStatus.FAILED, str(failure)))
-            raise
-        except Exception as exc:
-            detail = f"{type(exc).__name__}: {exc}"
-            progress(ProgressEvent(key, StepStatus.FAILED, detail))
-            raise StepFailed(key, detail) from exc
-        progress(ProgressEvent(key, StepStatus.DONE, done or text))
-
-    return run
+    # a MIG or mig-manager call's own TimeoutError is a failed step here (exit 5), not a drain's
+    # timeout: the steps that wait raise StepTimeout themselves
+    return step_runner(progress, timeout_error=StepFailed)
 
 
 def apply_reslice(
@@ -53,44 +43,34 @@ def apply_reslice(
     p = plan.params
     names = [str(n) for n in p.get("backends") or []]
     run = _runner(progress)
-    left = ""
     try:
         if p.get("drain", True):
-            drain_all_first(
-                names,
+            drain_group(
                 controls,
+                names,
+                str(p.get("reason")),
+                float(p.get("timeout_s", 300.0)),
+                float(p.get("poll_s", 0.2)),
                 progress,
-                reason=str(p.get("reason")),
-                timeout_s=float(p.get("timeout_s", 300.0)),
-                poll_s=float(p.get("poll_s", 0.2)),
-                clock=clock,
+                clock,
             )
         if p.get("executor") == "kubernetes":
             message = apply_kube(plan, controls, run, progress, clock)
         else:
             message = _apply_mig(plan, controls, run)
     except StepFailed as failure:
-        status = OutcomeStatus.TIMEOUT if isinstance(failure, StepTimeout) else OutcomeStatus.FAILED
-        left = _instances_left(plan, controls)
-        return Outcome(
-            plan.action,
-            plan.target,
-            status,
-            str(failure),
-            plan.digest,
-            state_left="; ".join(x for x in (describe_state(controls, names), left) if x),
-        )
-    return Outcome(
-        plan.action,
-        plan.target,
-        OutcomeStatus.OK,
+        return stopped(plan, failure, state_left=_state_left(plan, controls, names))
+    return finished(
+        plan,
         message,
-        plan.digest,
-        state_left="; ".join(
-            x for x in (describe_state(controls, names), _instances_left(plan, controls)) if x
-        ),
+        state_left=_state_left(plan, controls, names),
         details={"placements": list(p.get("placements") or [])},
     )
+
+
+def _state_left(plan: Plan, controls: Controls, names: list[str]) -> str:
+    left = (describe_state(controls, names), _instances_left(plan, controls))
+    return "; ".join(x for x in left if x)
 
 
 def _gpu(plan: Plan) -> GpuRef:

@@ -10,6 +10,7 @@ The plan WARNs about alerts firing on the backends or their slots (``gpucon.acti
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 
 from gpucon.actions.backends import (
     backend_node,
@@ -23,7 +24,6 @@ from gpucon.actions.load import alerts_on, not_serving
 from gpucon.actions.plan import (
     BlastRadius,
     Outcome,
-    OutcomeStatus,
     Plan,
     Precondition,
     Progress,
@@ -33,6 +33,7 @@ from gpucon.actions.plan import (
     Tier,
 )
 from gpucon.actions.recheck import recheck_undrain
+from gpucon.actions.steps import finished, run_step, stopped
 from gpucon.controls.base import Controls
 from gpucon.errors import MAX_WEIGHT, BadParams, StepFailed, finite_number, shown
 from gpucon.model.fleet import Backend, BackendState
@@ -162,18 +163,17 @@ def _plan_node(
 
 def _uncordon(controls: Controls, node: str, progress: Progress) -> None:
     key = f"uncordon:{node}"
-    progress(ProgressEvent(key, StepStatus.STARTED, f"uncordon {node}"))
     kube = controls.kube
     if kube is None:
+        progress(ProgressEvent(key, StepStatus.STARTED, f"uncordon {node}"))
         progress(ProgressEvent(key, StepStatus.FAILED, "Kubernetes is not configured"))
         raise StepFailed(key, "Kubernetes is not configured")
-    try:
+
+    def uncordon() -> str:
         kube.uncordon(node)
-    except Exception as exc:
-        detail = f"{type(exc).__name__}: {exc}"
-        progress(ProgressEvent(key, StepStatus.FAILED, detail))
-        raise StepFailed(key, detail) from exc
-    progress(ProgressEvent(key, StepStatus.DONE, f"{node} is schedulable again"))
+        return f"{node} is schedulable again"
+
+    run_step(progress, key, f"uncordon {node}", uncordon, timeout_error=StepFailed)
 
 
 def apply_undrain(plan: Plan, controls: Controls, progress: Progress) -> Outcome:
@@ -184,32 +184,13 @@ def apply_undrain(plan: Plan, controls: Controls, progress: Progress) -> Outcome
         if node:
             _uncordon(controls, str(node), progress)
         for name in names:
-            key = f"active:{name}"
-            progress(ProgressEvent(key, StepStatus.STARTED, f"{name}: restoring"))
-            try:
-                weight = controls.registry.undrain(
-                    name,
-                    controls.operator,
-                    str(plan.params.get("reason", "")),
-                    float(plan.params.get("default_weight", 1.0)),
-                )
-            except Exception as exc:
-                detail = f"{type(exc).__name__}: {exc}"
-                progress(ProgressEvent(key, StepStatus.FAILED, detail))
-                raise StepFailed(key, detail) from exc
-            weights[name] = weight
-            progress(
-                ProgressEvent(key, StepStatus.DONE, f"{name}: state=active, weight {weight:g}")
+            restore = partial(_restore, controls, plan, name, weights)
+            run_step(
+                progress, f"active:{name}", f"{name}: restoring", restore, timeout_error=StepFailed
             )
     except StepFailed as failure:
-        return Outcome(
-            plan.action,
-            plan.target,
-            OutcomeStatus.FAILED,
-            str(failure),
-            plan.digest,
-            state_left=describe_state(controls, names),
-            details={"weights": weights},
+        return stopped(
+            plan, failure, state_left=describe_state(controls, names), details={"weights": weights}
         )
     restored = ", ".join(f"{n} with weight {w:g}" for n, w in weights.items())
     if node:
@@ -219,15 +200,19 @@ def apply_undrain(plan: Plan, controls: Controls, progress: Progress) -> Outcome
     details: dict[str, object] = {"weights": weights}
     if not node:
         details["weight"] = weights[names[0]]
-    return Outcome(
-        plan.action,
-        plan.target,
-        OutcomeStatus.OK,
-        message,
-        plan.digest,
-        state_left=describe_state(controls, names),
-        details=details,
+    return finished(plan, message, state_left=describe_state(controls, names), details=details)
+
+
+def _restore(controls: Controls, plan: Plan, name: str, weights: dict[str, float]) -> str:
+    """``name`` active again with the weight it had (kept in ``weights``)."""
+    weight = controls.registry.undrain(
+        name,
+        controls.operator,
+        str(plan.params.get("reason", "")),
+        float(plan.params.get("default_weight", 1.0)),
     )
+    weights[name] = weight
+    return f"{name}: state=active, weight {weight:g}"
 
 
 plan = plan_undrain

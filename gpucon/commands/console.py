@@ -70,7 +70,7 @@ def _seconds(option: str, value: float, minimum: float) -> float:
     """``value`` when it is a finite number of seconds in [``minimum``, a day]; otherwise a
     usage error naming the option, the value and the range (``nan`` and ``1e308`` included:
     either would leave the screen frozen after its first frame)."""
-    from gpucon.config.schema import MAX_DURATION_S
+    from gpucon.config.checks import MAX_DURATION_S
     from gpucon.errors import BadParams, finite_number
 
     try:
@@ -80,7 +80,7 @@ def _seconds(option: str, value: float, minimum: float) -> float:
 
 
 def _refresh(args: argparse.Namespace, configured: float) -> float:
-    from gpucon.config.schema import MIN_REFRESH_S
+    from gpucon.config.checks import MIN_REFRESH_S
 
     if args.refresh is None:
         return _seconds("ui.refresh_s", configured, MIN_REFRESH_S)

@@ -63,7 +63,7 @@ class _ProgressBar:
 
     def __call__(self, event: ProgressEvent) -> None:
         from gpucon.actions.plan import StepStatus
-        from gpucon.commands.actions import _safe
+        from gpucon.commands.terminal_text import safe_line as _safe
 
         if event.status is StepStatus.RUNNING:
             if not self.tty:

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
     from gpucon.commands.snapshot import load_snapshot_config
     from gpucon.config import ConfigError
-    from gpucon.config.schema import MAX_DURATION_S, MIN_REFRESH_S
+    from gpucon.config.checks import MAX_DURATION_S, MIN_REFRESH_S
     from gpucon.errors import BadParams, Refused, finite_number
     from gpucon.recording.store import RecordingError
     from gpucon.session import DemoOptions, open_session

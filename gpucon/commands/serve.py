@@ -93,6 +93,7 @@ def exposure_warning(host: str, port: int) -> list[str]:
 def _check(args: argparse.Namespace) -> str | None:
     """A usage problem with the options, or None."""
     from gpucon.commands.serve_origin import OriginPolicy
+    from gpucon.config.checks import MAX_DURATION_S, MIN_REFRESH_S
     from gpucon.errors import BadParams, finite_number
 
     try:
@@ -105,9 +106,9 @@ def _check(args: argparse.Namespace) -> str | None:
     if not 0 <= args.port <= 65535:
         return f"--port must be between 0 and 65535, got {args.port}"
     try:
-        finite_number("--page-seconds", args.page_seconds, minimum=1.0, maximum=86400.0)
+        finite_number("--page-seconds", args.page_seconds, minimum=1.0, maximum=MAX_DURATION_S)
         if args.refresh is not None:
-            finite_number("--refresh", args.refresh, minimum=0.05, maximum=86400.0)
+            finite_number("--refresh", args.refresh, minimum=MIN_REFRESH_S, maximum=MAX_DURATION_S)
     except BadParams as exc:
         return str(exc)
     return None

@@ -11,21 +11,21 @@ in the console's order (causes first, model.alert_order), each with ``key``, ``r
 ``target``, ``severity``, ``message``, ``since`` and ``cause``. Otherwise a
 short text table (GPU health, nodes and readiness included). Exit status 1 when every source
 is down (the readiness checks aside), 2 on a config error. Untrusted text (names, labels,
-errors) is printed with control codes removed; JSON escapes them.
+errors) is printed with control codes removed; JSON escapes them. The document and the
+table are built in ``gpucon.commands.snapshot_render``.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import enum
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gpucon.commands.snapshot_render import snapshot_document, snapshot_text
 
 if TYPE_CHECKING:
     from gpucon.config import GpuconConfig
-    from gpucon.model.snapshot import Snapshot
     from gpucon.session import Session
 
 
@@ -54,228 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
         help="with --from: epoch seconds, +SECONDS from the start, HH:MM[:SS] or a date-time "
         "(default: the recording's end)",
     )
-
-
-def jsonable(value: Any) -> Any:
-    """Dataclasses, enums, tuples and mappings as plain JSON values."""
-    if isinstance(value, enum.IntEnum):
-        return value.name.lower()
-    if isinstance(value, enum.Enum):
-        return value.value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    if isinstance(value, float) and value != value:  # NaN is not JSON
-        return None
-    return value
-
-
-def _entity(snapshot: Snapshot, key: str, value: Any) -> dict[str, Any]:
-    """One entity as JSON, with how old its data is and which of its values are stale."""
-    doc: dict[str, Any] = jsonable(value)
-    ages = [
-        a
-        for src in snapshot.origins.get(key, ())
-        if (s := snapshot.sources.get(src)) is not None
-        and (a := s.age_s(snapshot.taken_at)) is not None
-    ]
-    stale = snapshot.staleness
-    by_field = stale.fields.get(key, {})
-    doc["age_s"] = round(max(ages), 3) if ages else None
-    doc["stale"] = bool(by_field)
-    doc["stale_fields"] = {
-        f: {"age_s": round(stale.sources.get(src, 0.0), 3), "source": src}
-        for f, src in sorted(by_field.items())
-    }
-    return doc
-
-
-def _source(snapshot: Snapshot, name: str) -> dict[str, Any]:
-    status = snapshot.sources[name]
-    doc: dict[str, Any] = jsonable(status)
-    age = status.age_s(snapshot.taken_at)
-    doc["age_s"] = None if age is None else round(age, 3)
-    doc["stale"] = name in snapshot.staleness.sources
-    return doc
-
-
-def snapshot_document(snapshot: Snapshot, fleet: str) -> dict[str, Any]:
-    """The JSON shape of ``gpucon snapshot --json``.
-
-    Every gpu, slot, backend, queue and latency entry carries ``age_s`` (seconds since the
-    oldest reading it draws on was taken), ``stale`` (true when any of its values is stale)
-    and ``stale_fields`` (field -> ``{"age_s", "source"}`` for each stale value); every
-    source carries ``age_s`` (of its last good reading), ``stale`` and ``stale_after_s``.
-    """
-
-    def items(mapping: Any, kind: str) -> list[Any]:
-        return [_entity(snapshot, f"{kind}:{k}", mapping[k]) for k in sorted(mapping)]
-
-    nodes = [
-        {
-            **_entity(snapshot, f"node:{k}", snapshot.nodes[k]),
-            "mig_pending_since": snapshot.mig_pending_since.get(k),
-        }
-        for k in sorted(snapshot.nodes)
-    ]
-    return {
-        "taken_at": snapshot.taken_at,
-        "seq": snapshot.seq,
-        "fleet": fleet,
-        "rate_window": snapshot.rate_window,
-        "gpus": items(snapshot.gpus, "gpu"),
-        "slots": items(snapshot.slots, "slot"),
-        "backends": items(snapshot.backends, "backend"),
-        "queues": items(snapshot.queues, "queue"),
-        "latency": items(snapshot.latency, "latency"),
-        "nodes": nodes,
-        "liveness": [liveness_item(snapshot, name) for name in sorted(snapshot.liveness)],
-        "sources": [_source(snapshot, name) for name in sorted(snapshot.sources)],
-        "alerts": [jsonable(a) for a in snapshot.alerts],
-    }
-
-
-def liveness_item(snapshot: Snapshot, name: str) -> dict[str, Any]:
-    """One backend's liveness, with the time each signal was read (its source's last good
-    read; the registry's is its ``ready_at``)."""
-    lv = snapshot.liveness[name]
-    item: dict[str, Any] = jsonable(lv)
-
-    def read_at(source: str | None) -> float | None:
-        status = snapshot.sources.get(source) if source else None
-        return None if status is None else status.last_ok_at
-
-    item["http_checked_at"] = read_at(lv.http_source)
-    item["prom_checked_at"] = read_at(lv.prom_source)
-    return item
-
-
-def _ready_word(snapshot: Snapshot, name: str) -> str:
-    lv = snapshot.liveness.get(name)
-    if lv is None:
-        return "n/a"
-    return {True: "yes", False: "NO", None: "?"}[lv.serving]
-
-
-def _num(value: float | None, unit: str = "", digits: int = 0) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}{unit}"
-
-
-# the widest a free-text column (a slot's backends, an error, an alert) may run
-LAST_COLUMN = 80
-
-
-def _col(value: object, width: int) -> str:
-    """Untrusted ``value`` as one column: control codes removed, cut to ``width`` terminal
-    cells with an ellipsis and padded to it (a CJK character counts two cells)."""
-    from gpucon.widgets.safe_text import clean, pad
-
-    return pad(clean(value), width)
-
-
-def _tail(value: object, width: int = LAST_COLUMN) -> str:
-    """The last column of a row: cut like the others, not padded."""
-    from gpucon.widgets.safe_text import clean, fit
-
-    return fit(clean(value), width)
-
-
-def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
-    """A short text view: sources, slots with their backends, backends (with or without a
-    known slot), queues, alerts. Every column holds its width whatever the fleet names hold."""
-    from gpucon.model.ids import escaped_name  # a name the verbs accept, control codes shown
-
-    lines = [f"fleet {_tail(fleet, 40)} · {len(snapshot.slots)} slots · seq {snapshot.seq}"]
-    for name in sorted(snapshot.sources):
-        s = snapshot.sources[name]
-        error = f"  {_tail(s.error)}" if s.error else ""
-        lines.append(f"  source {_col(name, 11)} {s.health.value:<9}{error}")
-    lines.append("")
-    lines.append(f"{'SLOT':<28} {'PROFILE':<14} {'ACTIVITY':>8} {'MEM MiB':>15}  BACKENDS")
-    for sid in sorted(snapshot.slots):
-        slot = snapshot.slots[sid]
-        mem = f"{_num(slot.mem_used_mib)}/{_num(slot.mem_total_mib)}"
-        backends = ", ".join(
-            f"{escaped_name(b.name)}({b.state.value})" for b in snapshot.backends_on(slot.id)
-        )
-        lines.append(
-            f"{_col(sid, 28)} {_col(slot.profile or '', 14)} "
-            f"{_num(slot.activity_pct, '%'):>8} {mem:>15}  {_tail(backends)}".rstrip()
-        )
-    lines.extend(_gpu_and_node_lines(snapshot))
-    if snapshot.backends:
-        window = f"REQ/S {snapshot.rate_window}" if snapshot.rate_window else "REQ/S"
-        lines.append("")
-        lines.append(
-            f"{'BACKEND':<24} {'SLOT':<24} {'STATE':<9} {'WEIGHT':>6} {'INFL':>5} "
-            f"{'P95/SLO ms':>13} {window:>9} {'READY':<5}"
-        )
-        for name in sorted(snapshot.backends):
-            b = snapshot.backends[name]
-            lat = snapshot.latency.get(name)
-            slo = snapshot.slo_p95_ms.get(name)
-            p95 = _num(lat.p95_ms if lat else None) + ("" if slo is None else f"/{_num(slo)}")
-            lines.append(
-                f"{_col(escaped_name(name), 24)} {_col(b.slot_id or '', 24)} "
-                f"{b.state.value:<9} {_num(b.weight):>6} {_num(b.inflight):>5} {p95:>13} "
-                f"{_num(lat.req_per_s if lat else None, digits=1):>9} "
-                f"{_ready_word(snapshot, name):<5}"
-            )
-    if snapshot.queues:
-        lines.append("")
-        lines.append(
-            f"{'QUEUE':<20} {'WAITING':>7} {'PENDING':>8} {'LAG':>7} {'OLDEST':>8} {'LEN':>7}"
-        )
-        for stream in sorted(snapshot.queues):
-            q = snapshot.queues[stream]
-            lines.append(
-                f"{_col(stream, 20)} {_num(q.waiting):>7} {_num(q.pending):>8} "
-                f"{_num(q.lag):>7} {_num(q.oldest_age_s, 's', 1):>8} {_num(q.length):>7}"
-            )
-    if snapshot.alerts:
-        lines.append("")
-        for alert in snapshot.alerts:
-            lines.append(
-                f"! {alert.severity.name.lower():<8} {_tail(alert.target, 40)}: "
-                f"{_tail(alert.message, 120)}"
-            )
-    return lines
-
-
-def _gpu_and_node_lines(snapshot: Snapshot) -> list[str]:
-    """GPU health (temperature, power/limit, utilisation, last XID, clocks held down) and
-    Kubernetes nodes (MIG config, its state, cordon)."""
-    from gpucon.widgets import health_text as ht
-
-    lines: list[str] = []
-    if snapshot.gpus:
-        lines.append("")
-        lines.append(
-            f"{'GPU':<24} {'NAME':<22} {'TEMP':>5} {'POWER':>10} {'UTIL':>5}  {'XID':<10} CLOCKS"
-        )
-        for g in sorted(snapshot.gpus.values(), key=lambda g: (g.host, g.index)):
-            flags = " ".join(ht.clock_flags(g)) or (
-                "n/a" if g.thermal_slowdown is None and g.power_capped is None else "ok"
-            )
-            lines.append(
-                f"{_col(ht.gpu_label(g), 24)} {_col(g.name or 'n/a', 22)} "
-                f"{ht.temperature(g):>5} {ht.power(g):>10} {_num(g.util_pct, '%'):>5}  "
-                f"{ht.xid(g, snapshot.taken_at):<10} {flags}"
-            )
-    if snapshot.nodes:
-        lines.append("")
-        lines.append(f"{'NODE':<28} {'MIG CONFIG':<20} {'MIG STATE':<14} SCHEDULING")
-        for name in sorted(snapshot.nodes):
-            n = snapshot.nodes[name]
-            state = ht.node_state(n, snapshot.mig_pending_since.get(name), snapshot.taken_at)
-            lines.append(
-                f"{_col(name, 28)} {_col(n.mig_config or 'n/a', 20)} "
-                f"{_col(state, 14)} {'CORDONED' if n.unschedulable else 'open'}"
-            )
-    return lines
 
 
 def load_snapshot_config(args: argparse.Namespace) -> GpuconConfig:

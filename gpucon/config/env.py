@@ -49,7 +49,7 @@ def env_names_a_source(env: Mapping[str, str]) -> bool:
 
 def apply_env(config: GpuconConfig, env: Mapping[str, str]) -> GpuconConfig:
     """``config`` with the GPUCON_* variables of ``env`` applied."""
-    from gpucon.config.schema import URL_SCHEMES, Checker
+    from gpucon.config.checks import URL_SCHEMES, Checker
 
     origins = dict(config.origins)
     changes: dict[str, object] = {}

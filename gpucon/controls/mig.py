@@ -126,6 +126,14 @@ class NvmlMig:
                 continue  # not a profile of this GPU
         return found
 
+    def _listed(self, what: str, fn: Any, parent: Any, profile_id: int, kind: Any) -> list[Any]:
+        """The handles NVML's ``fn`` lists of one profile under ``parent`` (a GPU or a GPU
+        instance): it fills an array of ``kind`` and says how many it filled."""
+        array = (kind * _MOST)()
+        count = ctypes.c_uint(0)
+        self._call(what, fn, parent, profile_id, array, ctypes.byref(count))
+        return [array[i] for i in range(count.value)]
+
     def _ci_ids(self, gi: Any) -> tuple[int, ...]:
         nvml = self._api()
         ids: list[int] = []
@@ -136,18 +144,14 @@ class NvmlMig:
                 )
             except nvml.NVMLError:
                 continue
-            array = (nvml.c_nvmlComputeInstance_t * _MOST)()
-            count = ctypes.c_uint(0)
-            self._call(
+            listed = self._listed(
                 "list compute instances",
                 nvml.nvmlGpuInstanceGetComputeInstances,
                 gi,
                 info.id,
-                array,
-                ctypes.byref(count),
+                nvml.c_nvmlComputeInstance_t,
             )
-            for i in range(count.value):
-                ids.append(int(nvml.nvmlComputeInstanceGetInfo(array[i]).id))
+            ids.extend(int(nvml.nvmlComputeInstanceGetInfo(handle).id) for handle in listed)
         return tuple(sorted(ids))
 
     def instances(self, gpu: GpuRef) -> tuple[GpuInstance, ...]:
@@ -155,25 +159,22 @@ class NvmlMig:
         device = self._device(gpu)
         found: list[GpuInstance] = []
         for profile in self._gi_profiles(device):
-            array = (nvml.c_nvmlGpuInstance_t * _MOST)()
-            count = ctypes.c_uint(0)
-            self._call(
+            listed = self._listed(
                 "list GPU instances",
                 nvml.nvmlDeviceGetGpuInstances,
                 device,
                 profile.id,
-                array,
-                ctypes.byref(count),
+                nvml.c_nvmlGpuInstance_t,
             )
-            for i in range(count.value):
-                info = self._call("GPU instance info", nvml.nvmlGpuInstanceGetInfo, array[i])
+            for handle in listed:
+                info = self._call("GPU instance info", nvml.nvmlGpuInstanceGetInfo, handle)
                 found.append(
                     GpuInstance(
                         int(info.id),
                         int(info.profileId),
                         int(info.placement.start),
                         int(info.placement.size),
-                        self._ci_ids(array[i]),
+                        self._ci_ids(handle),
                     )
                 )
         return tuple(sorted(found, key=lambda g: g.start))

@@ -1,28 +1,24 @@
 """The load probe's engine: send a bounded number of requests and measure what came back.
 
-Two ways in: direct (KServe v2 ``POST /v2/models/{model}/infer`` to one backend, httpx) or
-through the queue (``XADD`` to the stream, wait for the scheduler's reply on
-``gen:reply:{entry_id}``). Every probe is bounded by count, rate, concurrency and duration,
-checked against the target's configured caps before anything is sent (BadParams naming the
-field). The result holds offered and achieved rate, p50/p90/p95/p99, errors by reason and
-stability by perf_analyzer's rule (the last three windows' throughput within 10 %). Progress
-is reported from the first send on (and every ``TICK_S`` while nothing else happens), with the
+Any ``Sender`` drives it: direct (KServe v2 infer to one backend) or through the queue (the
+live senders and ``LiveProber`` are in ``gpucon.controls.probe_live``), or the demo's
+simulated one. Every probe is bounded by count, rate, concurrency and duration, checked
+against the target's configured caps before anything is sent (BadParams naming the field).
+The result holds offered and achieved rate, p50/p90/p95/p99, errors by reason and stability
+by perf_analyzer's rule (the last three windows' throughput within 10 %). Progress is
+reported from the first send on (and every ``TICK_S`` while nothing else happens), with the
 p50 of what has completed so far: a slow backend's first answer may be many seconds away.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import httpx
+from typing import Protocol
 
 from gpucon.config import ProbeTarget
 from gpucon.errors import (
@@ -32,8 +28,6 @@ from gpucon.errors import (
     finite_number,
     shown,
 )
-from gpucon.registry import keys
-from gpucon.sources.connect import RedisAuth
 
 STABILITY_PCT = 10.0
 STABILITY_WINDOWS = 3
@@ -157,85 +151,6 @@ class Sender(Protocol):
     async def send(self, seq: int) -> str | None: ...
 
     async def aclose(self) -> None: ...
-
-
-class DirectSender:
-    """KServe v2 infer straight to one backend."""
-
-    def __init__(self, url: str, model: str, timeout_s: float, concurrency: int) -> None:
-        self.endpoint = f"{url.rstrip('/')}/v2/models/{model}/infer"
-        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        self.client = httpx.AsyncClient(timeout=timeout_s, limits=limits)
-
-    async def send(self, seq: int) -> str | None:
-        body = {
-            "id": f"probe-{seq}",
-            "inputs": [{"name": "INPUT0", "datatype": "BYTES", "shape": [1], "data": ["probe"]}],
-        }
-        try:
-            r = await self.client.post(self.endpoint, json=body)
-        except httpx.TimeoutException:
-            return "timeout"
-        except (httpx.HTTPError, OSError) as exc:
-            return f"connect: {type(exc).__name__}"
-        return None if r.status_code == 200 else f"http {r.status_code}"
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
-
-
-class QueueSender:
-    """Through the queue: XADD to the stream, wait for the scheduler's reply list."""
-
-    def __init__(
-        self,
-        redis_url: str,
-        stream: str,
-        model: str,
-        timeout_s: float,
-        auth: RedisAuth | None = None,
-    ) -> None:
-        import redis.asyncio as aioredis
-
-        from gpucon.sources.connect import redis_kwargs
-
-        self.client: Any = aioredis.Redis.from_url(
-            redis_url,
-            decode_responses=True,
-            socket_timeout=timeout_s + 5.0,
-            client_name="gpucon-probe",
-            **redis_kwargs(redis_url, auth),  # the fleet's user, password and TLS
-        )
-        self.stream = stream
-        self.model = model
-        self.timeout_s = timeout_s
-        self.run_id = uuid.uuid4().hex[:8]
-
-    async def send(self, seq: int) -> str | None:
-        try:
-            entry_id = await self.client.xadd(
-                self.stream,
-                {"model": self.model, "prompt": "probe", "id": f"probe-{self.run_id}-{seq}"},
-            )
-            got = await self.client.blpop([keys.reply_key(entry_id)], timeout=self.timeout_s)
-        except (OSError, TimeoutError) as exc:
-            return f"redis: {type(exc).__name__}"
-        except Exception as exc:  # redis-py's errors: ConnectionError, ResponseError ...
-            return f"redis: {type(exc).__name__}"
-        if got is None:
-            return "timeout"
-        try:
-            reply = json.loads(got[1])
-        except (ValueError, TypeError):
-            return "bad reply"
-        status = reply.get("status") if isinstance(reply, dict) else None
-        if status == "ok":
-            return None
-        detail = str(reply.get("detail", "")) if isinstance(reply, dict) else ""
-        return f"scheduler: {detail[:60] or status}"
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
 
 
 def quantile(sorted_values: list[float], q: float) -> float | None:
@@ -391,56 +306,3 @@ async def run_probe(
         stable=is_stable(rates),
         send_span_s=send_span,
     )
-
-
-def probe_target(
-    target: ProbeTarget,
-    bounds: ProbeBounds,
-    *,
-    via_queue: bool = False,
-    redis_url: str | None = None,
-    stream: str = "gen:queue",
-    on_progress: Callable[[ProbeProgress], None] | None = None,
-    redis_auth: RedisAuth | None = None,
-) -> ProbeResult:
-    """Run one probe to completion (blocking; call it from a worker thread, not the UI)."""
-    sender: Sender
-    if via_queue:
-        if not redis_url:
-            raise BadParams("via_queue", "the fleet has no [redis] section: no queue to probe")
-        sender = QueueSender(redis_url, stream, target.model, bounds.timeout_s, redis_auth)
-    else:
-        sender = DirectSender(target.url, target.model, bounds.timeout_s, bounds.concurrency)
-    return asyncio.run(
-        run_probe(
-            sender,
-            bounds,
-            target=target.name,
-            mode="queue" if via_queue else "direct",
-            on_progress=on_progress,
-        )
-    )
-
-
-class LiveProber:
-    """The live fleet's probe control (``Controls.prober``): real requests, bounded."""
-
-    simulated = False
-
-    def __init__(self, redis_auth: RedisAuth | None = None) -> None:
-        self.redis_auth = redis_auth  # the fleet's Redis credentials, for probes via the queue
-
-    def probe(
-        self,
-        target: ProbeTarget,
-        bounds: ProbeBounds,
-        on_progress: Callable[[ProbeProgress], None] | None = None,
-        *,
-        via_queue: bool = False,
-        redis_url: str | None = None,
-        stream: str = "gen:queue",
-    ) -> ProbeResult:
-        return probe_target(
-            target, bounds, via_queue=via_queue, redis_url=redis_url, stream=stream,
-            on_progress=on_progress, redis_auth=self.redis_auth,
-        )  # fmt: skip

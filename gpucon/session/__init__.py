@@ -243,7 +243,7 @@ def live_controls(config: GpuconConfig, kube: KubeControl | None = None) -> Cont
     """
     from gpucon.controls.audit_log import AuditLog
     from gpucon.controls.mps_daemons import daemons_from_config
-    from gpucon.controls.probe import LiveProber
+    from gpucon.controls.probe_live import LiveProber
     from gpucon.controls.registry import RedisRegistry
 
     fleet = config.fleet

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpucon.model.fleet import ComputeProcess, MpsState, SlotKind, VmInfo
-from gpucon.model.ids import gpu_slot_id, mig_slot_id, vm_slot_id
+from gpucon.model.ids import gpu_slot_id, vm_slot_id
 from gpucon.sim.catalog import (
     A100_40GB,
     A100_80GB,
@@ -27,7 +27,7 @@ from gpucon.sim.catalog import (
     mig_profile,
     service_time_s,
 )
-from gpucon.sim.parts import SimBackend, SimGpu, SimSlot
+from gpucon.sim.parts import SimBackend, SimGpu, SimSlot, mig_slot
 
 MAX_SIZE = 2048
 GPUS_PER_HOST = 8
@@ -97,15 +97,7 @@ class _Builder:
         gpu = self.gpu(host, index, gpu_type, mig=True)
         for gi_id, (profile_name, model) in enumerate(zip(layout, models, strict=True), start=1):
             profile = mig_profile(gpu_type, profile_name)
-            slot = SimSlot(
-                mig_slot_id(host, index, gi_id),
-                SlotKind.MIG,
-                gpu,
-                profile.name,
-                profile.sm_count,
-                float(profile.memory_mib),
-                gi_id=gi_id,
-            )
+            slot = mig_slot(gpu, gi_id, profile)
             gpu.slots.append(slot)
             self.slots.append(slot)
             url = f"http://{host}:{8000 + 10 * index + gi_id}"

@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING
 
 from gpucon.controls.mig import GpuInstance, GpuRef, MigError
 from gpucon.model.fleet import BackendState, ComputeProcess, SlotKind
-from gpucon.model.ids import mig_slot_id
 from gpucon.sim.catalog import CONTEXT_MIB, concurrency, service_time_s
-from gpucon.sim.parts import SimGpu, SimSlot
+from gpucon.sim.parts import SimGpu, SimSlot, mig_slot
 
 if TYPE_CHECKING:
     from gpucon.sim.engine import SimWorld
@@ -134,15 +133,7 @@ def create_gi(world: SimWorld, uuid: str, profile_id: int, start: int | None) ->
         raise MigError(what, "NVMLError_InsufficientResources", INSUFFICIENT_RESOURCES)
     used = {s.gi_id for s in gpu.slots}
     gi_id = next(i for i in range(1, 64) if i not in used)
-    slot = SimSlot(
-        mig_slot_id(gpu.host, gpu.index, gi_id),
-        SlotKind.MIG,
-        gpu,
-        profile.name,
-        profile.sm_count,
-        float(profile.memory_mib),
-        gi_id=gi_id,
-    )
+    slot = mig_slot(gpu, gi_id, profile)
     slot.ci_id = None
     slot.placement = (start, size)
     set_slots(world, gpu, [*gpu.slots, slot])

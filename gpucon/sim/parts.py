@@ -17,6 +17,8 @@ from gpucon.model.fleet import (
     SlotKind,
     VmInfo,
 )
+from gpucon.model.ids import mig_slot_id
+from gpucon.model.mig_profiles import MigProfile
 from gpucon.sim.catalog import GpuType, ModelSpec
 
 
@@ -256,3 +258,17 @@ class Pool:
         self.backlog_wait_s = 0.0  # wait behind the backlog (overload), everyone
         self.oldest_age_s = 0.0
         self.waits = (0.0, 0.0, 0.0)  # p50, p95, p99 of the wait, seconds
+
+
+def mig_slot(gpu: SimGpu, gi_id: int, profile: MigProfile) -> SimSlot:
+    """GPU instance ``gi_id`` of ``profile`` on ``gpu`` (its compute instance 0), as the
+    default layout builds it and as a re-slice creates it."""
+    return SimSlot(
+        mig_slot_id(gpu.host, gpu.index, gi_id),
+        SlotKind.MIG,
+        gpu,
+        profile.name,
+        profile.sm_count,
+        float(profile.memory_mib),
+        gi_id=gi_id,
+    )

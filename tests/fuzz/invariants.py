@@ -10,8 +10,8 @@ import math
 import time
 
 from gpucon.config import GpuconConfig
+from gpucon.config.checks import number_range
 from gpucon.config.keys import key_collisions
-from gpucon.config.schema import number_range
 
 
 def check_seconds(seconds: float) -> None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from gpucon.actions.catalog import get_action
 from gpucon.actions.plan import Plan
 from gpucon.actions.render import plan_lines
-from gpucon.commands import actions as action_verbs
+from gpucon.commands import action_params as action_verbs
 from gpucon.commands import console
 from gpucon.commands import probe as probe_verb
 from gpucon.commands.cli import build_parser, main

@@ -353,7 +353,7 @@ def test_console_start_warns_of_an_inline_password_others_can_read(
 async def test_probe_through_the_queue_uses_the_fleets_credentials(tmp_path: Path) -> None:
     import redis
 
-    from gpucon.controls.probe import QueueSender
+    from gpucon.controls.probe_live import QueueSender
     from gpucon.sources.connect import RedisAuth
 
     with secured_redis(tmp_path, password=f"{MARKER}-d", user_password=MARKER) as server:

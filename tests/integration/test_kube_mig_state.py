@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucon.commands.snapshot import snapshot_document, snapshot_text
+from gpucon.commands.snapshot_render import snapshot_document, snapshot_text
 from gpucon.hub import Hub
 from gpucon.model.alerts import Alert, AlertThresholds, Severity
 from gpucon.model.snapshot import Snapshot

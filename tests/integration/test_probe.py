@@ -24,8 +24,6 @@ from gpucon.config import ProbeTarget
 from gpucon.controls.audit_log import AuditLog
 from gpucon.controls.base import Controls
 from gpucon.controls.probe import (
-    DirectSender,
-    LiveProber,
     ProbeBounds,
     ProbeProgress,
     check_bounds,
@@ -34,6 +32,7 @@ from gpucon.controls.probe import (
     run_probe,
     window_rates,
 )
+from gpucon.controls.probe_live import DirectSender, LiveProber
 from gpucon.controls.registry import RedisRegistry
 from gpucon.errors import BadParams
 from gpucon.lab.backend_server import BackendServer

@@ -291,7 +291,7 @@ async def test_the_fleet_screen_names_the_field_of_a_bad_selection(tmp_path: Pat
 
 
 def test_a_live_console_probes_only_its_configured_targets(controls: Controls) -> None:
-    from gpucon.controls.probe import LiveProber
+    from gpucon.controls.probe_live import LiveProber
 
     snapshot = Snapshot(taken_at=0.0)
     demo = params_for("probe", snapshot, None, "b1", controls=controls, config=None)

@@ -18,7 +18,7 @@ from gpucon.actions.plan import OutcomeStatus
 from gpucon.commands.cli import main
 from gpucon.config import GpuconConfig
 from gpucon.controls.base import Controls
-from gpucon.controls.probe import LiveProber
+from gpucon.controls.probe_live import LiveProber
 from gpucon.errors import BadParams
 from gpucon.session import demo_controls
 from gpucon.sim.fleet import build_sim_fleet

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from gpucon.commands.snapshot import snapshot_document
+from gpucon.commands.snapshot_render import snapshot_document
 from gpucon.hub import Hub
 from gpucon.model.alerts import Alert, Cause, Severity, group_alerts
 from gpucon.model.snapshot import Snapshot

@@ -3,7 +3,7 @@ and how ``gpucon snapshot --json`` says which values are stale."""
 
 from __future__ import annotations
 
-from gpucon.commands.snapshot import snapshot_document
+from gpucon.commands.snapshot_render import snapshot_document
 from gpucon.hub import Hub
 from gpucon.model.fleet import Backend, Health, LatencyStats, QueueStats, Slot, SlotKind
 from gpucon.model.reading import Reading

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from rich.cells import cell_len
 
-from gpucon.commands.actions import AUDIT_COLUMNS, audit_line
-from gpucon.commands.snapshot import snapshot_text
+from gpucon.commands.audit import AUDIT_COLUMNS, audit_line
+from gpucon.commands.snapshot_render import snapshot_text
 from gpucon.controls.audit_log import AuditRecord
 from gpucon.model.fleet import Backend, BackendState, Slot, SlotKind
 from gpucon.model.snapshot import Snapshot
