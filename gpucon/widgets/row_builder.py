@@ -13,12 +13,13 @@ re-sorted.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, KeysView, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from typing import Any
 
 from gpucon.model.fleet import Backend, Slot
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
+from gpucon.widgets.lazy_rows import RowNames, Rows, same_keys
 from gpucon.widgets.safe_text import clean
 from gpucon.widgets.slot_rows import (
     NO_BACKEND,
@@ -31,17 +32,7 @@ from gpucon.widgets.slot_rows import (
 )
 from gpucon.widgets.stale_marks import StaleMarks, stale_marks
 
-
-class RowNames(NamedTuple):
-    """What a row is called: what the default order, the filter and the widths read."""
-
-    slot_id: str
-    host: str
-    gpu: str
-    slot: str
-    profile: str
-    backend: str
-    model: str
+__all__ = ["RowBuilder", "RowNames", "Rows", "build_rows", "same_keys"]
 
 
 def _slot_names(slot: Slot) -> tuple[str, str, str, str]:
@@ -60,53 +51,6 @@ def _raw_slot_names(slot: Slot) -> tuple[object, ...]:
         slot.gi_id,
         slot.profile,
     )
-
-
-class Rows(Mapping[RowKey, RowValues]):
-    """One snapshot's rows: keys now, values on first read."""
-
-    def __init__(
-        self,
-        builder: RowBuilder,
-        snapshot: Snapshot,
-        keys: dict[RowKey, None],
-        names_moved: bool,
-        stale_of: Any,
-    ) -> None:
-        self._builder = builder
-        self._snapshot = snapshot
-        self.snapshot = snapshot
-        self.default_slo_ms = builder.default_slo_ms
-        self._keys = keys
-        # the key set itself: the same dict from tick to tick while no row came or went
-        self.keys_dict = keys
-        self._built: dict[RowKey, RowValues] = {}
-        self._stale_of = stale_of
-        # whether any row's names differ from the previous build's (new rows aside)
-        self.names_moved = names_moved
-
-    def __getitem__(self, key: RowKey) -> RowValues:
-        row = self._built.get(key)
-        if row is None:
-            if key not in self._keys:
-                raise KeyError(key)
-            row = self._built[key] = self._builder.row(self._snapshot, key, self._stale_of)
-        return row
-
-    def __iter__(self) -> Iterator[RowKey]:
-        return iter(self._keys)
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._keys
-
-    def keys(self) -> KeysView[RowKey]:
-        return self._keys.keys()
-
-    def name_of(self, key: RowKey) -> RowNames:
-        return self._builder.names(self._snapshot, key)
 
 
 class RowBuilder:
@@ -322,15 +266,6 @@ def _serving(snapshot: Snapshot, b: Backend) -> bool | None:
     """The liveness verdict; without one (no judge ran), what the registry says."""
     lv = snapshot.liveness.get(b.name)
     return b.ready if lv is None else lv.serving
-
-
-def same_keys(rows: Mapping[RowKey, object], other: Mapping[RowKey, object] | None) -> bool:
-    """Whether two ticks' rows have the same keys (at once when they share their key dict)."""
-    if other is None:
-        return False
-    if isinstance(rows, Rows) and isinstance(other, Rows) and rows.keys_dict is other.keys_dict:
-        return True
-    return rows.keys() == other.keys()
 
 
 def build_rows(snapshot: Snapshot, default_slo_ms: float) -> dict[RowKey, RowValues]:
