@@ -100,9 +100,10 @@ def _live_values(rows: Rows, sort_key: str) -> dict[RowKey, SortValue | None] | 
     elif sort_key in ("p95", "rps"):
         slos, default = snap.slo_p95_ms, rows.default_slo_ms
         for k in rows:
-            lat = latency.get(k[1]) if k[1] and k[1] in backends else None
-            if lat is None:
-                out[k] = None
+            b = backends.get(k[1]) if k[1] else None
+            lat = latency.get(k[1]) if b is not None else None
+            if b is None or lat is None or (sort_key == "p95" and b.state.value in NO_LATENCY_NOW):
+                out[k] = None  # a drained or down backend's last p95 is shown as absent
             elif sort_key == "rps":
                 out[k] = lat.req_per_s
             else:
