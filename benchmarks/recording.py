@@ -4,7 +4,7 @@ Run: ``.venv/bin/python -m benchmarks.recording [--quick]``. Writes its section 
 benchmarks/RESULTS.md.
 
 - size per hour: the simulated fleet recorded faster than real time (one tick per simulated
-  second, keyframe every 60 s as by default), the file's bytes after close, scaled to an hour;
+  second, keyframe every 30 s as by default), the file's bytes after close, scaled to an hour;
   at the default demo and at ``--size 512``.
 - CPU: ``gpucon demo --size 512`` in a pty for a while, with and without ``--record``, CPU-s
   per minute after the first data frame (runs alternate, medians), and the recorder thread's
@@ -167,7 +167,7 @@ def main() -> None:
         big_mb, big_wall = size_per_hour(512, big_s, tmp)
         frame_ms = recorder_cpu_ms(512, 5 if quick else 20)
         lines.append(
-            f"- File size per hour (SQLite, zlib JSON frames, keyframe every 60 s; "
+            f"- File size per hour (SQLite, zlib JSON frames, keyframe every 30 s; "
             f"{demo_s:.0f} s and {big_s:.0f} s of simulated fleet recorded, scaled to an hour): "
             f"default demo {demo_mb:.2f} MB/h (goal <= {GOAL_DEMO_MB_H:g}), --size 512 "
             f"{big_mb:.0f} MB/h (goal <= {GOAL_512_MB_H:g})."

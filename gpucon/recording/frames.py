@@ -301,6 +301,21 @@ class FrameWriter:
         return frame
 
 
+def split_samples(frame: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the fleet's part, the samples' part) of a frame, stored apart."""
+    fleet: dict[str, Any] = {}
+    samples: dict[str, Any] = {}
+    for key, value in frame.items():
+        if isinstance(value, dict) and SAMPLES in value:
+            rest = {k: v for k, v in value.items() if k != SAMPLES}
+            samples[key] = {SAMPLES: value[SAMPLES]}
+            if rest:
+                fleet[key] = rest
+        else:
+            fleet[key] = value
+    return fleet, samples
+
+
 _MISSING = object()
 # field indexes, zipped with a row's values
 _FIELDS = range(1 << 16)
@@ -325,7 +340,8 @@ class FrameState:
     def apply(self, t: float, kind: int, frame: Mapping[str, Any]) -> None:
         if kind == KEYFRAME:
             self._state = {
-                name: _Section(list(keys), list(rows)) for name, (keys, rows) in frame["k"].items()
+                name: _Section(list(keys), list(rows))
+                for name, (keys, rows) in frame.get("k", {}).items()
             }
             self._single_values = dict(frame.get("s", {}))
             self._schema = {k: tuple(v) for k, v in frame.get("schema", {}).items()}
