@@ -170,7 +170,9 @@ class ReplayFeed:
         elif kind == "seek":
             self._seek(value)
         elif kind == "seek_by" and position is not None:
-            self._seek(position + value)
+            # the frame nearest the time asked for (frames are about a refresh apart, and
+            # the last one at or before it would make ten +10 s seeks land short)
+            self._seek(position + value + 0.5 * self.refresh_s)
         elif kind == "alert":
             target = self.alert_start(position, int(value))
             if target is not None:
