@@ -103,6 +103,14 @@ class FrameWriter:
         self._samples: dict[str, Any] = {}
         # the snapshot framed last: what changed since is sampled again
         self._previous: Snapshot | None = None
+        # section -> its entities that are new objects since the last frame (when known)
+        self._changed: dict[str, dict[str, Any]] = {}
+        # the sections whose values are dataclasses (compared as encoded rows)
+        self._entity_sections = frozenset(
+            name
+            for name, (enc, _) in self._sections.items()
+            if getattr(enc, "__self__", None) is not None
+        )
 
     def schema(self) -> dict[str, list[str]]:
         return self.registry.schema()
@@ -141,6 +149,8 @@ class FrameWriter:
             if now.keys() != before.keys():
                 return None
             changed[name] = {k: v for k, v in now.items() if v is not before[k]}
+        # the delta reads these sections' changes from here rather than finding them again
+        self._changed = changed
         for name, b in changed["backends"].items():
             if b.slot_id != prev.backends[name].slot_id:
                 return None  # the slots' co-tenant samples count their backends
@@ -191,6 +201,7 @@ class FrameWriter:
         scalars: dict[str, list[Any]] = {}
         added: dict[str, list[Any]] = {}
         removed: dict[str, list[int]] = {}
+        self._changed = {}
         partial = self._sample_changes(snapshot)
         rows = self._rows(snapshot) if partial is None else self._entity_rows(snapshot)
         if partial is not None:
@@ -206,13 +217,20 @@ class FrameWriter:
             if name != SAMPLES and (before is mapping or before == mapping):
                 continue  # nothing in it changed (one comparison in C)
             get = before.get
-            # equal values (the hub's same object, or an equal one) are not encoded: found in
-            # one comprehension, as most of a large fleet's entities are unchanged each tick
-            moved = [
-                (key, obj)
-                for key, obj in mapping.items()
-                if (old_obj := get(key, _MISSING)) is not obj and old_obj != obj
-            ]
+            # unchanged values are not encoded: found in one comprehension, as most of a large
+            # fleet's entities are the hub's same objects from tick to tick. An entity that is
+            # a new object is encoded and compared as a row (cheaper than comparing objects)
+            known = self._changed.get(name)
+            if known is not None:
+                moved = list(known.items())
+            elif name in self._entity_sections:
+                moved = [(k, v) for k, v in mapping.items() if get(k, _MISSING) is not v]
+            else:
+                moved = [
+                    (k, v)
+                    for k, v in mapping.items()
+                    if (old_obj := get(k, _MISSING)) is not v and old_obj != v
+                ]
             for key, obj in moved:
                 i = index.get(key)
                 row = None if obj is None else enc(obj)
