@@ -47,6 +47,7 @@ class ReplayFeed:
         *,
         start_at: float | None = None,
         paused: bool = False,
+        speed: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
@@ -66,7 +67,7 @@ class ReplayFeed:
         self._latest: Snapshot | None = None
         self._position: float | None = None
         self._paused = paused
-        self._speed = 1.0
+        self._speed = speed if speed > 0 else 1.0
         self._seek_s: float | None = None
         span = store.span()
         self._span = span
