@@ -5,7 +5,8 @@ A snapshot's state is a set of keyed sections (``gpus``, ``slots``, ``backends``
 values (``seq``, ``alerts``, ``staleness``, ``rate_window``). A section holds, per key, the
 encoded value (codec: a dataclass as the list of its fields).
 
-A keyframe lists each section's keys once and their rows in the same order; from then until
+A keyframe lists each section's keys once (or names an earlier section keyed alike) and their
+rows in the same order; from then until
 the next keyframe an entity is named by its index in that list (new keys are appended), so a
 delta does not repeat a 512-GPU fleet's names each second. A delta gives, per section, the
 changed fields of changed rows (``u``: ``[index, field, value, field, value, ...]``), changed
@@ -177,10 +178,17 @@ class FrameWriter:
         sections: dict[str, Any] = {}
         self._state = {}
         self._objects = {}
+        seen: dict[tuple[str, ...], str] = {}
         for name, mapping in self._rows(snapshot).items():
             keys = list(mapping)
             rows = [self._encode(name, k, mapping[k]) for k in keys]
             self._state[name] = _Section(keys, rows)
+            # backends, latency, liveness and SLOs are usually keyed alike: the names once
+            same = seen.setdefault(tuple(keys), name) if keys else name
+            if same != name:
+                sections[name] = [same, rows]
+                self._objects[name] = mapping
+                continue
             self._objects[name] = mapping
             if name == SAMPLES:
                 self._samples = dict(mapping)
@@ -357,9 +365,11 @@ class FrameState:
 
     def apply(self, t: float, kind: int, frame: Mapping[str, Any]) -> None:
         if kind == KEYFRAME:
+            sections = frame.get("k", {})
             self._state = {
-                name: _Section(list(keys), list(rows))
-                for name, (keys, rows) in frame.get("k", {}).items()
+                # keys given as another section's name: that section's keys
+                name: _Section(list(sections[keys][0] if isinstance(keys, str) else keys), rows)
+                for name, (keys, rows) in sections.items()
             }
             self._single_values = dict(frame.get("s", {}))
             self._schema = {k: tuple(v) for k, v in frame.get("schema", {}).items()}

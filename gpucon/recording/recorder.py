@@ -35,7 +35,7 @@ class Recorder:
         *,
         fleet: str,
         refresh_s: float,
-        keyframe_s: float = 30.0,
+        keyframe_s: float = 15.0,
         max_bytes: int = 1 << 30,
         max_age_s: float = 7 * 86_400.0,
         audit_path: Path | None = None,
