@@ -175,28 +175,36 @@ class FrameWriter:
         return samples, gone
 
     def keyframe(self, snapshot: Snapshot) -> dict[str, Any]:
-        sections: dict[str, Any] = {}
-        self._state = {}
-        self._objects = {}
-        seen: dict[tuple[str, ...], str] = {}
-        for name, mapping in self._rows(snapshot).items():
-            keys = list(mapping)
-            rows = [self._encode(name, k, mapping[k]) for k in keys]
-            self._state[name] = _Section(keys, rows)
-            # backends, latency, liveness and SLOs are usually keyed alike: the names once
-            same = seen.setdefault(tuple(keys), name) if keys else name
-            if same != name:
-                sections[name] = [same, rows]
+        """The whole state. After the first, the rows are already encoded: the delta brings
+        them up to date and they are written as they are (a 512-GPU keyframe then costs the
+        JSON and the compression, not encoding ~17,000 entities again)."""
+        if self._state:
+            self.delta(snapshot)
+        else:
+            self._state = {}
+            self._objects = {}
+            for name, mapping in self._rows(snapshot).items():
+                keys = list(mapping)
+                self._state[name] = _Section(
+                    keys, [self._encode(name, k, mapping[k]) for k in keys]
+                )
                 self._objects[name] = mapping
-                continue
-            self._objects[name] = mapping
-            if name == SAMPLES:
-                self._samples = dict(mapping)
-                self._objects[name] = self._samples
-            sections[name] = [keys, rows]
-        singles = {n: self._single(n, snapshot) for n in self._singles}
-        self._single_values = singles
-        return {"k": sections, "s": singles, "schema": self.schema()}
+            self._samples = dict(self._objects[SAMPLES])
+            self._objects[SAMPLES] = self._samples
+            self._single_values = {n: self._single(n, snapshot) for n in self._singles}
+        sections: dict[str, Any] = {}
+        seen: dict[tuple[str, ...], str] = {}
+        for name, section in self._state.items():
+            if any(r is None for r in section.rows):  # rows removed since: dropped now
+                pairs = [
+                    (k, r) for k, r in zip(section.keys, section.rows, strict=True) if r is not None
+                ]
+                section = _Section([k for k, _ in pairs], [r for _, r in pairs])
+                self._state[name] = section
+            # backends, latency, liveness and SLOs are usually keyed alike: the names once
+            same = seen.setdefault(tuple(section.keys), name) if section.keys else name
+            sections[name] = [section.keys if same == name else same, section.rows]
+        return {"k": sections, "s": dict(self._single_values), "schema": self.schema()}
 
     def _single(self, name: str, snapshot: Snapshot) -> Any:
         value = getattr(snapshot, name)

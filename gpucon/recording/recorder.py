@@ -23,6 +23,9 @@ from gpucon.recording.store import AlertSpan, RecordingError, RecordingStore, en
 
 # snapshots waiting for the writer; beyond this the oldest are dropped
 QUEUE_LIMIT = 64
+# zlib levels: a keyframe is large (compressed for speed), a delta small (for size)
+KEYFRAME_LEVEL = 3
+DELTA_LEVEL = 6
 _STOP = object()
 
 
@@ -135,11 +138,12 @@ class Recorder:
         ended = [(k, t) for k in self._alerts if k not in now_on]
         self._alerts = {k: t for k in now_on}
         fleet, samples = split_samples(frame)
+        level = KEYFRAME_LEVEL if key else DELTA_LEVEL
         self.store.append(
             t,
             KEYFRAME if key else DELTA,
-            encode_frame(fleet),
-            encode_frame(samples),
+            encode_frame(fleet, level),
+            encode_frame(samples, level),
             started=started,
             ended=ended,
             audit=self._new_audit(t),

@@ -61,8 +61,10 @@ class AlertSpan:
     end: float | None
 
 
-def encode_frame(frame: dict[str, Any]) -> bytes:
-    return zlib.compress(json.dumps(frame, separators=(",", ":")).encode(), 6)
+def encode_frame(frame: dict[str, Any], level: int = 6) -> bytes:
+    """A frame as stored: compact JSON, zlib-compressed (a keyframe of 512 GPUs, ~3.5 MB of
+    JSON, at a lower ``level``: level 6 takes four times as long as 3 for 15 % less)."""
+    return zlib.compress(json.dumps(frame, separators=(",", ":")).encode(), level)
 
 
 def decode_frame(blob: bytes) -> dict[str, Any]:
