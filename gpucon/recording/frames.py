@@ -263,14 +263,18 @@ class FrameWriter:
                 if row == old:
                     continue
                 section.rows[i] = row
-                if isinstance(row, list) and isinstance(old, list) and len(row) == len(old):
+                if (
+                    isinstance(row, tuple)
+                    and isinstance(old, tuple | list)
+                    and len(row) == len(old)
+                ):
                     entry: list[Any] = [i]
                     for pair in [
                         (f, a) for f, a, b in zip(_FIELDS, row, old, strict=False) if a != b
                     ]:
                         entry += pair
                     changed.append(entry)
-                elif isinstance(row, list):
+                elif isinstance(row, tuple | list):
                     changed.append([i, -1, row])
                 else:  # a plain value (a history sample, an SLO): index and value
                     values += (i, row)
