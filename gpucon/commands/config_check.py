@@ -96,6 +96,7 @@ def describe_config(config: GpuconConfig) -> list[str]:
         ]
         lines.append("")
     _table(lines, config, "alerts", config.alerts)
+    _table(lines, config, "record", config.record)
     for name, fleet in config.fleets.items():
         chosen = "  (opens)" if name == config.default_fleet else ""
         lines.append(f"# -- fleet {name}{chosen}")

@@ -31,6 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
     )
     parser.add_argument("--paused", action="store_true", help="start paused")
     parser.add_argument(
+        "--speed",
+        type=int,
+        choices=(1, 10, 60),
+        default=1,
+        help="start playing at ×1, ×10 or ×60 (x cycles them)",
+    )
+    parser.add_argument(
         "--alerts-only",
         action="store_true",
         help="print when each alert would have fired with the current thresholds",
@@ -103,7 +110,7 @@ def _console(
     from gpucon.commands.hangup import HANGUP_EXIT, TerminalWatch
     from gpucon.recording.replay import ReplayFeed
 
-    feed = ReplayFeed(store, start_at=start_at, paused=args.paused)
+    feed = ReplayFeed(store, start_at=start_at, paused=args.paused, speed=float(args.speed))
     with tempfile.TemporaryDirectory(prefix="gpucon-replay-") as tmp:
         # the audit screen reads a file: the recording's records, copied out
         audit_file = Path(tmp) / "audit.jsonl"

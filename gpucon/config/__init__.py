@@ -187,7 +187,7 @@ class RecordConfig:
 
     # a keyframe (the whole fleet) this often; deltas in between. Seeking decodes one
     # keyframe and at most this many seconds of deltas
-    keyframe_s: float = 60.0
+    keyframe_s: float = 15.0
     # the file is kept under this size and drops frames older than this, oldest first
     max_mib: float = 1024.0
     max_age_h: float = 168.0

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 
 # where a binding is live: the app's own bindings are live on every screen
 APP = "app"
+# the replay's timeline keys: live on every screen of ``gpucon replay``, and nowhere else
+REPLAY = "replay"
 # binding id -> (where, its default keys as the BINDINGS write them)
 DEFAULT_KEYS: dict[str, tuple[str, str]] = {
     # the console (GpuconApp)
@@ -18,17 +20,18 @@ DEFAULT_KEYS: dict[str, tuple[str, str]] = {
     "help": (APP, "question_mark"),
     "theme": (APP, "t"),
     "command_palette": (APP, "ctrl+p"),
-    # the replay's timeline (bound by the app, live only in ``gpucon replay``)
-    "replay_pause": (APP, "space"),
-    "replay_step": (APP, "full_stop"),
-    "replay_step_back": (APP, "comma"),
-    "replay_forward": (APP, "right_square_bracket"),
-    "replay_back": (APP, "left_square_bracket"),
-    "replay_forward_min": (APP, "right_curly_bracket"),
-    "replay_back_min": (APP, "left_curly_bracket"),
-    "replay_next_alert": (APP, "n"),
-    "replay_prev_alert": (APP, "N"),
-    "replay_speed": (APP, "x"),
+    # the replay's timeline (bound by the app, live only in ``gpucon replay``, where no action
+    # key exists: they share no screen with drain and the other actions)
+    "replay_pause": (REPLAY, "space"),
+    "replay_step": (REPLAY, "full_stop"),
+    "replay_step_back": (REPLAY, "comma"),
+    "replay_forward": (REPLAY, "right_square_bracket"),
+    "replay_back": (REPLAY, "left_square_bracket"),
+    "replay_forward_min": (REPLAY, "right_curly_bracket"),
+    "replay_back_min": (REPLAY, "left_curly_bracket"),
+    "replay_next_alert": (REPLAY, "n"),
+    "replay_prev_alert": (REPLAY, "N"),
+    "replay_speed": (REPLAY, "x"),
     # the fleet screen and its table (actions are bound only when the console may write)
     "sort": ("fleet", "s"),
     "sort_reverse": ("fleet", "S"),
@@ -70,16 +73,6 @@ DEFAULT_KEYS: dict[str, tuple[str, str]] = {
 }
 
 BINDING_IDS: frozenset[str] = frozenset(DEFAULT_KEYS)
-
-# bound only when the console may write, and a replay never may: the replay's timeline keys
-# and these are never live at once, so they may share keys
-WRITE_ACTIONS = frozenset({"drain", "undrain", "rebalance", "probe", "reslice", "mps_restart"})
-
-
-def _never_live_together(binding: str, other: str) -> bool:
-    pair = {binding, other}
-    return bool(pair & WRITE_ACTIONS) and any(b.startswith("replay_") for b in pair)
-
 
 # characters a user may write for a key, as Textual names them
 _KEY_NAMES = {
@@ -129,8 +122,6 @@ def key_collisions(remap: Mapping[str, str]) -> list[str]:
         where, keys = effective[binding]
         for other, (other_where, other_keys) in sorted(effective.items()):
             if other == binding or not (where == other_where or APP in (where, other_where)):
-                continue
-            if _never_live_together(binding, other):
                 continue
             shared = keys & other_keys
             by_default = _keys(DEFAULT_KEYS[binding][1]) & _keys(DEFAULT_KEYS[other][1])

@@ -23,6 +23,9 @@ class ReplayCursor:
         self.store = store
         self.capacity = capacity
         self.state = FrameState()
+        # the history samples' own state: None until ``fill_history`` (a quick seek reads
+        # the fleet only)
+        self.samples_state: FrameState | None = None
         self.history = History(capacity=capacity)
         # the time of the frame applied last (None: nothing yet)
         self.t: float | None = None
@@ -37,10 +40,10 @@ class ReplayCursor:
         """The snapshot of the last frame at or before ``target`` (the first frame when
         ``target`` is before the recording); None for an empty file.
 
-        Quick: it reads the keyframe before ``target`` and the deltas after it, and its
-        history holds only the ticks from there; ``fill_history`` then gives the full window
-        (at 512 GPUs, 120 ticks of ~22,000 series take seconds to append, the snapshot a
-        fraction of one)."""
+        Quick: it reads the fleet from the keyframe before ``target`` and the deltas after
+        it, and its history is empty; ``fill_history`` then gives the history of the 120
+        ticks up to it (at 512 GPUs, ~22,000 series x 120 ticks take seconds to append, the
+        snapshot a fraction of one)."""
         span = self.store.span()
         if span is None:
             return None
@@ -49,14 +52,19 @@ class ReplayCursor:
         if key_t is None:
             return None
         self.state = FrameState()
+        self.samples_state = None
         self.history = History(capacity=self.capacity)
         self.t = None
-        self._apply_through(key_t, target, history_from=target)
+        for t, kind, fleet, _ in self.store.frame_parts(key_t, target, samples=False):
+            if fleet is not None:
+                self.state.apply(t, kind, fleet)
+                if self.state.ready:
+                    self.t = t
         return self.snapshot()
 
     def fill_history(self) -> Snapshot | None:
         """The current snapshot again, with the history of the ``capacity`` ticks up to it
-        (as the live console had it), read from the frames before."""
+        (as the live console had it), read from the samples of the frames before."""
         if self.t is None:
             return None
         window = self.store.last_times(self.t, self.capacity)
@@ -66,40 +74,37 @@ class ReplayCursor:
             return None
         state = FrameState()
         history = History(capacity=self.capacity)
-        for t, kind, frame in self.store.frames(key_t, self.t):
-            state.apply(t, kind, frame)
+        for t, kind, _, samples in self.store.frame_parts(key_t, self.t, fleet=False):
+            state.apply(t, kind, samples or {})
             if state.ready and t >= first:
                 history = history.append(t, state.samples())
+        self.samples_state = state
         self.history = history
         return self.snapshot()
 
     def advance(self, target: float) -> Snapshot | None:
-        """Apply every frame after the current one up to ``target``; the snapshot there, or
-        None when no frame was due."""
+        """Apply every frame after the current one up to ``target`` (with its samples, once
+        the history is filled); the snapshot there, or None when no frame was due."""
         if self.t is None:
             return self.seek(target)
-        if not self._apply_through(self.t, target, history_from=self.t, after=self.t):
-            return None
-        return self.snapshot()
+        after = self.t
+        samples_state = self.samples_state
+        applied = False
+        parts = self.store.frame_parts(after, target, samples=samples_state is not None)
+        for t, kind, fleet, samples in parts:
+            if t <= after or fleet is None:
+                continue
+            self.state.apply(t, kind, fleet)
+            if samples_state is not None:
+                samples_state.apply(t, kind, samples or {})
+                if samples_state.ready:
+                    self.history = self.history.append(t, samples_state.samples())
+            self.t = t
+            applied = True
+        return self.snapshot() if applied else None
 
     def next_time(self, after: float) -> float | None:
         return self.store.next_time(after)
 
     def previous_time(self, before: float) -> float | None:
         return self.store.previous_time(before)
-
-    def _apply_through(
-        self, start: float, end: float, *, history_from: float, after: float | None = None
-    ) -> bool:
-        applied = False
-        for t, kind, frame in self.store.frames(start, end):
-            if after is not None and t <= after:
-                continue
-            self.state.apply(t, kind, frame)
-            if not self.state.ready:
-                continue
-            if t >= history_from:
-                self.history = self.history.append(t, self.state.samples())
-            self.t = t
-            applied = True
-        return applied

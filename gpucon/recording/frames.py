@@ -5,7 +5,8 @@ A snapshot's state is a set of keyed sections (``gpus``, ``slots``, ``backends``
 values (``seq``, ``alerts``, ``staleness``, ``rate_window``). A section holds, per key, the
 encoded value (codec: a dataclass as the list of its fields).
 
-A keyframe lists each section's keys once and their rows in the same order; from then until
+A keyframe lists each section's keys once (or names an earlier section keyed alike) and their
+rows in the same order; from then until
 the next keyframe an entity is named by its index in that list (new keys are appended), so a
 delta does not repeat a 512-GPU fleet's names each second. A delta gives, per section, the
 changed fields of changed rows (``u``: ``[index, field, value, field, value, ...]``), changed
@@ -103,6 +104,14 @@ class FrameWriter:
         self._samples: dict[str, Any] = {}
         # the snapshot framed last: what changed since is sampled again
         self._previous: Snapshot | None = None
+        # section -> its entities that are new objects since the last frame (when known)
+        self._changed: dict[str, dict[str, Any]] = {}
+        # the sections whose values are dataclasses (compared as encoded rows)
+        self._entity_sections = frozenset(
+            name
+            for name, (enc, _) in self._sections.items()
+            if getattr(enc, "__self__", None) is not None
+        )
 
     def schema(self) -> dict[str, list[str]]:
         return self.registry.schema()
@@ -141,6 +150,8 @@ class FrameWriter:
             if now.keys() != before.keys():
                 return None
             changed[name] = {k: v for k, v in now.items() if v is not before[k]}
+        # the delta reads these sections' changes from here rather than finding them again
+        self._changed = changed
         for name, b in changed["backends"].items():
             if b.slot_id != prev.backends[name].slot_id:
                 return None  # the slots' co-tenant samples count their backends
@@ -164,21 +175,36 @@ class FrameWriter:
         return samples, gone
 
     def keyframe(self, snapshot: Snapshot) -> dict[str, Any]:
+        """The whole state. After the first, the rows are already encoded: the delta brings
+        them up to date and they are written as they are (a 512-GPU keyframe then costs the
+        JSON and the compression, not encoding ~17,000 entities again)."""
+        if self._state:
+            self.delta(snapshot)
+        else:
+            self._state = {}
+            self._objects = {}
+            for name, mapping in self._rows(snapshot).items():
+                keys = list(mapping)
+                self._state[name] = _Section(
+                    keys, [self._encode(name, k, mapping[k]) for k in keys]
+                )
+                self._objects[name] = mapping
+            self._samples = dict(self._objects[SAMPLES])
+            self._objects[SAMPLES] = self._samples
+            self._single_values = {n: self._single(n, snapshot) for n in self._singles}
         sections: dict[str, Any] = {}
-        self._state = {}
-        self._objects = {}
-        for name, mapping in self._rows(snapshot).items():
-            keys = list(mapping)
-            rows = [self._encode(name, k, mapping[k]) for k in keys]
-            self._state[name] = _Section(keys, rows)
-            self._objects[name] = mapping
-            if name == SAMPLES:
-                self._samples = dict(mapping)
-                self._objects[name] = self._samples
-            sections[name] = [keys, rows]
-        singles = {n: self._single(n, snapshot) for n in self._singles}
-        self._single_values = singles
-        return {"k": sections, "s": singles, "schema": self.schema()}
+        seen: dict[tuple[str, ...], str] = {}
+        for name, section in self._state.items():
+            if any(r is None for r in section.rows):  # rows removed since: dropped now
+                pairs = [
+                    (k, r) for k, r in zip(section.keys, section.rows, strict=True) if r is not None
+                ]
+                section = _Section([k for k, _ in pairs], [r for _, r in pairs])
+                self._state[name] = section
+            # backends, latency, liveness and SLOs are usually keyed alike: the names once
+            same = seen.setdefault(tuple(section.keys), name) if section.keys else name
+            sections[name] = [section.keys if same == name else same, section.rows]
+        return {"k": sections, "s": dict(self._single_values), "schema": self.schema()}
 
     def _single(self, name: str, snapshot: Snapshot) -> Any:
         value = getattr(snapshot, name)
@@ -191,6 +217,7 @@ class FrameWriter:
         scalars: dict[str, list[Any]] = {}
         added: dict[str, list[Any]] = {}
         removed: dict[str, list[int]] = {}
+        self._changed = {}
         partial = self._sample_changes(snapshot)
         rows = self._rows(snapshot) if partial is None else self._entity_rows(snapshot)
         if partial is not None:
@@ -206,13 +233,20 @@ class FrameWriter:
             if name != SAMPLES and (before is mapping or before == mapping):
                 continue  # nothing in it changed (one comparison in C)
             get = before.get
-            # equal values (the hub's same object, or an equal one) are not encoded: found in
-            # one comprehension, as most of a large fleet's entities are unchanged each tick
-            moved = [
-                (key, obj)
-                for key, obj in mapping.items()
-                if (old_obj := get(key, _MISSING)) is not obj and old_obj != obj
-            ]
+            # unchanged values are not encoded: found in one comprehension, as most of a large
+            # fleet's entities are the hub's same objects from tick to tick. An entity that is
+            # a new object is encoded and compared as a row (cheaper than comparing objects)
+            known = self._changed.get(name)
+            if known is not None:
+                moved = list(known.items())
+            elif name in self._entity_sections:
+                moved = [(k, v) for k, v in mapping.items() if get(k, _MISSING) is not v]
+            else:
+                moved = [
+                    (k, v)
+                    for k, v in mapping.items()
+                    if (old_obj := get(k, _MISSING)) is not v and old_obj != v
+                ]
             for key, obj in moved:
                 i = index.get(key)
                 row = None if obj is None else enc(obj)
@@ -229,14 +263,18 @@ class FrameWriter:
                 if row == old:
                     continue
                 section.rows[i] = row
-                if isinstance(row, list) and isinstance(old, list) and len(row) == len(old):
+                if (
+                    isinstance(row, tuple)
+                    and isinstance(old, tuple | list)
+                    and len(row) == len(old)
+                ):
                     entry: list[Any] = [i]
                     for pair in [
                         (f, a) for f, a, b in zip(_FIELDS, row, old, strict=False) if a != b
                     ]:
                         entry += pair
                     changed.append(entry)
-                elif isinstance(row, list):
+                elif isinstance(row, tuple | list):
                     changed.append([i, -1, row])
                 else:  # a plain value (a history sample, an SLO): index and value
                     values += (i, row)
@@ -301,6 +339,21 @@ class FrameWriter:
         return frame
 
 
+def split_samples(frame: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the fleet's part, the samples' part) of a frame, stored apart."""
+    fleet: dict[str, Any] = {}
+    samples: dict[str, Any] = {}
+    for key, value in frame.items():
+        if isinstance(value, dict) and SAMPLES in value:
+            rest = {k: v for k, v in value.items() if k != SAMPLES}
+            samples[key] = {SAMPLES: value[SAMPLES]}
+            if rest:
+                fleet[key] = rest
+        else:
+            fleet[key] = value
+    return fleet, samples
+
+
 _MISSING = object()
 # field indexes, zipped with a row's values
 _FIELDS = range(1 << 16)
@@ -324,8 +377,11 @@ class FrameState:
 
     def apply(self, t: float, kind: int, frame: Mapping[str, Any]) -> None:
         if kind == KEYFRAME:
+            sections = frame.get("k", {})
             self._state = {
-                name: _Section(list(keys), list(rows)) for name, (keys, rows) in frame["k"].items()
+                # keys given as another section's name: that section's keys
+                name: _Section(list(sections[keys][0] if isinstance(keys, str) else keys), rows)
+                for name, (keys, rows) in sections.items()
             }
             self._single_values = dict(frame.get("s", {}))
             self._schema = {k: tuple(v) for k, v in frame.get("schema", {}).items()}

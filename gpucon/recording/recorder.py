@@ -18,11 +18,14 @@ import time
 from pathlib import Path
 
 from gpucon.model.snapshot import Snapshot
-from gpucon.recording.frames import DELTA, KEYFRAME, FrameWriter
+from gpucon.recording.frames import DELTA, KEYFRAME, FrameWriter, split_samples
 from gpucon.recording.store import AlertSpan, RecordingError, RecordingStore, encode_frame
 
 # snapshots waiting for the writer; beyond this the oldest are dropped
 QUEUE_LIMIT = 64
+# zlib levels: a keyframe is large (compressed for speed), a delta small (for size)
+KEYFRAME_LEVEL = 3
+DELTA_LEVEL = 6
 _STOP = object()
 
 
@@ -35,7 +38,7 @@ class Recorder:
         *,
         fleet: str,
         refresh_s: float,
-        keyframe_s: float = 60.0,
+        keyframe_s: float = 15.0,
         max_bytes: int = 1 << 30,
         max_age_s: float = 7 * 86_400.0,
         audit_path: Path | None = None,
@@ -134,10 +137,13 @@ class Recorder:
         ]
         ended = [(k, t) for k in self._alerts if k not in now_on]
         self._alerts = {k: t for k in now_on}
+        fleet, samples = split_samples(frame)
+        level = KEYFRAME_LEVEL if key else DELTA_LEVEL
         self.store.append(
             t,
             KEYFRAME if key else DELTA,
-            encode_frame(frame),
+            encode_frame(fleet, level),
+            encode_frame(samples, level),
             started=started,
             ended=ended,
             audit=self._new_audit(t),

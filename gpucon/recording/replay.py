@@ -47,6 +47,7 @@ class ReplayFeed:
         *,
         start_at: float | None = None,
         paused: bool = False,
+        speed: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
@@ -66,7 +67,7 @@ class ReplayFeed:
         self._latest: Snapshot | None = None
         self._position: float | None = None
         self._paused = paused
-        self._speed = 1.0
+        self._speed = speed if speed > 0 else 1.0
         self._seek_s: float | None = None
         span = store.span()
         self._span = span
@@ -170,7 +171,9 @@ class ReplayFeed:
         elif kind == "seek":
             self._seek(value)
         elif kind == "seek_by" and position is not None:
-            self._seek(position + value)
+            # the frame nearest the time asked for (frames are about a refresh apart, and
+            # the last one at or before it would make ten +10 s seeks land short)
+            self._seek(position + value + 0.5 * self.refresh_s)
         elif kind == "alert":
             target = self.alert_start(position, int(value))
             if target is not None:

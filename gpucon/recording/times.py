@@ -54,7 +54,8 @@ def parse_time(text: str, span: tuple[float, float]) -> float:
         return value
     if ":" in text and "-" not in text:
         day = dt.datetime.fromtimestamp(span[0]).replace(hour=0, minute=0, second=0, microsecond=0)
-        at = day.timestamp() + _clock_seconds(text)
+        # a time of day is HH:MM or HH:MM:SS (an offset's two parts are minutes:seconds)
+        at = day.timestamp() + _clock_seconds(text if text.count(":") == 2 else text + ":00")
         if at < span[0] - 1 and at + 86_400 <= span[1] + 1:
             at += 86_400  # a recording across midnight: the time on its second day
         return at

@@ -64,3 +64,12 @@ def test_the_demo_with_record_subscribes_a_recorder(tmp_path: Path) -> None:
     assert store.meta()["fleet"] == "simulated seed=7 size=16"
     assert store.span() is not None
     store.close()
+
+
+def test_replay_keys_collide_with_the_app_s_not_with_the_actions() -> None:
+    from gpucon.config.keys import key_collisions
+
+    [problem] = key_collisions({"replay_speed": "q"})
+    assert "collides with quit" in problem
+    # no action key exists in a replay: drain may take a replay key's letter
+    assert key_collisions({"drain": "x"}) == []
