@@ -1,4 +1,6 @@
-"""``queue_stalled``: requests wait in a stream that no consumer of its group reads any more.
+"""What stops a stream from being served at all: nobody reads it, or nothing is registered.
+
+``queue_stalled``: requests wait in a stream that no consumer of its group reads any more.
 
 A queue that grows can mean the backends are too slow (``queue_growth`` says how fast) or that
 nothing takes the requests at all: the scheduler died, or lost its connection. Only the second
@@ -12,6 +14,12 @@ A live consumer that takes one long request at a time reads again when it is don
 thresholds sit above a long request's service time (a 14 s SDXL image) and do not fire on it.
 The rule says nothing while the queue's source is stale: its numbers are those of its last
 read (``stale_source`` speaks then).
+
+``no_backends``: the redis source reads the scheduler registry and it lists no backend while a
+consumer group serves a stream: nothing can take its requests. An unpersisted Redis that was
+restarted comes back empty (the lab's does), and the backends are still running: the message
+counts the inference servers Prometheus still reports, which tells that case apart from a
+fleet that was never registered.
 """
 
 from __future__ import annotations
@@ -70,4 +78,28 @@ def queue_stalled(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
             yield (RULE, stream, *found)
 
 
-RULES = (queue_stalled,)
+def no_backends(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
+    if i.backends or QUEUE_SOURCE not in i.sources or not _fresh(i, t):
+        return
+    served = [q for q in i.queues.values() if q.group is not None]
+    if not served:
+        return
+    waiting = sum(q.waiting or 0 for q in served)
+    streams = ", ".join(q.stream for q in served)
+    servers = len(i.latency)
+    hint = (
+        f"; Prometheus still reports {servers} inference server(s): unregistered, or Redis "
+        "restarted without its data?"
+        if servers
+        else ""
+    )
+    yield (
+        "no_backends",
+        "registry",
+        Severity.CRITICAL if waiting else Severity.WARNING,
+        f"the scheduler registry lists no backend: nothing serves {streams} "
+        f"({waiting} waiting){hint}",
+    )
+
+
+RULES = (queue_stalled, no_backends)

@@ -8,6 +8,7 @@ scheduler as child processes) and ``RedisQueueSource`` reading them.
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from gpucon.commands.cli import main
 from gpucon.model.alert_base import Severity
 from gpucon.model.fleet import QueueStats
 from gpucon.model.queue_stall import stalled
@@ -113,3 +115,26 @@ def test_a_group_without_consumers_is_critical_and_an_empty_queue_is_not(
     finally:
         src.close()
         client.close()
+
+
+def test_snapshot_names_an_empty_registry_and_an_unread_stream(
+    redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unpersisted Redis restarted under a running fleet: the group is back (the scheduler
+    made it), requests wait, and the registry lists nothing."""
+    client = redis.Redis.from_url(redis_url)
+    client.xgroup_create(STREAM, "g1", id="$", mkstream=True)
+    add(client, 4)
+    client.close()
+    config = tmp_path / "config.toml"
+    config.write_text(f'[fleets.lab.redis]\nurl = "{redis_url}"\nstreams = ["{STREAM}"]\n')
+    assert main(["snapshot", "--json", "--config", str(config)]) == 0
+    alerts = {a["rule"]: a for a in json.loads(capsys.readouterr().out)["alerts"]}
+    registry = alerts["no_backends"]
+    assert (registry["target"], registry["severity"]) == ("registry", "critical")
+    assert registry["message"] == (
+        "the scheduler registry lists no backend: nothing serves gen:queue (4 waiting)"
+    )
+    stall = alerts["queue_stalled"]
+    assert (stall["target"], stall["severity"]) == (STREAM, "critical")
+    assert stall["message"].startswith("group g1 has no consumer: 4 never delivered")

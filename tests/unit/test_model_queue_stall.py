@@ -6,7 +6,7 @@ time is that of its last read). The readings themselves: tests/integration/test_
 from __future__ import annotations
 
 from gpucon.model.alerts import Alert, AlertThresholds, Cause, Severity, derive_alerts
-from gpucon.model.fleet import Health, QueueStats, SourceStatus
+from gpucon.model.fleet import Backend, Health, LatencyStats, QueueStats, SourceStatus
 from gpucon.model.history import History
 from gpucon.model.queue_stall import STALL_CRIT_S, STALL_WARN_S
 from tests.unit.test_model_early_warning import inputs
@@ -63,3 +63,43 @@ def test_a_group_without_consumer_is_critical() -> None:
 def test_a_stale_queue_source_says_nothing_about_the_stall() -> None:
     stale_at = NOW - AlertThresholds().stale_after_s - 5
     assert stall_alerts(queue(STALL_CRIT_S + 30), redis_ok_at=stale_at) == []
+
+
+def registry_alerts(**parts: object) -> list[Alert]:
+    base: dict[str, object] = dict(
+        queues={"gen:queue": queue(1.0, lag=6)},
+        sources={"redis": SourceStatus("redis", Health.OK, None, NOW, 0.01)},
+    )
+    base.update(parts)
+    found = derive_alerts(inputs(NOW, History(capacity=8), **base), AlertThresholds())
+    return [a for a in found if a.rule == "no_backends"]
+
+
+def test_an_empty_registry_under_a_served_stream_is_named() -> None:
+    (alert,) = registry_alerts()
+    assert (alert.target, alert.severity, alert.cause) == (
+        "registry",
+        Severity.CRITICAL,
+        Cause.FAULT,
+    )
+    assert alert.message == (
+        "the scheduler registry lists no backend: nothing serves gen:queue (8 waiting)"
+    )
+    # the servers still run and report: say so (a Redis restarted empty, not a new fleet)
+    lat = {"127.0.0.1:52199": LatencyStats("127.0.0.1:52199", req_per_s=0.0)}
+    (alert,) = registry_alerts(latency=lat)
+    assert alert.message.endswith(
+        "; Prometheus still reports 1 inference server(s): unregistered, or Redis restarted "
+        "without its data?"
+    )
+    empty = QueueStats("gen:queue", group="g1", lag=0, pending=0)
+    (calm,) = registry_alerts(queues={"gen:queue": empty})
+    assert calm.severity is Severity.WARNING  # nothing waits yet
+
+
+def test_no_registry_alert_with_backends_without_redis_or_while_redis_is_stale() -> None:
+    assert registry_alerts(backends={"b0": Backend("b0")}) == []
+    assert registry_alerts(sources={"sim": SourceStatus("sim", Health.OK, None, NOW, 0.01)}) == []
+    stale = SourceStatus("redis", Health.DOWN, "refused", NOW - 60, 0.01)
+    assert registry_alerts(sources={"redis": stale}) == []
+    assert registry_alerts(queues={"gen:queue": QueueStats("gen:queue", length=3)}) == []
