@@ -11,7 +11,8 @@ reports the smallest (``QueueStats.consumer_idle_s``). Entries that were never d
 ``STALL_WARN_S``, CRIT after ``STALL_CRIT_S``; a group with no consumer at all is CRIT.
 
 A live consumer that takes one long request at a time reads again when it is done, so the
-thresholds sit above a long request's service time (a 14 s SDXL image) and do not fire on it.
+thresholds sit above a long request's service time (a 14 s SDXL image) and do not fire on it;
+one whose requests hang holds them unacknowledged, and the message then says it may be stuck.
 The rule says nothing while the queue's source is stale: its numbers are those of its last
 read (``stale_source`` speaks then).
 
@@ -65,8 +66,16 @@ def stalled(
     return (
         Severity.CRITICAL if idle >= crit_s else Severity.WARNING,
         f"no consumer of group {q.group} has read for {fmt_duration(idle)}{count}: "
-        f"{waiting}; is the scheduler running?",
+        f"{waiting}; {_why(q)}",
     )
+
+
+def _why(q: QueueStats) -> str:
+    """A consumer that holds requests may be stuck on them (a scheduler reads no more while
+    its concurrency is used up): say so rather than only asking whether it runs."""
+    if q.pending:
+        return f"it holds {q.pending} unacknowledged: the scheduler died, or is stuck on them"
+    return "is the scheduler running?"
 
 
 def queue_stalled(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:

@@ -5,6 +5,8 @@ time is that of its last read). The readings themselves: tests/integration/test_
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpucon.model.alerts import Alert, AlertThresholds, Cause, Severity, derive_alerts
 from gpucon.model.fleet import Backend, Health, LatencyStats, QueueStats, SourceStatus
 from gpucon.model.history import History
@@ -41,8 +43,11 @@ def test_idle_consumers_warn_then_crit_and_the_alert_is_a_cause() -> None:
     assert warn.cause is Cause.FAULT
     assert warn.message == (
         "no consumer of group g1 has read for 25 s (1 consumer(s)): 40 never delivered, "
-        "oldest 25 s; is the scheduler running?"
+        "oldest 25 s; it holds 2 unacknowledged: the scheduler died, or is stuck on them"
     )
+    idle = replace(queue(STALL_WARN_S + 5), pending=0)  # nothing held: it is not stuck
+    (alert,) = stall_alerts(idle)
+    assert alert.message.endswith("oldest 25 s; is the scheduler running?")
     (crit,) = stall_alerts(queue(STALL_CRIT_S + 30))
     assert crit.severity is Severity.CRITICAL
     assert "has read for 1.5 min" in crit.message
