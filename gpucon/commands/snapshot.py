@@ -175,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
         json.dump(document, sys.stdout, indent=1, sort_keys=False)
         sys.stdout.write("\n")
     else:
-        print(redact("\n".join(snapshot_text(snapshot, fleet))))
+        text = snapshot_text(snapshot, fleet, config.alerts.default_slo_p95_ms)
+        print(redact("\n".join(text)))
     from gpucon.model.fleet import Health
 
     statuses = [s for name, s in snapshot.sources.items() if name not in checkers]

@@ -143,9 +143,11 @@ def _tail(value: object, width: int = LAST_COLUMN) -> str:
     return fit(clean(value), width)
 
 
-def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
+def snapshot_text(snapshot: Snapshot, fleet: str, default_slo_ms: float | None = None) -> list[str]:
     """A short text view: sources, slots with their backends, backends (with or without a
-    known slot), queues, alerts. Every column holds its width whatever the fleet names hold."""
+    known slot), queues, alerts. Every column holds its width whatever the fleet names hold.
+    A backend whose model has no SLO of its own is held to ``default_slo_ms`` (``[alerts]
+    default_slo_p95_ms``), as in the console and the alert rules."""
     from gpucon.model.ids import escaped_name  # a name the verbs accept, control codes shown
 
     lines = [f"fleet {_tail(fleet, 40)} · {len(snapshot.slots)} slots · seq {snapshot.seq}"]
@@ -176,7 +178,7 @@ def snapshot_text(snapshot: Snapshot, fleet: str) -> list[str]:
         for name in sorted(snapshot.backends):
             b = snapshot.backends[name]
             lat = snapshot.latency.get(name)
-            slo = snapshot.slo_p95_ms.get(name)
+            slo = snapshot.slo_p95_ms.get(name, default_slo_ms)
             p95 = _num(lat.p95_ms if lat else None) + ("" if slo is None else f"/{_num(slo)}")
             lines.append(
                 f"{_col(escaped_name(name), 24)} {_col(b.slot_id or '', 24)} "

@@ -119,6 +119,8 @@ RULE_CAUSE: dict[str, Cause] = {
     "xid": Cause.FAULT,
     "mig_config": Cause.FAULT,
     "stale_source": Cause.FAULT,
+    "queue_stalled": Cause.FAULT,
+    "no_backends": Cause.FAULT,
     "low_memory": Cause.RESOURCE,
     "memory_trend": Cause.RESOURCE,
     "noisy_neighbour": Cause.RESOURCE,

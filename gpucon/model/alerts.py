@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from gpucon.model import early_warning, noisy_neighbour
+from gpucon.model import early_warning, noisy_neighbour, queue_stall
 from gpucon.model.alert_base import (
     Alert,
     AlertInputs,
@@ -287,6 +287,7 @@ RULES = (
     _mig_config,
     *early_warning.RULES,
     *noisy_neighbour.RULES,
+    *queue_stall.RULES,
 )
 
 

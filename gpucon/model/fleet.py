@@ -175,6 +175,9 @@ class QueueStats:
     oldest_age_s: float | None = None
     last_delivered_id: str | None = None
     consumers: int | None = None
+    # seconds since the group's most recently active consumer last read (XINFO CONSUMERS
+    # ``idle``, the smallest); None when not read. A consumer that died stops resetting it.
+    consumer_idle_s: float | None = None
 
     @property
     def waiting(self) -> int | None:

@@ -1,7 +1,8 @@
 """RedisQueueSource: the request queues (Redis Streams) and the scheduler registry, read-only.
 
 One pipelined round trip per tick, whatever the number of streams and backends: ``TIME``;
-per stream ``XLEN``, ``XINFO GROUPS``, ``XPENDING`` (summary) and a read-only script that
+per stream ``XLEN``, ``XINFO GROUPS``, ``XINFO CONSUMERS`` (how long since a consumer last
+read: a dead scheduler stops reading), ``XPENDING`` (summary) and a read-only script that
 finds the oldest entry not yet delivered to the group; and the registry's tick commands
 (``gpucon.registry.read``: the version and the two shared live hashes). Backend hashes are
 fetched, pipelined without MULTI, only when the registry version moved: one more round trip
@@ -25,6 +26,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from gpucon.model.fleet import Backend, Health, QueueStats
@@ -33,6 +35,9 @@ from gpucon.registry.read import DEFAULT_FULL_REFRESH_S, RegistryReader
 from gpucon.sources.base import describe_error
 from gpucon.sources.connect import RedisAuth, redis_client
 from gpucon.sources.problems import Problems
+
+# replies per stream in the tick's pipeline: XLEN, XINFO GROUPS, XINFO CONSUMERS, XPENDING, script
+PER_STREAM = 5
 
 # KEYS[1] stream; ARGV[1] group. The id of the oldest entry not yet delivered to the group,
 # or nil (no such group, or nothing waiting).
@@ -149,6 +154,7 @@ class RedisQueueSource:
         for stream in self.streams:
             pipe.xlen(stream)
             pipe.xinfo_groups(stream)
+            pipe.xinfo_consumers(stream, self.group)
             pipe.xpending(stream, self.group)
             pipe.eval_ro(OLDEST_UNDELIVERED_LUA, 1, stream, self.group)
         self._registry.queue_tick(pipe)
@@ -163,17 +169,20 @@ class RedisQueueSource:
         server_now_ms = secs * 1000.0 + usecs / 1000.0
         queues = []
         for i, stream in enumerate(self.streams):
-            xlen, groups, pending, undelivered = replies[1 + 4 * i : 5 + 4 * i]
-            queues.append(
-                self._queue(stream, xlen, groups, pending, undelivered, server_now_ms, problems)
-            )
+            xlen, groups, consumers, pending, undelivered = replies[
+                1 + PER_STREAM * i : 1 + PER_STREAM * (i + 1)
+            ]
+            queue = self._queue(stream, xlen, groups, pending, undelivered, server_now_ms, problems)
+            if queue.group is not None:
+                queue = replace(queue, consumer_idle_s=_least_idle_s(consumers))
+            queues.append(queue)
         return queues
 
     def _backends(
         self, client: Any, replies: list[Any], problems: Problems
     ) -> tuple[list[Backend], int]:
         """The registry's backends and the round trips this read took in all."""
-        tick = replies[1 + 4 * len(self.streams) :]
+        tick = replies[1 + PER_STREAM * len(self.streams) :]
         refused = next((r for r in tick if isinstance(r, Exception)), None)
         if refused is not None:  # a wrong type or an ACL refusal: the queues still count
             problems.add(f"registry: {describe_error(refused)}")
@@ -241,6 +250,15 @@ class RedisQueueSource:
 
     def close(self) -> None:
         self._reset()
+
+
+def _least_idle_s(consumers: object) -> float | None:
+    """Seconds since the group's most recently active consumer read; None when unknown."""
+    if not isinstance(consumers, list):  # refused or not read
+        return None
+    idle = [c.get("idle") for c in consumers if isinstance(c, Mapping)]
+    known = [ms for ms in idle if isinstance(ms, int) and not isinstance(ms, bool)]
+    return min(known) / 1000.0 if known else None
 
 
 def _int_or_none(value: object) -> int | None:

@@ -43,10 +43,18 @@ class TextPanel(Static):
         return f"bold {value}" if value else "bold"
 
 
+# the status bar lists the sources worst first: a narrow terminal cuts the healthy ones
+_WORST_FIRST = {Health.DOWN: 0, Health.DEGRADED: 1, Health.OK: 2}
+
+
 def source_badges(snapshot: Snapshot, styles: dict[Health, str]) -> Text:
-    """Each source with its health and the age of its last good read."""
+    """Each source with its health and the age of its last good read, a DOWN or STALE one
+    first (then by name): at 80 columns the bar is cut, and never the source that broke."""
     text = Text()
-    for name, status in sorted(snapshot.sources.items()):
+    ordered = sorted(
+        snapshot.sources.items(), key=lambda item: (_WORST_FIRST[item[1].health], item[0])
+    )
+    for name, status in ordered:
         age = status.age_s(snapshot.taken_at)
         label = f" {fit(clean(name), 16)} "
         text.append(label, style="bold")

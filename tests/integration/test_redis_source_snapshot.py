@@ -67,3 +67,21 @@ def test_snapshot_config_error_exits_2(tmp_path: Path, capsys: pytest.CaptureFix
     path.write_text('[fleets.lab.redis]\nurl = "http://nope"\n')
     assert main(["snapshot", "--config", str(path)]) == 2
     assert "fleets.lab.redis.url" in capsys.readouterr().err
+
+
+def test_snapshot_text_holds_a_backend_without_a_model_slo_to_the_default(
+    redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The P95/SLO column says the SLO the console and the alerts use: ``[alerts]
+    default_slo_p95_ms`` when the model has none, and a p95 no source reports is n/a."""
+    r = redis.Redis.from_url(redis_url)
+    r.xgroup_create("gen:queue", "g1", id="$", mkstream=True)
+    r.sadd(keys.BACKENDS, "b1")
+    r.hset(keys.backend_key("b1"), mapping={"slot": "h/gpu0", "state": "active", "weight": "1",
+                                         "url": "http://h:8000", "model": "bert"})  # fmt: skip
+    r.close()
+    path = config_file(tmp_path, redis_url)
+    path.write_text(path.read_text() + "\n[alerts]\ndefault_slo_p95_ms = 1800\n")
+    assert main(["snapshot", "--config", str(path)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("b1 "))
+    assert row.split()[:6] == ["b1", "h/gpu0", "active", "1", "n/a", "n/a/1800"]

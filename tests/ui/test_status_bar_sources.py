@@ -1,0 +1,53 @@
+"""The status bar at 80 columns names the source that broke: a real redis-server killed under
+the console is listed DOWN before the healthy sources, which the narrow bar may cut instead."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import redis
+
+from gpucon.app import GpuconApp
+from gpucon.hub import Hub
+from gpucon.model.fleet import Health
+from gpucon.sources.redisq import RedisQueueSource
+from gpucon.widgets.panels import StatusBar
+from tests.helpers.servers import RedisProcess
+from tests.ui.fleet_fixture import HandSource
+
+
+async def test_a_killed_redis_is_shown_down_first_at_80_columns(tmp_path: Path) -> None:
+    server = RedisProcess(tmp_path)
+    server.start()
+    seed = redis.Redis.from_url(server.url)
+    seed.xgroup_create("gen:queue", "g1", id="$", mkstream=True)
+    seed.close()
+    # redis sorts after "hand", "prometheus" and "readiness": by name alone it would be cut
+    redis_source = RedisQueueSource(
+        server.url, streams=("gen:queue",), timeout_s=1.0, client_name="gpucon-test"
+    )
+    hub = Hub(
+        [HandSource(), HandSource(name="prometheus"), HandSource(name="readiness"), redis_source],
+        refresh_s=1.0,
+    )
+    try:
+        for _ in range(2):
+            hub.poll_once()
+            hub.tick()
+        assert hub.latest is not None and hub.latest.sources["redis"].health is Health.OK
+        server.kill()
+        hub.poll_once()
+        down = hub.tick()
+        assert down.sources["redis"].health is Health.DOWN
+
+        app = GpuconApp(hub, autostart=False, mode="live", read_only=True)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            bar = app.screen.query_one(StatusBar)
+            line = bar.render_line(0).text
+            assert len(line) == 80
+            assert "redis  DOWN " in line  # on screen, with the age of its last good read
+            assert line.index("redis") < line.index("hand")  # the healthy ones come after
+    finally:
+        redis_source.close()
+        server.kill()
