@@ -98,7 +98,8 @@ COLUMNS: tuple[Column, ...] = (
         "state",
         "STATE",
         9,
-        "registry state; NOT READY: its readiness signals say so; active?: none vouches",
+        "registry state; NOT READY: its readiness signals say so; drained ✗: drained and "
+        "not ready; active?: none vouches",
         priority=8,
     ),
     Column("inflight", "INFL", 6, "requests in flight", right=True, priority=5),
