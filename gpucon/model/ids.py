@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 VM_PREFIX = "vm:"
@@ -61,6 +62,24 @@ def parse_slot_id(slot_id: str) -> ParsedSlotId:
     raise ValueError(
         f"slot id {slot_id!r}: expected host/gpuN, host/gpuN/giM, vm:NAME or vm:NAME/N"
     )
+
+
+def host_of(slot_id: str) -> str | None:
+    """The host a ``host/gpuN`` or ``host/gpuN/giM`` id names; None for a VM id (its host is
+    the hypervisor's, which the id does not say) or an id that does not parse."""
+    try:
+        parsed = parse_slot_id(slot_id)
+    except ValueError:
+        return None
+    return parsed.host or None
+
+
+def known_slot_count(slots: Mapping[str, object], backend_slot_ids: Iterable[str | None]) -> int:
+    """How many slots any source names: those described (``slots``) and those only a
+    backend's ``slot_id`` names (the registry's, with no GPU source describing them), as the
+    fleet table has a row for each."""
+    extra = {sid for sid in backend_slot_ids if sid and sid not in slots}
+    return len(slots) + len(extra)
 
 
 def escaped_name(name: str) -> str:

@@ -36,13 +36,15 @@ COLUMN_HELP: tuple[tuple[str, str], ...] = (
     (
         "STATE",
         "registry state: active, draining, drained, down. NOT READY: it should take work and "
-        "its readiness signals say it cannot; active?: no signal vouches for it",
+        "its readiness signals say it cannot (a fresh check wins over a stale registry); "
+        "drained ✗: drained and not ready either (fix it before undraining); "
+        "active?: no signal vouches for it",
     ),
     ("INFL", "requests in flight on the backend now (kept by the scheduler)"),
     (
         "P95/SLO ms",
         "95th-percentile latency over its SLO, in ms; ! = over the SLO, ~ = within 20 % of it; "
-        "n/a ·SLO 14s = no latency reported yet (SLO 14 s); — = drained or down, no p95 now. "
+        "n/a /14s = no latency reported yet (SLO 14 s); — = drained or down, no p95 now. "
         "Sorts by p95 / SLO",
     ),
     ("REQ/S", "requests per second, a rate over {window}"),

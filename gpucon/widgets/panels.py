@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from gpucon.model.alerts import Alert, Severity
 from gpucon.model.fleet import Health
+from gpucon.model.ids import known_slot_count
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
 from gpucon.widgets.safe_text import clean, fit, safe
@@ -89,6 +90,8 @@ class StatusBar(TextPanel):
         self.snapshot: Snapshot | None = None
         # "page 2/5" on a NOC wall: which page of how many is up
         self.page_label = ""
+        # (slots, backends, how many slots they name) of the last count
+        self._slots_counted: tuple[object, object, int] | None = None
 
     def set_page_label(self, label: str) -> None:
         if label != self.page_label:
@@ -103,6 +106,17 @@ class StatusBar(TextPanel):
     def show_snapshot(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.redraw()
+
+    def _slot_count(self, snap: Snapshot) -> int:
+        """Slots any source names, as the table shows them: counted again only when the
+        slots or backends mapping changed (the clock redraws every second)."""
+        key = (snap.slots, snap.backends)
+        cached = self._slots_counted
+        if cached is not None and cached[0] is key[0] and cached[1] is key[1]:
+            return cached[2]
+        count = known_slot_count(snap.slots, (b.slot_id for b in snap.backends.values()))
+        self._slots_counted = (snap.slots, snap.backends, count)
+        return count
 
     def redraw(self) -> None:
         # most important first, so a narrow terminal cuts only the fleet counts
@@ -140,7 +154,8 @@ class StatusBar(TextPanel):
                 text.append(" · ")
                 text.append(safe(self.fleet_name, 20))
             text.append(
-                f"  {len(snap.gpus)} GPUs {len(snap.slots)} slots {len(snap.backends)} backends",
+                f"  {len(snap.gpus)} GPUs {self._slot_count(snap)} slots "
+                f"{len(snap.backends)} backends",
                 style="dim",
             )
         self.show_text(text)

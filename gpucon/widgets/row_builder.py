@@ -23,11 +23,12 @@ from gpucon.widgets.lazy_rows import RowNames, Rows, same_keys
 from gpucon.widgets.safe_text import clean
 from gpucon.widgets.slot_rows import (
     NO_BACKEND,
-    NO_SLOT,
     RowKey,
     RowValues,
     backend_part,
+    id_slot_names,
     make_row,
+    no_slot_part,
     slot_part,
 )
 from gpucon.widgets.stale_marks import StaleMarks, stale_marks
@@ -96,7 +97,7 @@ class RowBuilder:
     def names(self, snapshot: Snapshot, key: RowKey) -> RowNames:
         sid, name = key
         hit = self._slot_names.get(sid)
-        slot_names = hit[2] if hit is not None else ("", "", clean(sid), "")
+        slot_names = hit[2] if hit is not None else (*id_slot_names(sid), "")
         model = self._models.get(name) if name else None
         cached = self._names.get(key)
         if cached is not None and cached[0] is slot_names and cached[1] is model:
@@ -163,9 +164,8 @@ class RowBuilder:
             return self._row(key, self._slot_part(slot), NO_BACKEND, stale)
         b = snapshot.backends[name]
         if slot is None:  # a backend on a slot no source knows
-            no_slot = (*NO_SLOT[:2], clean(sid), *NO_SLOT[3:])
             self.rows_built += 1
-            return make_row(clean(sid), no_slot, self._backend_part(b, snapshot), stale)
+            return make_row(clean(sid), no_slot_part(sid), self._backend_part(b, snapshot), stale)
         lat = snapshot.latency.get(name)
         p95 = None if lat is None else lat.p95_ms
         rps = None if lat is None else lat.req_per_s

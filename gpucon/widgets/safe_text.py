@@ -63,6 +63,21 @@ def fit(text: str, width: int) -> str:
     return cut + ELLIPSIS
 
 
+def fit_end(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` cells keeping its end, starting with "…" when cut:
+    ids that share a prefix (``lab/gpu0/gi1``, ``lab/gpu0/gi2``) differ at the end."""
+    if width <= 0:
+        return ""
+    if len(text) <= width and (text.isascii() or cell_len(text) <= width):
+        return text
+    if cell_len(text) <= width:
+        return text
+    tail = text[len(text) - (width - 1) :] if text.isascii() else text
+    while cell_len(tail) > width - 1:
+        tail = tail[1:]
+    return ELLIPSIS + tail
+
+
 def pad(text: str, width: int, right: bool = False) -> str:
     """``text`` fitted and padded to exactly ``width`` cells (right-aligned if asked)."""
     text = fit(text, width)

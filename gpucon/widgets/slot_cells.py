@@ -9,12 +9,14 @@ failed) is drawn in the "stale" style with its age beside it (``1840·45s``), ne
 of a current value: no bar, no SLO colour. A rate from a stale source is not a rate now, so
 REQ/S shows ``n/a·45s``. Cells too narrow for the age (WT, STATE) are only dimmed; the row's
 INFL cell carries the registry's age. A drained or down backend's P95/SLO is ``—`` (dim):
-whatever p95 is still reported is from before it stopped taking requests.
+whatever p95 is still reported is from before it stopped taking requests. A fresh "not ready"
+wins over a stale registry state; a drained backend that is not ready shows ``drained ✗``.
 """
 
 from __future__ import annotations
 
 from gpucon.widgets import fmt
+from gpucon.widgets.safe_text import fit_end
 from gpucon.widgets.slot_rows import HOT_PCT, LOW_FREE_MIB, RowValues
 
 Cell = tuple[str, str]  # (text, style name)
@@ -58,14 +60,24 @@ NO_LATENCY_NOW = frozenset({"drained", "down"})
 ABSENT = "—"
 
 
+DEAD_MARK = "✗"  # a drained backend that is not ready either: a glyph, not colour alone
+
+
 def _state(row: RowValues) -> Cell:
-    """The registry state, unless the backend should take work and nothing says it can."""
+    """The registry state, unless the backend should take work and nothing says it can.
+
+    ``row.ready`` is the liveness verdict, drawn only from fresh signals: a fresh "not ready"
+    wins over a stale registry state (Redis down, its last ``active`` kept), whose staleness
+    the WT and INFL cells still show."""
     if not row.state:
         return ("", "")
-    if row.stale and row.stale_age("state") is not None:
-        return (row.state, STALE)
     if row.state in _TAKES_WORK and row.ready is False:
         return ("NOT READY", "breach")
+    if row.state == "drained" and row.ready is False:
+        # taken out on purpose, and dead as well: not the same as a healthy drained one
+        return (f"drained {DEAD_MARK}", STALE if row.stale_age("state") else "warn")
+    if row.stale and row.stale_age("state") is not None:
+        return (row.state, STALE)
     if row.state == "active" and row.ready is None:
         return ("active?", "warn")
     return (row.state, _STATE_STYLE.get(row.state, ""))
@@ -79,7 +91,7 @@ def _p95(row: RowValues, width: int) -> Cell:
         # before it was drained or went down, and no measure of what users get now
         return (ABSENT, "dim")
     if row.p95 is None:
-        return (f"{fmt.NA} ·SLO {slo_text(row.slo)}", "na")
+        return (no_p95_text(row.slo), "na")
     if row.stale and (age := row.stale_age("p95")) is not None:
         return _aged(fmt.ms(row.p95), age, width)  # the last p95 seen, not one against the SLO
     text = f"{fmt.ms(row.p95)}/{fmt.ms(row.slo)}"
@@ -91,6 +103,12 @@ def _p95(row: RowValues, width: int) -> Cell:
     if row.slo is not None and row.p95 > 0.8 * row.slo:
         return ("~" + text, "warn")
     return (text, "")
+
+
+def no_p95_text(slo: float | None) -> str:
+    """The P95/SLO cell with no p95 reported yet: ``n/a /2.5s``, at most 10 cells, so it fits
+    the P95/SLO column (12) whole."""
+    return f"{fmt.NA} /{slo_text(slo)}"
 
 
 def slo_text(slo: float | None) -> str:
@@ -146,12 +164,13 @@ def cell(key: str, row: RowValues, width: int, spark: str) -> Cell:
     if key == "gpu":
         return (row.gpu, "dim")
     if key == "slot":
-        return (row.slot, "")
+        return (fit_end(row.slot, width), "")
     if key == "gpu_slot":  # SLOT while the GPU column is dropped: "0/gi1", "0/whole"
         index = row.gpu.split(" ", 1)[0]
         if index and (row.slot.startswith("gi") or row.slot == "whole"):
-            return (f"{index}/{row.slot}", "")
-        return (row.slot, "")
+            return (fit_end(f"{index}/{row.slot}", width), "")
+        # a slot id cut short keeps its end: "…gpu0/gi1" tells rows apart, "lab/gpu0/…" not
+        return (fit_end(row.slot, width), "")
     if key == "profile":
         return (row.profile or fmt.NA, "" if row.profile else "na")
     if key == "activity":

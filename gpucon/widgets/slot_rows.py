@@ -14,6 +14,7 @@ from typing import NamedTuple, Protocol
 from rich.cells import cell_len
 
 from gpucon.model.fleet import Backend, LatencyStats, Slot, SlotKind
+from gpucon.model.ids import parse_slot_id
 from gpucon.widgets.safe_text import clean
 from gpucon.widgets.stale_marks import StaleMarks
 
@@ -98,7 +99,8 @@ COLUMNS: tuple[Column, ...] = (
         "state",
         "STATE",
         9,
-        "registry state; NOT READY: its readiness signals say so; active?: none vouches",
+        "registry state; NOT READY: its readiness signals say so; drained ✗: drained and "
+        "not ready; active?: none vouches",
         priority=8,
     ),
     Column("inflight", "INFL", 6, "requests in flight", right=True, priority=5),
@@ -184,6 +186,27 @@ def _gpu_label(slot: Slot) -> str:
 
 
 NO_SLOT: tuple[object, ...] = ("", "", "", "", None, "", None, None)
+
+
+def id_slot_names(slot_id: str) -> tuple[str, str, str]:
+    """(host, GPU, SLOT) of a slot no source describes, read from its id when it parses
+    (``lab/gpu0/gi1``: ``lab``, ``0``, ``gi1``), as a described slot's row would show them;
+    else no host or GPU and the id itself as SLOT."""
+    try:
+        parsed = parse_slot_id(slot_id)
+    except ValueError:
+        return ("", "", clean(slot_id))
+    if parsed.host is None or parsed.gpu_index is None:
+        return ("", "", clean(slot_id))  # a VM: its id names no host
+    label = "whole" if parsed.gi_id is None else f"gi{parsed.gi_id}"
+    return (clean(parsed.host), str(parsed.gpu_index), label)
+
+
+def no_slot_part(slot_id: str) -> tuple[object, ...]:
+    """The slot columns of a backend whose slot no source describes (names from its id)."""
+    return (*id_slot_names(slot_id), *NO_SLOT[3:])
+
+
 NO_BACKEND: tuple[object, ...] = ("", "", None, "", None, None, None, None, None)
 
 

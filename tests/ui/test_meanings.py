@@ -49,7 +49,11 @@ def test_cells_say_in_glyphs_what_colour_says() -> None:
     text, _ = cell("mem", first, 11, "")
     assert not text.endswith("G")  # the header names the unit (MEM GiB)
     row = first._replace(p95=None, slo=14000.0, backend="b")
-    assert cell("p95", row, 12, "") == ("n/a ·SLO 14s", "na")
+    assert cell("p95", row, 12, "") == ("n/a /14s", "na")
+    # the no-data form fits the column whole, whatever the SLO (never cut to "n/a ·SLO 2.…")
+    for slo in (2500.0, 800.0, 999.0, 14000.0, 120000.0, 9500.0):
+        text, _ = cell("p95", row._replace(slo=slo), p95.width, "")
+        assert len(text) <= p95.width and "…" not in text, text
     hot, style = cell("activity", first._replace(activity=99.0), 10, "")
     assert style == "hot" and "!" in hot
 

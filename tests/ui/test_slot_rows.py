@@ -163,8 +163,9 @@ def test_a_backend_that_is_not_ready_does_not_look_active() -> None:
     assert cell("rps", alive, 7, "") == ("4.0", "")
     # nothing vouches for it: not active-looking either
     assert cell("state", alive._replace(ready=None), 9, "") == ("active?", "warn")
-    # taken out on purpose: its registry state is what matters
-    assert cell("state", dead._replace(state="drained"), 9, "") == ("drained", "dim")
+    # taken out on purpose, and dead too: marked with a glyph, not colour alone
+    assert cell("state", dead._replace(state="drained"), 9, "") == ("drained ✗", "warn")
+    assert cell("state", alive._replace(state="drained"), 9, "") == ("drained", "dim")
     assert cell("state", dead._replace(state="draining"), 9, "")[0] == "NOT READY"
 
 
@@ -181,3 +182,28 @@ def test_a_drained_or_down_backend_shows_no_p95_as_current() -> None:
         assert SORT_VALUE["p95"](out) is None
     # a draining backend still finishes requests: its p95 is still a measure of them
     assert cell("p95", row._replace(state="draining"), 12, "")[0].endswith("/2500")
+
+
+def test_a_fresh_not_ready_wins_over_a_stale_registry_state() -> None:
+    rows = snapshot_rows()
+    dead = rows[("vm:vm-gpu-a-2", "sd-vm-gpu-a-2-b")]  # its /v2/health/ready answers 503
+    # Redis is down: the registry's last state, weight and in-flight are stale; the readiness
+    # verdict (drawn from fresh signals only) still says not ready
+    stale = dead._replace(stale=(("weight", "45s"), ("state", "45s"), ("inflight", "45s")))
+    assert cell("state", stale, 9, "") == ("NOT READY", "breach")
+    assert cell("weight", stale, 4, "")[1] == "stale"  # the registry part keeps its mark
+    assert cell("inflight", stale, 6, "")[1] == "stale"
+    # a drained one that is dead: still marked, in the stale style
+    assert cell("state", stale._replace(state="drained"), 9, "") == ("drained ✗", "stale")
+    # nothing fresh says otherwise: the stale registry state, dimmed
+    assert cell("state", stale._replace(ready=None), 9, "") == ("active", "stale")
+
+
+def test_a_slot_id_cut_short_keeps_its_end() -> None:
+    rows = snapshot_rows()
+    row = next(iter(rows.values()))._replace(slot="lab/gpu0/gi1", gpu="")
+    for key in ("slot", "gpu_slot"):
+        assert cell(key, row, 9, "")[0] == "…gpu0/gi1"  # not "lab/gpu0…": rows differ here
+        assert cell(key, row._replace(slot="lab/gpu0/gi2"), 9, "")[0] == "…gpu0/gi2"
+    assert cell("gpu_slot", row, 12, "")[0] == "lab/gpu0/gi1"  # room enough: whole
+    assert cell("gpu_slot", row._replace(gpu="0 A100", slot="gi1"), 8, "")[0] == "0/gi1"
