@@ -148,9 +148,13 @@ def snapshot_text(snapshot: Snapshot, fleet: str, default_slo_ms: float | None =
     known slot), queues, alerts. Every column holds its width whatever the fleet names hold.
     A backend whose model has no SLO of its own is held to ``default_slo_ms`` (``[alerts]
     default_slo_p95_ms``), as in the console and the alert rules."""
-    from gpucon.model.ids import escaped_name  # a name the verbs accept, control codes shown
+    from gpucon.model.ids import (
+        escaped_name,  # a name the verbs accept, control codes shown
+        known_slot_count,  # as the console's header counts them
+    )
 
-    lines = [f"fleet {_tail(fleet, 40)} · {len(snapshot.slots)} slots · seq {snapshot.seq}"]
+    known = known_slot_count(snapshot.slots, (b.slot_id for b in snapshot.backends.values()))
+    lines = [f"fleet {_tail(fleet, 40)} · {known} slots · seq {snapshot.seq}"]
     for name in sorted(snapshot.sources):
         s = snapshot.sources[name]
         error = f"  {_tail(s.error)}" if s.error else ""
