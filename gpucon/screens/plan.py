@@ -98,6 +98,8 @@ class PlanScreen(ModalScreen[bool]):
         border: thick $accent; background: $surface; padding: 0 1;
     }
     PlanScreen #plan-scroll { height: auto; max-height: 70vh; }
+    /* the params form and a tier 3 name box take rows too: the buttons must stay on screen */
+    PlanScreen.-editable #plan-scroll { max-height: 55vh; }
     PlanScreen #plan-body { height: auto; }
     PlanScreen #dry-run { color: $warning; text-style: bold; height: auto; }
     PlanScreen #confirm-name { margin: 1 0 0 0; }
@@ -127,6 +129,7 @@ class PlanScreen(ModalScreen[bool]):
         self.plan = plan
         self.editable = tuple(editable) if replan is not None else ()
         self.replan = replan
+        self.set_class(bool(self.editable), "-editable")
 
     def compose(self) -> ComposeResult:
         plan = self.plan
