@@ -290,7 +290,10 @@ def apply(plan: Plan, controls: Controls, progress: Progress) -> Outcome:
         progress(ProgressEvent("probe", StepStatus.FAILED, text))
         return Outcome(plan.action, plan.target, OutcomeStatus.FAILED, text, plan.digest)
     report = result.to_dict()
-    progress(ProgressEvent("probe", StepStatus.DONE, f"sent {result.sent} requests"))
+    sent = f"sent {result.sent} requests" + (
+        f" of {bounds.count}: {result.stopped_early}" if result.stopped_early else ""
+    )
+    progress(ProgressEvent("probe", StepStatus.DONE, sent))
     judged = verdict(
         report, slo_p95_ms=p.get("slo_p95_ms"), service_s=p.get("service_s"), timeout_s=p["timeout"]
     )
