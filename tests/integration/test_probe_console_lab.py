@@ -133,7 +133,7 @@ async def test_probe_of_a_killed_lab_backend_warns_and_stops_early(
                 screen = app.screen
                 assert isinstance(screen, PlanScreen)
                 warned = {p.name: p.text for p in screen.plan.warnings}
-                assert "NOT serving" in warned["backend"], screen.plan.preconditions
+                assert "is active but NOT READY (" in warned["backend"], screen.plan.preconditions
                 assert "a direct probe reaches it" not in warned["backend"]
                 assert screen.plan.params["count"] > STOP_AFTER_CONNECT_ERRORS
                 await pilot.pause(0.3)
