@@ -59,7 +59,7 @@ class ParamsForm(Vertical):
                     yield Label(Text(f"{name} ({unit})" if unit else name))
                     yield Input(self.initial[name], id=f"param-{name}", compact=True)
         yield Static(
-            Text("Tab to a field and edit it; Enter shows the plan again, Apply uses these values"),
+            Text("Tab to a field; Enter shows the plan again; Apply uses these values"),
             id="param-hint",
         )
         yield Static(Text(""), id="param-error")
