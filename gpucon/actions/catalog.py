@@ -25,6 +25,11 @@ RecheckFn = Callable[[Plan, Controls], list[str]]
 # the params an operator may change in the console's plan before applying it, by action
 EDITABLE: dict[str, tuple[str, ...]] = {
     "probe": ("count", "rate", "concurrency", "duration", "timeout"),
+    # the reason recorded in the registry and the audit trail (blank: the plan's default)
+    "drain": ("reason",),
+    "undrain": ("reason",),
+    "mps-restart": ("reason",),
+    "reslice": ("reason",),
 }
 
 # name -> (tier, title)

@@ -127,7 +127,9 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
         undo = f"gpucon undrain {node} --node (uncordons it, restores each backend's weight)"
     else:
         undo = "; ".join(f"gpucon undrain {n}" for n in names) or "nothing to undo"
-        undo += " (restores the weight each had)"
+        undo += (
+            " (restores the weight it had)" if len(names) == 1 else " (restores each one's weight)"
+        )
     return Plan(
         action="drain",
         target=target,

@@ -216,6 +216,14 @@ def _execute(
         release_locks(controls, leases)
 
 
+def intent_text(plan: Plan) -> str:
+    """The intent record's text: the plan's summary and, where the action takes one, the
+    reason it was given (typed in the console's plan or passed on the command line)."""
+    text = plan.summary or "; ".join(s.text for s in plan.steps)
+    reason = plan.params.get("reason")
+    return f"{text} (reason: {reason})" if isinstance(reason, str) and reason else text
+
+
 def _run(
     apply: ApplyFn, plan: Plan, controls: Controls, progress: Progress, keeper: LockKeeper
 ) -> Outcome:
@@ -224,9 +232,7 @@ def _run(
     recorder = _StepRecorder(plan, controls, progress, results, {}, [], keeper)
     stream_errors_before = len(controls.audit.stream_errors)
     try:
-        record_event(
-            controls, plan, "intent", text=plan.summary or "; ".join(s.text for s in plan.steps)
-        )
+        record_event(controls, plan, "intent", text=intent_text(plan))
     except Exception as exc:  # an action that cannot be recorded does not run
         return _error(plan, f"the audit log cannot be written ({exc}); nothing was done")
     try:

@@ -42,6 +42,22 @@ def _moved_rps(snapshot: Snapshot, leaving: Sequence[Backend]) -> float | None:
     return sum(known) if known else None
 
 
+def _model_rps(snapshot: Snapshot, model: str) -> float | None:
+    """What the model's backends serve in all (every backend for "", the queue's)."""
+    rates = [
+        lat.req_per_s
+        for b in snapshot.backends.values()
+        if not model or b.model == model
+        if (lat := snapshot.latency.get(b.name)) is not None and lat.req_per_s is not None
+    ]
+    return sum(rates) if rates else None
+
+
+def counted(count: int, noun: str) -> str:
+    """``1 backend``, ``2 backends``."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def _projected(load: BackendLoad, growth: float | None) -> float | None:
     """The taker's activity once the load moved; None when either is unknown."""
     if load.activity_pct is None or growth is None:
@@ -72,15 +88,20 @@ def headroom(
             name,
             True,
             f"{', '.join(idle[:SHOWN])} not serving: draining moves no load; "
-            f"{len(takers)} backend(s) serve {what} as before",
+            f"{counted(len(takers), 'backend')} serve {what} as before",
         )
     loads = [backend_load(snapshot, b) for b in takers]
     moved = _moved_rps(snapshot, leaving)
     served = [ld.req_per_s for ld in loads if ld.req_per_s is not None]
     growth = moved / sum(served) if moved is not None and served and sum(served) > 0 else None
     rooms = [_has_room(ld, _projected(ld, growth)) for ld in loads]
-    moving = "n/a" if moved is None else f"{moved:.3g} req/s"
-    head = f"{len(loads)} backend(s) take {what}'s {moving}"
+    # the drained backends' share, and the model's total it is part of: "its 7.37 req/s (of
+    # bert-base's 21/s)", not the model's name on the drained backend's share
+    whose = "its" if len(leaving) == 1 else "their"
+    moving = f"{whose} load (req/s n/a)" if moved is None else f"{whose} {moved:.3g} req/s"
+    total = _model_rps(snapshot, model)
+    of_total = "" if moved is None or total is None else f" (of {what}'s {total:.3g}/s)"
+    head = f"{counted(len(loads), 'backend')} take {moving}{of_total}"
     if all(r is None for r in rooms):
         return Precondition(name, True, f"{head}: headroom n/a (no activity or p95 known)")
     parts = []
@@ -143,13 +164,19 @@ def others_serving(
         live = [b for b in others if b.name not in down]
         what = f"model {model}" if model else "the queue"
         ok = bool(others)
-        text = f"{len(others)} other active backend(s) keep serving {what}"
+        # counted by what serves: an active backend that is not ready serves nothing
+        idle = len(others) - len(live)
         if not ok:
-            text += f": nothing would serve {what} (force to go ahead anyway)"
+            text = f"no other active backend: nothing would serve {what} (force to go ahead anyway)"
         elif not live:
-            text += f", but none of them is serving now (not ready): {what} has no serving backend"
-        elif len(live) < len(others):
-            text += f" ({len(others) - len(live)} of them not serving now)"
+            text = (
+                f"no other backend serving {what}: {idle} active but not ready, "
+                f"so {what} has no serving backend"
+            )
+        else:
+            text = f"{counted(len(live), 'other backend')} serving {what}"
+            if idle:
+                text += f" ({idle} more active but not ready)"
         name = f"others_serving:{model}" if model else "others_serving"
         checks.append(Precondition(name, ok or force, text, warning=ok and not live))
         if live:

@@ -91,7 +91,7 @@ def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     from gpucon.actions.plan import BlastRadius, Plan, Precondition, Step, Tier
     from gpucon.actions.probe_defaults import ProbeCaps, observed_service, probe_defaults
     from gpucon.actions.probe_verdict import plan_checks
-    from gpucon.controls.probe import check_bounds
+    from gpucon.controls.probe import STOP_AFTER_CONNECT_ERRORS, check_bounds
     from gpucon.errors import BadParams
     from gpucon.model.fleet import BackendState
 
@@ -122,7 +122,10 @@ def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
         down = not_serving(snapshot, backend)
         text = f"{target.name} is {backend.state} (a direct probe reaches it)"
         if down is not None:  # probing a dead backend is how one checks it: a warning only
-            text = f"{target.name} is {backend.state} but NOT serving ({down}): expect failures"
+            text = (
+                f"{target.name} is {backend.state} but NOT READY ({down}): expect failures (it "
+                f"stops after {STOP_AFTER_CONNECT_ERRORS} connection failures with no answer)"
+            )
         pre.append(Precondition("backend", True, text, warning=down is not None))
     pre.extend(plan_checks(service, chosen, bounds, edited=edited))
     active = [b.name for b in snapshot.backends.values() if b.state is BackendState.ACTIVE]
@@ -290,7 +293,10 @@ def apply(plan: Plan, controls: Controls, progress: Progress) -> Outcome:
         progress(ProgressEvent("probe", StepStatus.FAILED, text))
         return Outcome(plan.action, plan.target, OutcomeStatus.FAILED, text, plan.digest)
     report = result.to_dict()
-    progress(ProgressEvent("probe", StepStatus.DONE, f"sent {result.sent} requests"))
+    sent = f"sent {result.sent} requests" + (
+        f" of {bounds.count}: {result.stopped_early}" if result.stopped_early else ""
+    )
+    progress(ProgressEvent("probe", StepStatus.DONE, sent))
     judged = verdict(
         report, slo_p95_ms=p.get("slo_p95_ms"), service_s=p.get("service_s"), timeout_s=p["timeout"]
     )

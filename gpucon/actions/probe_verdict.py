@@ -84,6 +84,11 @@ def verdict(
             f"{failed} request(s) timed out after {fmt_s(timeout_s)}, less than the backend's "
             f"service time {fmt_s(service_s)}: raise the timeout",
         )
+    stopped = report.get("stopped_early")
+    if stopped:
+        planned = int((report.get("bounds") or {}).get("count") or 0)
+        sent = int(report.get("sent") or 0)
+        return Verdict("failing", f"{stopped} ({sent} of {planned} requests sent)")
     error_pct = 100.0 * failed / answered if answered else 0.0
     many = failed >= FAILING_MIN and error_pct >= 50.0
     if many or (answered >= MIN_SAMPLES and error_pct > ERROR_PCT):

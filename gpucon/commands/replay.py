@@ -74,6 +74,12 @@ def run(args: argparse.Namespace) -> int:
     from gpucon.recording.store import RecordingError, RecordingStore
     from gpucon.recording.times import TimeError, parse_time
 
+    if args.json and not args.alerts_only:  # the console has no JSON: never start it for one
+        print(
+            "gpucon replay: --json needs --alerts-only (the console prints no JSON)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         config = load_any_config(args)
     except ConfigError as exc:
@@ -199,8 +205,11 @@ def _span_line(s: AlertSpan, note: str) -> str:
 
 
 def _safe(text: str, limit: int) -> str:
-    """Recorded fleet text with control characters escaped (never raw on a terminal), cut."""
-    escaped = repr(text)[1:-1]
+    """Recorded fleet text with control characters escaped (never raw on a terminal), cut;
+    quotes stay as they are (a repr would print ``\\'``)."""
+    from gpucon.commands.terminal_text import safe_line
+
+    escaped = safe_line(text)
     return escaped if len(escaped) <= limit else escaped[: limit - 1] + "…"
 
 

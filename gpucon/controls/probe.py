@@ -33,6 +33,10 @@ STABILITY_PCT = 10.0
 STABILITY_WINDOWS = 3
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
 TICK_S = 0.5  # progress at least this often while a probe waits on slow answers
+# this many connection failures before any answer: the backend is not there, so the probe
+# stops sending rather than spend its whole count on refused connections
+STOP_AFTER_CONNECT_ERRORS = 5
+CONNECT_ERROR_PREFIX = "connect:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +117,8 @@ class ProbeResult:
     window_rates: tuple[float, ...]
     stable: bool | None  # None: fewer than three full windows
     send_span_s: float = 0.0  # from the first send to the last
+    # why the probe stopped sending before its count or duration ran out, None when it did not
+    stopped_early: str | None = None
 
     @property
     def failed(self) -> int:
@@ -142,6 +148,7 @@ class ProbeResult:
             "window_rates": [round(r, 3) for r in self.window_rates],
             "stable": self.stable,
             "send_span_s": round(self.send_span_s, 3),
+            "stopped_early": self.stopped_early,
         }
 
 
@@ -196,6 +203,28 @@ class _Tally:
     latencies_ms: list[float] = field(default_factory=list)
     completions: list[float] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
+    connect_streak: int = 0  # connection failures in a row, before any answer
+    stopped_early: str | None = None
+
+    def record(self, error: str | None) -> None:
+        """Count one request's outcome; stop the probe at the first run of connection
+        failures with nothing answered (a later failure after an answer is measured)."""
+        if error is None:
+            self.connect_streak = 0
+            return
+        self.errors[error] += 1
+        if not error.startswith(CONNECT_ERROR_PREFIX):
+            self.connect_streak = 0
+            return
+        self.connect_streak += 1
+        if (
+            self.stopped_early is None
+            and not self.latencies_ms
+            and self.connect_streak >= STOP_AFTER_CONNECT_ERRORS
+        ):
+            self.stopped_early = (
+                f"connection failed ×{self.connect_streak} ({error}) with no answer, stopped early"
+            )
 
 
 async def run_probe(
@@ -249,8 +278,7 @@ async def run_probe(
         if error is None:
             tally.latencies_ms.append((t1 - t0) * 1000.0)
             tally.completions.append(t1)
-        else:
-            tally.errors[error] += 1
+        tally.record(error)
         report()
 
     last_send = start
@@ -258,13 +286,13 @@ async def run_probe(
     try:
         for seq in range(bounds.count):
             due = start + seq / bounds.rate_per_s
-            if due >= deadline:
+            if due >= deadline or tally.stopped_early is not None:
                 break
             delay = due - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
             await slots.acquire()
-            if time.perf_counter() >= deadline:
+            if time.perf_counter() >= deadline or tally.stopped_early is not None:
                 slots.release()
                 break
             last_send = time.perf_counter()
@@ -305,4 +333,5 @@ async def run_probe(
         window_rates=rates,
         stable=is_stable(rates),
         send_span_s=send_span,
+        stopped_early=tally.stopped_early,
     )

@@ -45,7 +45,11 @@ class Cause(StrEnum):
 class AlertThresholds:
     """When the alert rules fire (config ``[alerts]``)."""
 
+    # a backend's own queue time (Triton's, in ms), and the age of a shared queue's oldest
+    # waiting entry (seconds: a request that waits seconds for a consumer, not milliseconds),
+    # each over its threshold for ``queue_wait_for_s``
     queue_wait_ms: float = 20.0
+    queue_oldest_s: float = 5.0
     queue_wait_for_s: float = 60.0
     min_free_mem_mib: float = 1536.0
     default_slo_p95_ms: float = 2500.0

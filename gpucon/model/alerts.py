@@ -70,13 +70,13 @@ def _queue_wait(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, 
             )
     for stream, q in i.queues.items():
         key = f"queue:{stream}:oldest"
-        if sustained(i.history, key, i.now, t.queue_wait_for_s, t.queue_wait_ms / 1000.0):
-            age_ms = (q.oldest_age_s or 0.0) * 1000.0
+        if sustained(i.history, key, i.now, t.queue_wait_for_s, t.queue_oldest_s):
+            age_s = q.oldest_age_s or 0.0
             yield (
                 "queue_wait",
                 stream,
                 Severity.WARNING,
-                f"oldest entry {_fmt(age_ms, ' ms')} old > {_fmt(t.queue_wait_ms, ' ms')} "
+                f"oldest entry {_fmt(age_s, ' s')} old > {_fmt(t.queue_oldest_s, ' s')} "
                 f"for {t.queue_wait_for_s:.0f}s",
             )
 

@@ -102,11 +102,31 @@ def reslice_target(snapshot: Snapshot, slot_id: str | None) -> tuple[str, str, s
     slot = snapshot.slots.get(slot_id or "")
     gpu = snapshot.gpus.get(slot.gpu_uuid or "") if slot is not None else None
     if gpu is None:
-        raise BadParams("gpu", "select a row on a MIG GPU to re-slice it")
+        raise BadParams("gpu", _no_gpu_text(slot_id, slot is not None))
     if gpu.mig_profiles is None:
         raise BadParams("gpu", f"{gpu_name(gpu)} offers no MIG profiles: it cannot be re-sliced")
     now = describe_counts(s.profile or "?" for s in mig_slots(snapshot, gpu)) or "no instances"
     return gpu_name(gpu), now, ", ".join(gpu.mig_profiles.names())
+
+
+def _no_gpu_text(slot_id: str | None, slot_known: bool) -> str:
+    """Why the selected row has no GPU to re-slice: no slot, or no GPU source reports it
+    (a lab's backends name slots that no NVML, DCGM or libvirt source knows)."""
+    from gpucon.model.ids import parse_slot_id
+
+    if not slot_id:
+        return "the selected row has no slot: select a row on a MIG GPU to re-slice it"
+    try:
+        parsed = parse_slot_id(slot_id)
+    except ValueError:
+        parsed = None
+    gpu = (
+        f"{parsed.host}/gpu{parsed.gpu_index}"
+        if parsed is not None and parsed.host is not None and parsed.gpu_index is not None
+        else f"the GPU of {slot_id}"
+    )
+    where = "" if slot_known else f" nor slot {slot_id}"
+    return f"no GPU source (NVML, DCGM or libvirt) reports {gpu}{where}: nothing to re-slice there"
 
 
 def reslice_params(gpu: str, layout: str, controls: Controls) -> dict[str, object]:

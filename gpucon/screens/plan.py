@@ -166,6 +166,27 @@ class PlanScreen(ModalScreen[bool]):
 
     def on_mount(self) -> None:
         self.query_one("#cancel", Button).focus()
+        if self.editable:
+            self.call_after_refresh(self.fit_plan)
+
+    def on_resize(self) -> None:
+        if self.editable:
+            self.call_after_refresh(self.fit_plan)
+
+    def fit_plan(self) -> None:
+        """Give the plan's text the rows the form, the verdict and the buttons leave: on a
+        small terminal (80x24) the buttons must stay on screen, the plan text scrolls."""
+        box = self.query_one("#plan-box", Vertical)
+        scroll = self.query_one("#plan-scroll", VerticalScroll)
+        others = sum(
+            w.outer_size.height + w.styles.margin.top + w.styles.margin.bottom
+            for w in box.children
+            if w is not scroll and w.display
+        )
+        rows = int(self.size.height * 0.95) - 2 - others  # the box's border
+        fitted = max(3, min(int(self.size.height * 0.7), rows))
+        if scroll.styles.max_height is None or scroll.styles.max_height.value != fitted:
+            scroll.styles.max_height = fitted
 
     def remake(self, force: bool = False) -> bool:
         """Make the plan again from the form's values when they changed (or ``force``);

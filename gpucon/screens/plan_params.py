@@ -1,7 +1,8 @@
 """The plan's editable params: one input per param, and the error that names a bad one.
 
 An action that lets the operator change its params in the plan (the probe: count, rate,
-concurrency, duration, timeout) gets this form under its plan. The values are sent back to the
+concurrency, duration, timeout; drain, undrain, MPS restart and re-slice: the reason recorded)
+gets this form under its plan. The values are sent back to the
 action's pure ``plan`` as typed text; the action checks them and a ``BadParams`` names the
 field, which is marked here with the message, and nothing is sent.
 """
@@ -19,6 +20,8 @@ from gpucon.errors import JsonValue
 from gpucon.widgets.safe_text import clean
 
 UNITS = {"rate": "/s", "duration": "s", "timeout": "s"}
+# free-text params: left blank, the action's own default applies (the plan shows it)
+TEXT_FIELDS = frozenset({"reason"})
 
 
 def shown_value(value: JsonValue) -> str:
@@ -56,17 +59,25 @@ class ParamsForm(Vertical):
                     yield Label(Text(f"{name} ({unit})" if unit else name))
                     yield Input(self.initial[name], id=f"param-{name}", compact=True)
         yield Static(
-            Text("Tab to a field and edit it; Enter shows the plan again, Apply uses these values"),
+            Text("Tab to a field; Enter shows the plan again; Apply uses these values"),
             id="param-hint",
         )
         yield Static(Text(""), id="param-error")
 
-    def values(self) -> dict[str, str]:
+    def typed(self) -> dict[str, str]:
         return {name: self.query_one(f"#param-{name}", Input).value for name in self.fields}
+
+    def values(self) -> dict[str, str]:
+        """The values to make the plan with; a blank free-text field is left out (default)."""
+        return {
+            name: value
+            for name, value in self.typed().items()
+            if value.strip() or name not in TEXT_FIELDS
+        }
 
     def changed(self) -> dict[str, str]:
         """The values that differ from those the plan was made with."""
-        return {k: v for k, v in self.values().items() if v.strip() != self.initial[k]}
+        return {k: v for k, v in self.typed().items() if v.strip() != self.initial[k]}
 
     def show(self, values: Mapping[str, JsonValue]) -> None:
         """The plan was made again: its values become the form's (a default may have moved)."""

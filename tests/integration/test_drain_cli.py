@@ -76,7 +76,7 @@ def test_dry_run_changes_nothing(client: redis.Redis, capsys: pytest.CaptureFixt
     assert "drain b1  (tier 2 · disruptive)" in out
     # b2's url refuses connections (nothing listens there): it is active but not serving,
     # and the plan says that nothing takes the load rather than PASS
-    assert "[WARN] others_serving:m: 1 other active backend(s) keep serving model m, but " in out
+    assert "[WARN] others_serving:m: no other backend serving model m: 1 active but not " in out
     assert "undo: gpucon undrain b1" in out
     assert client.get(keys.VERSION) == version
     assert client.hget(keys.backend_key("b1"), "state") == "active"

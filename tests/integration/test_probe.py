@@ -20,10 +20,12 @@ from gpucon.actions import probe as probe_action
 from gpucon.actions.audit import read_audit
 from gpucon.actions.guard import execute
 from gpucon.actions.plan import ProgressEvent, StepStatus, Tier
+from gpucon.actions.probe_verdict import verdict
 from gpucon.config import ProbeTarget
 from gpucon.controls.audit_log import AuditLog
 from gpucon.controls.base import Controls
 from gpucon.controls.probe import (
+    STOP_AFTER_CONNECT_ERRORS,
     ProbeBounds,
     ProbeProgress,
     check_bounds,
@@ -185,6 +187,23 @@ async def test_duration_bound_stops_sending_and_errors_are_counted_by_reason() -
         DirectSender("http://127.0.0.1:9", "llm", 1.0, 1), bounds, target="x", mode="direct"
     )
     assert unreachable.errors == {"connect: ConnectError": 3}
+    assert unreachable.stopped_early is None  # under the streak that stops a probe
+
+
+async def test_a_probe_stops_after_the_first_connection_failures_with_no_answer() -> None:
+    bounds = ProbeBounds(count=200, rate_per_s=50.0, concurrency=1, duration_s=10.0)
+    started = time.perf_counter()
+    result = await run_probe(
+        DirectSender("http://127.0.0.1:9", "llm", 1.0, 1), bounds, target="x", mode="direct"
+    )
+    assert time.perf_counter() - started < 2.0  # not the 4 s 200 requests at 50/s take
+    assert result.sent == STOP_AFTER_CONNECT_ERRORS
+    assert result.errors == {"connect: ConnectError": STOP_AFTER_CONNECT_ERRORS}
+    assert result.stopped_early is not None and "stopped early" in result.stopped_early
+    judged = verdict(result.to_dict(), slo_p95_ms=None)
+    assert judged.kind == "failing" and judged.text.endswith(
+        f"stopped early ({STOP_AFTER_CONNECT_ERRORS} of 200 requests sent)"
+    )
 
 
 @pytest.fixture

@@ -100,3 +100,59 @@ async def test_probe_key_on_the_lab_sends_real_requests_and_reports_quantiles(
         records = read_audit(lab.directory / "audit.jsonl")
         assert [r.event for r in records][-1] == "outcome" and records[-1].status == "ok"
         assert {r.fleet for r in records} == {"lab"}
+
+
+async def test_probe_of_a_killed_lab_backend_warns_and_stops_early(
+    redis_url: str, tmp_path: Path
+) -> None:
+    from gpucon.controls.probe import STOP_AFTER_CONNECT_ERRORS
+    from tests.integration.test_liveness import kill_hard, process_of
+
+    with start_lab(redis_url, tmp_path / "lab", backends=2, service_ms=10) as lab:
+        assert lab.config_path is not None
+        kill_hard(process_of(lab, "lab-b1"))
+        config = load_config(lab.config_path, env={})
+        session = open_session(config, refresh_s=0.5)
+        try:
+            app = GpuconApp(
+                session.hub, mode="live", controls=session.controls(), config=config,
+                fleet_name=session.fleet_name,
+            )  # fmt: skip
+            async with app.run_test(size=SIZE) as pilot:
+
+                def dead() -> bool:
+                    live = app.snapshot.liveness.get("lab-b1") if app.snapshot else None
+                    return live is not None and live.serving is False
+
+                await wait_for(pilot, dead)
+                await pilot.press("slash", *"lab-b1", "enter")
+                await pilot.pause()
+                await pilot.press("p")
+                await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+                await pilot.pause()
+                screen = app.screen
+                assert isinstance(screen, PlanScreen)
+                warned = {p.name: p.text for p in screen.plan.warnings}
+                assert "is active but NOT READY (" in warned["backend"], screen.plan.preconditions
+                assert "a direct probe reaches it" not in warned["backend"]
+                assert screen.plan.params["count"] > STOP_AFTER_CONNECT_ERRORS
+                await pilot.pause(0.3)
+                await pilot.click("#confirm")
+                await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
+                progress = app.screen
+                assert isinstance(progress, ProgressScreen)
+                await wait_for(pilot, lambda: progress.finished, timeout_s=30.0)
+                outcome = progress.outcome
+                assert outcome is not None and not outcome.ok
+                report = outcome.details
+                # stopped after the first refused connections, not the whole count
+                bounds = report["bounds"]
+                assert report["sent"] <= STOP_AFTER_CONNECT_ERRORS + bounds["concurrency"]
+                assert report["sent"] < bounds["count"]
+                assert report["succeeded"] == 0
+                assert sum(report["errors"].values()) >= STOP_AFTER_CONNECT_ERRORS
+                assert report["verdict"]["kind"] == "failing"
+                assert "stopped early" in report["verdict"]["text"]
+                assert "stopped early" in progress.outcome_text().plain
+        finally:
+            session.close()

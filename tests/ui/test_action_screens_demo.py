@@ -257,3 +257,61 @@ async def test_mps_restart_key_on_a_slot_without_a_daemon_says_so(tmp_path: Path
         assert not isinstance(app.screen, PlanScreen)
         said = [n.message for n in app._notifications]
         assert any("no MPS daemon serves the selected slot" in m for m in said), said
+
+
+async def test_a_reason_typed_in_the_drain_plan_is_recorded(tmp_path: Path) -> None:
+    rig = sim_rig()
+    source: Any = rig.source
+    fleet = source.fleet
+    controls = demo_controls(
+        GpuconConfig(audit_path=tmp_path / "audit.jsonl", operator="demo@test"), fleet
+    )
+    app = rig.app(controls=controls)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
+        await pilot.pause()
+        plan_screen = app.screen
+        assert isinstance(plan_screen, PlanScreen)
+        name = plan_screen.plan.target
+        box = plan_screen.query_one("#param-reason", Input)
+        assert box.value == "drained with gpucon"  # the plan's own reason to start with
+        # refused, the field named: a control character, then a reason over the cap
+        for typed, said in (
+            ("disk\x1b[31m swap", "reason: must not contain control or format characters"),
+            ("x" * 501, "reason: "),
+        ):
+            box.value = typed
+            await pilot.pause(0.3)  # a button ignores clicks while it shows the last one
+            await pilot.click("#confirm")
+            await pilot.pause()
+            assert app.screen is plan_screen  # still asking: nothing applied
+            error = str(plan_screen.query_one("#param-error", Static).render())
+            assert error.startswith(said), error
+            assert box.has_class("-invalid") and app.focused is box
+        # left blank, the plan's default reason comes back
+        box.value = "  "
+        box.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert box.value == "drained with gpucon" and not box.has_class("-invalid")
+        box.value = "ECC errors on gi2, ticket OPS-42"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "reason: ECC errors on gi2, ticket OPS-42" in str(
+            plan_screen.query_one("#plan-body", Static).render()
+        )
+        await pilot.pause(0.3)
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
+        progress = app.screen
+        assert isinstance(progress, ProgressScreen)
+        await wait_for(pilot, lambda: progress.finished, step=lambda: fleet.step(0.5))
+        assert progress.outcome is not None and progress.outcome.ok, progress.outcome
+        backend = fleet.backend(name)
+        assert backend.state is BackendState.DRAINED
+        assert backend.reason == "ECC errors on gi2, ticket OPS-42"
+    records = read_audit(tmp_path / "audit-demo.jsonl")
+    intent = next(r for r in records if r.event == "intent")
+    assert intent.text.endswith("(reason: ECC errors on gi2, ticket OPS-42)"), intent.text

@@ -40,7 +40,8 @@ async def test_a_warned_drain_shows_warn_and_can_still_be_confirmed() -> None:
         app.push_screen(PlanScreen(plan), app.answers.append)
         await pilot.pause()
         body = str(app.screen.query_one("#plan-body", Static).render())
-        assert " WARN  headroom:sdxl: 2 backend(s) take sdxl's 0.2 req/s: no headroom" in body
+        said = " WARN  headroom:sdxl: 2 backends take its 0.2 req/s (of sdxl's 0.6/s): no headroom"
+        assert said in body
         warned = str(app.screen.query_one("#plan-verdict", Static).render())
         assert warned.startswith("1 warning(s): it can be applied")
         confirm = app.screen.query_one("#confirm", Button)

@@ -1,16 +1,21 @@
 """The re-slice key in the demo: `X` asks for the layout, shows the dry run, unlocks only when
-the GPU's name is typed, and re-slices the simulated GPU."""
+the GPU's name is typed, and re-slices the simulated GPU; on a row no GPU source reports, it
+says so."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.widgets import Button, Input
 
 from gpucon.actions.audit import read_audit
 from gpucon.config import GpuconConfig
-from gpucon.model.fleet import SlotKind
+from gpucon.errors import BadParams
+from gpucon.model.fleet import Backend, SlotKind
+from gpucon.model.snapshot import Snapshot
+from gpucon.screens.actions_flow import reslice_target
 from gpucon.screens.plan import PlanScreen
 from gpucon.screens.progress import ProgressScreen
 from gpucon.screens.reslice_prompt import ReslicePrompt
@@ -89,3 +94,17 @@ async def test_reslice_key_on_a_gpu_without_mig_says_why(tmp_path: Path) -> None
         assert not isinstance(app.screen, ReslicePrompt)
         shown = [str(n.message) for n in app._notifications]
         assert any("offers no MIG profiles" in m for m in shown), shown
+
+
+def test_reslice_on_a_slot_no_gpu_source_reports_says_so() -> None:
+    # the lab: backends name their slots, no NVML, DCGM or libvirt source reports a GPU
+    snap = Snapshot(taken_at=1.0, backends={"lab-b0": Backend("lab-b0", slot_id="lab/gpu0/gi1")})
+    with pytest.raises(BadParams) as caught:
+        reslice_target(snap, "lab/gpu0/gi1")
+    assert caught.value.field == "gpu"
+    assert str(caught.value) == (
+        "gpu: no GPU source (NVML, DCGM or libvirt) reports lab/gpu0 nor slot lab/gpu0/gi1: "
+        "nothing to re-slice there"
+    )
+    with pytest.raises(BadParams, match="the selected row has no slot"):
+        reslice_target(snap, None)

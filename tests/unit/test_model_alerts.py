@@ -99,11 +99,24 @@ def test_queue_wait_for_a_minute() -> None:
     lat = {"a": LatencyStats("a", queue_ms=35.0)}
     h = history_of("backend:a:queue_ms", [35.0] * 61)
     assert "queue_wait" in rules(derive_alerts(inputs(60.0, h, latency=lat), T))
-    q = {"gen:queue": QueueStats("gen:queue", oldest_age_s=0.5)}
-    hq = history_of("queue:gen:queue:oldest", [0.5] * 61)
+    q = {"gen:queue": QueueStats("gen:queue", oldest_age_s=45.754)}
+    hq = history_of("queue:gen:queue:oldest", [45.754] * 61)
     assert "queue_wait" in rules(derive_alerts(inputs(60.0, hq, queues=q), T))
-    hq_low = history_of("queue:gen:queue:oldest", [0.001] * 61)
+    # a shared queue's oldest entry is seconds old, not the backend's queue time in ms: half a
+    # second waiting (a busy but healthy queue) is under the 5 s it takes to alert
+    hq_low = history_of("queue:gen:queue:oldest", [0.5] * 61)
     assert "queue_wait" not in rules(derive_alerts(inputs(60.0, hq_low, queues=q), T))
+
+
+def test_queue_wait_on_the_oldest_entry_says_seconds() -> None:
+    q = {"gen:queue": QueueStats("gen:queue", oldest_age_s=45.754)}
+    hq = history_of("queue:gen:queue:oldest", [45.754] * 61)
+    (alert,) = [a for a in derive_alerts(inputs(60.0, hq, queues=q), T) if a.rule == "queue_wait"]
+    assert alert.message == "oldest entry 46 s old > 5.0 s for 60s"
+    lat = {"a": LatencyStats("a", queue_ms=35.0)}
+    h = history_of("backend:a:queue_ms", [35.0] * 61)
+    (alert,) = [a for a in derive_alerts(inputs(60.0, h, latency=lat), T) if a.rule == "queue_wait"]
+    assert alert.message == "queue wait 35 ms > 20 ms for 60s"
 
 
 def test_backend_not_ready_and_down() -> None:

@@ -47,7 +47,8 @@ def test_drain_onto_backends_at_full_activity_and_4x_their_slo_warns() -> None:
     assert precondition(plan, "others_serving:sdxl")[0] == "PASS"
     verdict, text = precondition(plan, "headroom:sdxl")
     assert verdict == "WARN"
-    assert text.startswith("4 backend(s) take sdxl's 0.3 req/s: no headroom (all 4 are over")
+    # the drained backend's share, then the model's total it is part of (0.3 + 4 × 0.1)
+    assert text.startswith("4 backends take its 0.3 req/s (of sdxl's 0.7/s): no headroom (all 4")
     assert "b1 activity 100%, p95 56.0 s / SLO 14.0 s (4.0×)" in text
     assert plan.ok  # a warning, not a refusal: the operator may still drain a broken backend
     assert [p.name for p in plan.warnings] == ["headroom:sdxl"]
@@ -83,7 +84,7 @@ def test_unknown_headroom_is_said_and_not_a_warning() -> None:
     verdict, text = precondition(plan, "headroom:m")
     assert (verdict, text) == (
         "PASS",
-        "1 backend(s) take m's n/a: headroom n/a (no activity or p95 known)",
+        "1 backend take its load (req/s n/a): headroom n/a (no activity or p95 known)",
     )
 
 
@@ -176,9 +177,11 @@ def test_draining_a_backend_that_is_not_ready_says_it_moves_no_load() -> None:
     assert "draining it moves no load" in text
     # b3 is active but not ready: it takes none of the load, and the plan says so
     _, serving = precondition(plan, "others_serving:m")
-    assert serving == "3 other active backend(s) keep serving model m (1 of them not serving now)"
+    # counted by what serves: b1 and b2; b3 is active but not ready
+    assert serving == "2 other backends serving model m (1 more active but not ready)"
     _, room = precondition(plan, "headroom:m")
-    assert room == "b0 not serving: draining moves no load; 2 backend(s) serve m as before"
+    assert room == "b0 not serving: draining moves no load; 2 backends serve m as before"
+    assert plan.undo == "gpucon undrain b0 (restores the weight it had)"
     assert "n/a" not in room
 
 
@@ -201,6 +204,10 @@ def test_draining_onto_backends_that_are_all_down_warns() -> None:
     liveness = {**snap.liveness, "b1": dead, "b2": replace(dead, name="b2")}
     plan = drain.plan_drain(replace(snap, liveness=liveness), {"backend": "b1"})
     verdict, text = precondition(plan, "others_serving:m")
-    assert verdict == "WARN" and "none of them is serving now" in text
+    assert verdict == "WARN"
+    assert text == (
+        "no other backend serving model m: 3 active but not ready, so model m has no serving "
+        "backend"
+    )
     assert "headroom:m" not in {p.name for p in plan.preconditions}
     assert plan.ok  # a warning: draining a dead backend onto dead ones is still allowed

@@ -100,5 +100,5 @@ def test_the_plan_warns_when_the_probe_cannot_judge_or_the_backend_is_down() -> 
     warned = {p.name: p.text for p in plan.warnings}
     assert "fewer than the 20 a p95 needs" in warned["samples"]
     assert "timeout 5.0 s is under the backend's observed 15.5 s" in warned["timeout"]
-    assert "NOT serving (http refused)" in warned["backend"]
+    assert "NOT READY (http refused): expect failures" in warned["backend"]
     assert plan.ok and plan.params["service_s"] == 14.0
