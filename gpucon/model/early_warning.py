@@ -41,12 +41,12 @@ def _newest_run(
     rise (equal samples before it skipped): found newest first, a sample at a
     time and stopped at the first drop (when every value moves each tick, most slots' memory
     fell within the last few samples: the window is neither copied nor scanned)."""
-    back = history.back
     ts: list[float] = []
     vs: list[float] = []
     newer: Sample = None
-    for j in range(min(ticks, len(times))):
-        v = back(key, j)
+    j = -1
+    for v in history.newest_first(key, min(ticks, len(times))):
+        j += 1
         if v is None:
             continue  # a gap: dropped, as known_points drops it
         if newer is not None and v > newer:

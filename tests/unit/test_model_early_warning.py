@@ -211,7 +211,7 @@ def test_the_newest_growth_run_read_newest_first_is_the_windows() -> None:
 
     rng = random.Random(3)
     for case in range(300):
-        length = rng.randint(1, 40)
+        length = rng.randint(1, 40 if case % 3 else 160)  # and past the rings' capacity
         values: list[float | None] = []
         v = 100.0
         for _ in range(length):
@@ -226,3 +226,5 @@ def test_the_newest_growth_run_read_newest_first_is_the_windows() -> None:
         window = h.times[len(h.times) - ticks :]
         expected = _run_from_window(window, h.tail("slot:s:mem_used", ticks))
         assert _newest_run(h, "slot:s:mem_used", window, ticks) == expected, case
+        back = [h.back("slot:s:mem_used", j) for j in range(min(ticks, len(h.times)))]
+        assert list(h.newest_first("slot:s:mem_used", ticks)) == back, case
