@@ -28,19 +28,38 @@ from gpucon.model.alert_base import (
 )
 from gpucon.model.cotenants import foreign_memory_mib, foreign_processes
 from gpucon.model.fleet import BackendState, Slot
+from gpucon.model.history import History, Sample
 from gpucon.model.queue_growth import queue_growth
 from gpucon.model.trends import known_points, slope, ticks_within
 
 
-def _growing_since(values: list[float]) -> int:
-    """Index where the newest run without a drop begins, stepped back one sample before its
-    first rise (the line is fitted from where the growth began)."""
-    start = len(values) - 1
-    while start > 0 and values[start - 1] <= values[start]:
-        start -= 1
-    while start < len(values) - 1 and values[start + 1] == values[start]:
+def _newest_run(
+    history: History, key: str, times: tuple[float, ...], ticks: int
+) -> tuple[list[float], list[float]]:
+    """The (times, values) of ``key``'s newest run of known samples without a drop, within the
+    newest ``ticks`` ticks (``times``: theirs), oldest first, from one sample before its first
+    rise (equal samples before it skipped): found newest first, a sample at a
+    time and stopped at the first drop (when every value moves each tick, most slots' memory
+    fell within the last few samples: the window is neither copied nor scanned)."""
+    ts: list[float] = []
+    vs: list[float] = []
+    newer: Sample = None
+    j = -1
+    for v in history.newest_first(key, min(ticks, len(times))):
+        j += 1
+        if v is None:
+            continue  # a gap: dropped, as known_points drops it
+        if newer is not None and v > newer:
+            break  # a drop ends the run
+        ts.append(times[-1 - j])
+        vs.append(v)
+        newer = v
+    ts.reverse()
+    vs.reverse()
+    start = 0
+    while start < len(vs) - 1 and vs[start + 1] == vs[start]:
         start += 1
-    return start
+    return ts[start:], vs[start:]
 
 
 _MEM_KEYS: dict[str, str] = {}
@@ -71,16 +90,16 @@ def memory_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
         newest = i.history.last(key)
         if total is None or newest is None:
             continue
-        ts, vs = known_points(window_times, i.history.tail(key, n))
-        start = _growing_since(vs)
-        steps = [k for k in range(start + 1, len(vs)) if vs[k] > vs[k - 1]]
+        # the fit runs from where the newest growth began
+        ts, vs = _newest_run(i.history, key, window_times, n)
+        steps = [k for k in range(1, len(vs)) if vs[k] > vs[k - 1]]
         if len(steps) < t.mem_trend_rises:
             continue
         # still growing: it rose within the last quarter of the window (a process that took
         # its memory and stopped is not a leak; the fit would keep a stale slope)
         if ts[-1] - ts[steps[-1]] > t.mem_trend_window_s / 4:
             continue
-        rate = slope(ts[start:], vs[start:])
+        rate = slope(ts, vs)
         if rate is None or rate <= 0.0:
             continue
         free = max(0.0, total - newest)
@@ -90,7 +109,7 @@ def memory_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
         if horizon >= t.mem_full_warn_s:
             continue
         severity = Severity.CRITICAL if horizon < t.mem_full_crit_s else Severity.WARNING
-        span = ts[-1] - ts[start]
+        span = ts[-1] - ts[0]
         yield (
             "memory_trend",
             slot.id,

@@ -21,7 +21,7 @@ value again), so plots stop where fresh data stops and windows never count a sta
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpucon.model.history_rings import Block, Rings, Sample, default_slack
@@ -131,6 +131,16 @@ class History:
             return None
         tick = self._count - 1 - ticks
         return rings.at(key, tick) if tick >= rings.oldest() else None
+
+    def newest_first(self, key: str, ticks: int) -> Iterator[Sample]:
+        """``back(key, 0)``, ``back(key, 1)``, ... for the newest ``ticks`` ticks this view
+        holds, lazily (a rule that stops at the first drop reads no further)."""
+        rings = self._columns
+        count = self._count
+        if rings is None or ticks <= 0:
+            return iter(())
+        oldest = max(count - min(ticks, count, self.capacity), rings.oldest())
+        return rings.newest_first(key, count - 1, oldest)
 
     def rose(self, keys: Iterable[str], ticks: int) -> list[str]:
         """The keys whose newest sample is known and above the one ``ticks`` ticks before it

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 Sample = float | None
 NAN = math.nan
@@ -95,6 +95,24 @@ class Family:
             return None
         v = block[i]
         return None if v != v else v
+
+    def newest_first(self, ident: str, newest: int, oldest: int) -> Iterator[Sample]:
+        """``at(ident, t)`` for ``t`` from ``newest`` down to ``oldest``, lazily: a trend rule
+        reads back only until the series stops rising."""
+        size, ticks, indexes, blocks = self.size, self.ticks, self.indexes, self.blocks
+        for t in range(newest, oldest - 1, -1):
+            pos = t % size
+            index = indexes[pos]
+            block = blocks[pos]
+            if ticks[pos] != t or index is None or block is None:
+                yield None
+                continue
+            i = index.get(ident)
+            if i is None:
+                yield None
+                continue
+            v = block[i]
+            yield None if v != v else v
 
     def between(self, ident: str, start: int, end: int) -> tuple[Sample, ...]:
         """The samples of ``ident`` at ticks ``start``..``end - 1`` (a sparkline reads a

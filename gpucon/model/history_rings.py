@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 from gpucon.model.history_blocks import Family, split_key
 
@@ -142,6 +142,22 @@ class Rings:
                 return None
             v = column[tick % self.size]
         return None if v != v else v
+
+    def newest_first(self, key: str, newest: int, oldest: int) -> Iterator[Sample]:
+        """``at(key, t)`` for ``t`` from ``newest`` down to ``oldest`` (held ticks), lazily,
+        with the key looked up once."""
+        try:
+            found = self._where[key]
+        except KeyError:
+            found = self._locate(key)
+        if found is not None:
+            yield from found[0].newest_first(found[1], newest, oldest)
+            return
+        column = self.columns.get(key)
+        size = self.size
+        for t in range(newest, oldest - 1, -1):
+            v = NAN if column is None else column[t % size]
+            yield None if v != v else v
 
     def _span(self, ring: array[float], lo: int, hi: int) -> array[float]:
         """The ring slots of ticks ``lo``..``hi - 1`` (hi - lo <= size), in tick order."""

@@ -35,6 +35,10 @@ def round_float(x: float) -> float | None:
     return round(x, DECIMALS)
 
 
+# field indexes, zipped with a row's values
+_FIELDS = range(1 << 16)
+
+
 def _identity(value: Any) -> Any:
     return value
 
@@ -93,6 +97,35 @@ class ClassCodec:
             if v is not None:
                 values[i] = enc(v)
         return tuple(values)
+
+    def changes(self, obj: Any, old_obj: Any, old_row: Sequence[Any]) -> Any:
+        """``obj`` against ``old_obj`` of the same class, whose encoded row is ``old_row``:
+        ``(new row, [field, value, field, value, ...])`` for the fields whose encoded value
+        changed, None when none did, ``NotImplemented`` when this codec cannot tell (a
+        one-field class). Only the fields whose raw values differ are encoded: a changed
+        backend of a 512-GPU fleet moves one or two of its thirteen fields."""
+        get = self._get
+        if get is None:
+            return NotImplemented
+        new = get(obj)
+        old = get(old_obj)
+        if new == old:  # equal values encode alike: the row stands (one comparison in C)
+            return None
+        encoders = self._encoders
+        row: list[Any] | None = None
+        parts: list[Any] = []
+        for i, a, b in zip(_FIELDS, new, old, strict=False):
+            if a is b or a == b:
+                continue
+            value = a if a is None else encoders[i](a)
+            if value != old_row[i]:
+                if row is None:
+                    row = list(old_row)
+                row[i] = value
+                parts += (i, value)
+        if row is None:
+            return None
+        return tuple(row), parts
 
     def decode(self, values: Sequence[Any], names: tuple[str, ...] | None = None) -> Any:
         """The instance ``values`` encode; ``names``: the file's field order, when it differs."""

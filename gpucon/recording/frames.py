@@ -247,8 +247,26 @@ class FrameWriter:
                     for k, v in mapping.items()
                     if (old_obj := get(k, _MISSING)) is not v and old_obj != v
                 ]
+            # a changed entity of the same class as before: only its changed fields encoded
+            codec = getattr(enc, "__self__", None) if name in self._entity_sections else None
+            rows_now = section.rows
             for key, obj in moved:
                 i = index.get(key)
+                if (
+                    codec is not None
+                    and i is not None
+                    and obj is not None
+                    and (old := rows_now[i]) is not None
+                    and (old_obj := get(key)) is not None
+                    and old_obj.__class__ is obj.__class__ is codec.cls
+                ):
+                    found = codec.changes(obj, old_obj, old)
+                    if found is None:
+                        continue
+                    if found is not NotImplemented:
+                        rows_now[i], fields = found
+                        changed.append([i, *fields])
+                        continue
                 row = None if obj is None else enc(obj)
                 if i is None or section.rows[i] is None:
                     if i is None:

@@ -186,3 +186,45 @@ def test_groups_one_per_target_led_by_the_cause_with_a_count() -> None:
     assert s.severity is Severity.CRITICAL
     assert s.summary() == "low_memory on s (+2: memory_trend, hot_slot)"
     assert groups[0].summary() == "not_ready on b"
+
+
+def _run_from_window(
+    times: Sequence[float], values: Sequence[float | None]
+) -> tuple[list[float], list[float]]:
+    """The newest growth run as found in the whole window (known pairs, then back from the
+    newest sample while nothing drops, then forward over equal samples)."""
+    ts, vs = known_points(times, values)
+    start = len(vs) - 1
+    while start > 0 and vs[start - 1] <= vs[start]:
+        start -= 1
+    while start < len(vs) - 1 and vs[start + 1] == vs[start]:
+        start += 1
+    return ts[start:], vs[start:]
+
+
+def test_the_newest_growth_run_read_newest_first_is_the_windows() -> None:
+    """memory_trend reads only the newest run (stopped at the first drop): on series with
+    gaps, flat stretches, drops and saw-teeth, the same times and values as the window."""
+    import random
+
+    from gpucon.model.early_warning import _newest_run
+
+    rng = random.Random(3)
+    for case in range(300):
+        length = rng.randint(1, 40 if case % 3 else 160)  # and past the rings' capacity
+        values: list[float | None] = []
+        v = 100.0
+        for _ in range(length):
+            roll = rng.random()
+            if roll < 0.15:
+                values.append(None)
+                continue
+            v += 0.0 if roll < 0.35 else rng.choice([-2.0, 1.0, 1.5, 3.0])
+            values.append(v)
+        h = history({"slot:s:mem_used": values})
+        ticks = rng.randint(1, length)
+        window = h.times[len(h.times) - ticks :]
+        expected = _run_from_window(window, h.tail("slot:s:mem_used", ticks))
+        assert _newest_run(h, "slot:s:mem_used", window, ticks) == expected, case
+        back = [h.back("slot:s:mem_used", j) for j in range(min(ticks, len(h.times)))]
+        assert list(h.newest_first("slot:s:mem_used", ticks)) == back, case

@@ -128,3 +128,32 @@ def test_floats_keep_what_can_be_told_apart() -> None:
     assert round_float(0.000123456789) == 0.00012
     assert round_float(float("nan")) is None
     assert round_float(float("inf")) is None
+
+
+def test_a_changed_entity_encodes_as_its_whole_row_would() -> None:
+    """Only the fields whose raw values moved are encoded; what comes out (the new row and
+    the changed fields) is what encoding the whole object and comparing rows gives."""
+    codec = CodecRegistry().codec(Gpu)
+    gpu = Gpu("GPU-1", "h", 0, name="H200", temperature_c=40.0, util_pct=12.0)
+    old_row = codec.encode(gpu)
+    # a float that moves less than the recording keeps: no change at all
+    assert codec.changes(dataclasses.replace(gpu, util_pct=12.000001), gpu, old_row) is None
+    assert codec.changes(gpu, gpu, old_row) is None
+    moved = dataclasses.replace(
+        gpu, temperature_c=41.123456789, util_pct=12.000001, mem_used_mib=5.0
+    )
+    found = codec.changes(moved, gpu, old_row)
+    assert found is not None
+    row, fields = found
+    assert row == codec.encode(moved)
+    expected = [
+        x
+        for i, (a, b) in enumerate(zip(codec.encode(moved), old_row, strict=True))
+        if a != b
+        for x in (i, a)
+    ]
+    assert fields == expected
+    named = {codec.fields[i]: v for i, v in zip(fields[::2], fields[1::2], strict=True)}
+    assert named == {"temperature_c": 41.12346, "mem_used_mib": 5.0}
+    # NaN is stored as null: a NaN where null was is no change
+    assert codec.changes(dataclasses.replace(gpu, power_w=float("nan")), gpu, old_row) is None
