@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypedDict, TypeVar, Unpack
+from pathlib import Path
+from typing import Any, NamedTuple, TypedDict, TypeVar, Unpack
 
 from textual.pilot import Pilot
 
@@ -118,6 +119,32 @@ def sim_rig(seed: int = 7, scenario: str | None = None, size: int | None = None)
         slo_p95_ms=dict(DEMO_SLO_P95_MS),
         rate_window=DEMO_RATE_WINDOW,
     )
+
+
+class DemoConsole(NamedTuple):
+    """The demo's console with its write side: the app, the simulated fleet it acts on, and the
+    controls (audit under the test's tmp directory)."""
+
+    app: GpuconApp
+    fleet: Any
+    controls: Controls
+
+
+def demo_console(tmp_path: Path, operator: str | None = "demo@test") -> DemoConsole:
+    """The default simulated fleet's console with the demo's controls, as `gpucon demo`
+    builds it."""
+    from gpucon.session import demo_controls
+
+    rig = sim_rig()
+    source: Any = rig.source
+    audit = tmp_path / "audit.jsonl"
+    config = (
+        GpuconConfig(audit_path=audit, operator=operator)
+        if operator
+        else GpuconConfig(audit_path=audit)
+    )
+    controls = demo_controls(config, source.fleet)
+    return DemoConsole(rig.app(controls=controls), source.fleet, controls)
 
 
 def table_of(app: GpuconApp) -> SlotTable:

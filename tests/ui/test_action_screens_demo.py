@@ -9,13 +9,11 @@ from typing import Any
 from textual.widgets import Button, Input, Static
 
 from gpucon.actions.audit import read_audit
-from gpucon.config import GpuconConfig
 from gpucon.model.fleet import BackendState
 from gpucon.screens.audit import AuditScreen
 from gpucon.screens.plan import PlanScreen
 from gpucon.screens.progress import ProgressScreen
-from gpucon.session import demo_controls
-from tests.ui.rig import sim_rig
+from tests.ui.rig import demo_console
 
 SIZE = (160, 45)
 
@@ -30,13 +28,7 @@ async def wait_for(pilot: Any, check: Any, step: Any = None, timeout_s: float = 
 
 
 async def test_drain_key_in_the_demo_drains_the_selected_backend(tmp_path: Path) -> None:
-    rig = sim_rig()
-    source: Any = rig.source
-    fleet = source.fleet
-    controls = demo_controls(
-        GpuconConfig(audit_path=tmp_path / "audit.jsonl", operator="demo@test"), fleet
-    )
-    app = rig.app(controls=controls)
+    app, fleet, _ = demo_console(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         await pilot.press("d")
@@ -70,12 +62,7 @@ async def test_drain_key_in_the_demo_drains_the_selected_backend(tmp_path: Path)
 
 
 async def test_probe_key_in_the_demo_probes_any_backend(tmp_path: Path) -> None:
-    rig = sim_rig()
-    source: Any = rig.source
-    controls = demo_controls(
-        GpuconConfig(audit_path=tmp_path / "audit.jsonl", operator="demo@test"), source.fleet
-    )
-    app = rig.app(controls=controls)
+    app = demo_console(tmp_path).app
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         await pilot.press("slash", *"bert", "enter")  # select the bert-base backend's row
@@ -124,12 +111,7 @@ async def test_probe_key_in_the_demo_probes_any_backend(tmp_path: Path) -> None:
 
 
 async def test_a_bad_probe_param_is_named_and_nothing_is_sent(tmp_path: Path) -> None:
-    rig = sim_rig()
-    source: Any = rig.source
-    controls = demo_controls(
-        GpuconConfig(audit_path=tmp_path / "audit.jsonl", operator="demo@test"), source.fleet
-    )
-    app = rig.app(controls=controls)
+    app, _, controls = demo_console(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         await pilot.press("slash", *"bert", "enter")
@@ -166,12 +148,7 @@ async def test_a_bad_probe_param_is_named_and_nothing_is_sent(tmp_path: Path) ->
 async def test_a_slow_backends_probe_shows_progress_before_its_first_answer(
     tmp_path: Path,
 ) -> None:
-    rig = sim_rig()
-    source: Any = rig.source
-    controls = demo_controls(
-        GpuconConfig(audit_path=tmp_path / "audit.jsonl", operator="demo@test"), source.fleet
-    )
-    app = rig.app(controls=controls)
+    app = demo_console(tmp_path).app
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         await pilot.press("slash", *"sd15", "enter")  # a diffusion backend: seconds a request
@@ -212,13 +189,7 @@ async def test_a_slow_backends_probe_shows_progress_before_its_first_answer(
 async def test_mps_restart_key_restarts_the_selected_vms_daemon(tmp_path: Path) -> None:
     """`m` on a VM's row: a tier-2 plan naming the VM (drain first), then the restart; the
     VM's daemon is back and its servers serve again."""
-    rig = sim_rig()
-    source: Any = rig.source
-    fleet = source.fleet
-    controls = demo_controls(
-        GpuconConfig(audit_path=tmp_path / "audit.jsonl", operator="demo@test"), fleet
-    )
-    app = rig.app(controls=controls)
+    app, fleet, _ = demo_console(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         await pilot.press("slash", *"sd15-vm-b-1", "enter")  # select the VM's row
@@ -245,10 +216,7 @@ async def test_mps_restart_key_restarts_the_selected_vms_daemon(tmp_path: Path) 
 
 
 async def test_mps_restart_key_on_a_slot_without_a_daemon_says_so(tmp_path: Path) -> None:
-    rig = sim_rig()
-    source: Any = rig.source
-    controls = demo_controls(GpuconConfig(audit_path=tmp_path / "audit.jsonl"), source.fleet)
-    app = rig.app(controls=controls)
+    app = demo_console(tmp_path, operator=None).app
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         await pilot.press("slash", *"bert", "enter")
@@ -260,13 +228,7 @@ async def test_mps_restart_key_on_a_slot_without_a_daemon_says_so(tmp_path: Path
 
 
 async def test_a_reason_typed_in_the_drain_plan_is_recorded(tmp_path: Path) -> None:
-    rig = sim_rig()
-    source: Any = rig.source
-    fleet = source.fleet
-    controls = demo_controls(
-        GpuconConfig(audit_path=tmp_path / "audit.jsonl", operator="demo@test"), fleet
-    )
-    app = rig.app(controls=controls)
+    app, fleet, _ = demo_console(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         await pilot.press("d")

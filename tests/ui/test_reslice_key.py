@@ -5,13 +5,11 @@ says so."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from textual.widgets import Button, Input
 
 from gpucon.actions.audit import read_audit
-from gpucon.config import GpuconConfig
 from gpucon.errors import BadParams
 from gpucon.model.fleet import Backend, SlotKind
 from gpucon.model.snapshot import Snapshot
@@ -19,21 +17,14 @@ from gpucon.screens.actions_flow import reslice_target
 from gpucon.screens.plan import PlanScreen
 from gpucon.screens.progress import ProgressScreen
 from gpucon.screens.reslice_prompt import ReslicePrompt
-from gpucon.session import demo_controls
-from tests.ui.rig import sim_rig
+from tests.ui.rig import demo_console
 from tests.ui.test_action_screens_demo import SIZE, wait_for
 
 GPU = "node-a/gpu0"
 
 
 async def test_reslice_key_needs_the_gpu_name_typed_then_reslices(tmp_path: Path) -> None:
-    rig = sim_rig()
-    source: Any = rig.source
-    fleet = source.fleet
-    controls = demo_controls(
-        GpuconConfig(audit_path=tmp_path / "audit.jsonl", operator="demo@test"), fleet
-    )
-    app = rig.app(controls=controls)
+    app, fleet, _ = demo_console(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         await pilot.press("slash", *"node-a", "enter")  # a row of the A100 on node-a
@@ -81,10 +72,7 @@ async def test_reslice_key_needs_the_gpu_name_typed_then_reslices(tmp_path: Path
 
 
 async def test_reslice_key_on_a_gpu_without_mig_says_why(tmp_path: Path) -> None:
-    rig = sim_rig()
-    source: Any = rig.source
-    controls = demo_controls(GpuconConfig(audit_path=tmp_path / "audit.jsonl"), source.fleet)
-    app = rig.app(controls=controls)
+    app = demo_console(tmp_path, operator=None).app
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         await pilot.press("slash", *"vm-b-1", "enter")  # an RTX 4090 passed through to a VM
