@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
-from dataclasses import replace
 
+from gpucon.model.fleet import Backend, Gpu, LatencyStats, Slot
 from gpucon.model.reading import Reading
 from gpucon.sim.source import SimSource
 
@@ -35,29 +35,121 @@ class ChurnSource:
         r = self.inner.read()
         n = next(self._tick)
         step = 0.1 * (n % 7 + 1)  # a different small change on every read
-
-        def nudge(v: float | None) -> float | None:
-            return None if v is None else v + step
-
-        return replace(
-            r,
-            gpus=tuple(
-                replace(g, temperature_c=nudge(g.temperature_c), power_w=nudge(g.power_w))
-                for g in r.gpus
-            ),
-            slots=tuple(
-                replace(s, activity_pct=nudge(s.activity_pct), mem_used_mib=nudge(s.mem_used_mib))
-                for s in r.slots
-            ),
-            backends=tuple(replace(b, inflight=(b.inflight or 0) + n % 3) for b in r.backends),
-            latency=tuple(
-                replace(lat, p95_ms=nudge(lat.p95_ms), req_per_s=nudge(lat.req_per_s))
-                for lat in r.latency
-            ),
+        # each entity built with its constructor from the values read, as a live source
+        # builds its entities from what it parsed (not copied with ``dataclasses.replace``)
+        return Reading(
+            source=r.source,
+            health=r.health,
+            taken_at=r.taken_at,
+            gpus=tuple([_gpu(g, step) for g in r.gpus]),
+            slots=tuple([_slot(s, step) for s in r.slots]),
+            backends=tuple([_backend(b, n % 3) for b in r.backends]),
+            queues=r.queues,
+            latency=tuple([_latency(lat, step) for lat in r.latency]),
+            nodes=r.nodes,
+            ready_checks=r.ready_checks,
+            target_up=r.target_up,
+            mps=r.mps,
+            error=r.error,
+            duration_s=r.duration_s,
+            round_trips=r.round_trips,
         )
 
     def close(self) -> None:
         self.inner.close()
+
+
+def _nudge(v: float | None, step: float) -> float | None:
+    return None if v is None else v + step
+
+
+def _gpu(g: Gpu, step: float) -> Gpu:
+    return Gpu(
+        uuid=g.uuid,
+        host=g.host,
+        index=g.index,
+        name=g.name,
+        util_pct=g.util_pct,
+        mem_used_mib=g.mem_used_mib,
+        mem_total_mib=g.mem_total_mib,
+        temperature_c=_nudge(g.temperature_c, step),
+        power_w=_nudge(g.power_w, step),
+        power_limit_w=g.power_limit_w,
+        sm_clock_mhz=g.sm_clock_mhz,
+        mem_clock_mhz=g.mem_clock_mhz,
+        processes=g.processes,
+        mig_enabled=g.mig_enabled,
+        sm_count=g.sm_count,
+        mig_profiles=g.mig_profiles,
+        xid_watched=g.xid_watched,
+        xid_last=g.xid_last,
+        xid_at=g.xid_at,
+        thermal_slowdown=g.thermal_slowdown,
+        power_capped=g.power_capped,
+    )
+
+
+def _slot(s: Slot, step: float) -> Slot:
+    return Slot(
+        id=s.id,
+        kind=s.kind,
+        host=s.host,
+        gpu_uuid=s.gpu_uuid,
+        gpu_index=s.gpu_index,
+        gpu_name=s.gpu_name,
+        profile=s.profile,
+        gi_id=s.gi_id,
+        ci_id=s.ci_id,
+        sm_count=s.sm_count,
+        mem_used_mib=_nudge(s.mem_used_mib, step),
+        mem_total_mib=s.mem_total_mib,
+        activity_pct=_nudge(s.activity_pct, step),
+        activity_metric=s.activity_metric,
+        sm_active_pct=s.sm_active_pct,
+        dram_active_pct=s.dram_active_pct,
+        vm=s.vm,
+        pod=s.pod,
+        node=s.node,
+        processes=s.processes,
+    )
+
+
+def _backend(b: Backend, more: int) -> Backend:
+    return Backend(
+        name=b.name,
+        slot_id=b.slot_id,
+        url=b.url,
+        model=b.model,
+        weight=b.weight,
+        state=b.state,
+        inflight=(b.inflight or 0) + more,
+        ready=b.ready,
+        ready_at=b.ready_at,
+        owner=b.owner,
+        reason=b.reason,
+        pod=b.pod,
+        node=b.node,
+    )
+
+
+def _latency(lat: LatencyStats, step: float) -> LatencyStats:
+    return LatencyStats(
+        key=lat.key,
+        rate_window_s=lat.rate_window_s,
+        req_per_s=_nudge(lat.req_per_s, step),
+        p50_ms=lat.p50_ms,
+        p95_ms=_nudge(lat.p95_ms, step),
+        p99_ms=lat.p99_ms,
+        error_rate=lat.error_rate,
+        errors_by_reason=lat.errors_by_reason,
+        queue_ms=lat.queue_ms,
+        compute_ms=lat.compute_ms,
+        pending=lat.pending,
+        avg_ms=lat.avg_ms,
+        address=lat.address,
+        model=lat.model,
+        versions=lat.versions,
+    )
 
 
 def main() -> int:
