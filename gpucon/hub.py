@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts, track_mig_pending
 from gpucon.model.fleet import Health, SourceStatus
+from gpucon.model.growth_runs import GrowthRuns
 from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
 from gpucon.model.history_samples import history_blocks, history_samples, stale_series
 from gpucon.model.liveness import LivenessPolicy, withhold_dead_targets
@@ -33,7 +34,7 @@ from gpucon.model.liveness_book import LivenessBook
 from gpucon.model.merge import MergedFleet, merge_readings
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
-from gpucon.model.staleness import StaleFieldCache, stale_after_s
+from gpucon.model.staleness import StaleFieldCache, Staleness, stale_after_s
 from gpucon.sources.base import Source, guarded_read
 
 if TYPE_CHECKING:
@@ -103,6 +104,9 @@ class Hub:
         self._states = [_SourceState(s) for s in sources]
         self._lock = threading.Lock()
         self._history = History(capacity=history_capacity)
+        # each slot's memory growth run, kept as the history is appended (the memory trend
+        # rule reads it instead of walking every slot's history back each tick)
+        self._mem_runs = GrowthRuns(history_capacity)
         self._stale_fields = StaleFieldCache()
         self._gaps: tuple[object, list[str]] = (None, [])
         self._merged: tuple[tuple[Reading, ...], MergedFleet | None] = ((), None)
@@ -243,8 +247,7 @@ class Hub:
         staleness = self._stale_fields(readings, fleet, stale)
         if self._gaps[0] is not staleness.fields:  # the same stale values: the same gaps
             self._gaps = (staleness.fields, stale_series(staleness))
-        blocks, single = history_blocks(fleet, staleness, self._gaps[1])
-        self._history = self._history.append_blocks(now, blocks, single)
+        self._append_history(now, fleet, staleness)
         slo = {
             name: self.slo_p95_ms_by_model[b.model]
             for name, b in fleet.backends.items()
@@ -266,6 +269,7 @@ class Hub:
                 nodes=fleet.nodes,
                 mig_pending_since=self._mig_pending_since,
                 liveness=liveness,
+                mem_runs=self._mem_runs,
             ),
             self.thresholds,
             previous,
@@ -295,6 +299,15 @@ class Hub:
         for callback in self._subscribers:
             callback(snapshot)
         return snapshot
+
+    def _append_history(self, now: float, fleet: MergedFleet, staleness: Staleness) -> None:
+        """Append this tick's samples to the history rings, and the slots' memory to their
+        growth runs."""
+        blocks, single = history_blocks(fleet, staleness, self._gaps[1])
+        self._history = self._history.append_blocks(now, blocks, single)
+        for kind, series, ids, values in blocks:
+            if kind == "slot" and series == "mem_used":
+                self._mem_runs.update(self._history.appended - 1, now, ids, values)
 
     def _merge(self, readings: list[Reading]) -> MergedFleet:
         """The merged fleet; the last one again when no source has read anything new since

@@ -19,6 +19,7 @@ from gpucon.model.fleet import (
     Slot,
     SourceStatus,
 )
+from gpucon.model.growth_runs import GrowthRuns
 from gpucon.model.history import History
 from gpucon.model.liveness import BackendLiveness
 
@@ -163,6 +164,10 @@ class AlertInputs:
     # the alerts of the previous tick by key (derive_alerts fills it): a rule that measured
     # something once (a correlation) holds its alert while what it named is still there
     previous: Mapping[str, Alert] = field(default_factory=dict)
+    # each slot's memory growth run, kept by the hub as it appends the history (the memory
+    # trend rule's shortcut; without it, or when it is not at this history's tick, the rule
+    # walks the history back)
+    mem_runs: GrowthRuns | None = None
 
 
 # what a rule yields: (rule, target, severity, message)

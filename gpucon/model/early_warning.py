@@ -28,6 +28,7 @@ from gpucon.model.alert_base import (
 )
 from gpucon.model.cotenants import foreign_memory_mib, foreign_processes
 from gpucon.model.fleet import BackendState, Slot
+from gpucon.model.growth_runs import GrowthRuns
 from gpucon.model.history import History, Sample
 from gpucon.model.queue_growth import queue_growth
 from gpucon.model.trends import known_points, slope, ticks_within
@@ -82,42 +83,100 @@ def memory_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
     if n < t.mem_trend_rises + 1:
         return
     window_times = times[len(times) - n :]
+    runs = i.mem_runs
+    count = i.history.appended
+    if runs is not None and runs.tick == count - 1 and runs.first_tick <= count - n:
+        yield from _memory_trend_runs(i, t, runs, window_times, n)
+        return
     # most slots: flat over the window (or unknown), decided without reading it
     keys = {_mem_key(sid): sid for sid in i.slots}
     for key in i.history.rose(keys, n - 1):
         slot = i.slots[keys[key]]
-        total = slot.mem_total_mib
         newest = i.history.last(key)
-        if total is None or newest is None:
-            continue
-        # the fit runs from where the newest growth began
-        ts, vs = _newest_run(i.history, key, window_times, n)
-        steps = [k for k in range(1, len(vs)) if vs[k] > vs[k - 1]]
-        if len(steps) < t.mem_trend_rises:
-            continue
-        # still growing: it rose within the last quarter of the window (a process that took
-        # its memory and stopped is not a leak; the fit would keep a stale slope)
-        if ts[-1] - ts[steps[-1]] > t.mem_trend_window_s / 4:
-            continue
-        rate = slope(ts, vs)
-        if rate is None or rate <= 0.0:
+        found = _memory_alert(i, t, slot, key, newest, window_times, n)
+        if found is not None:
+            yield found
+
+
+# a run's slope from its running sums may differ from the fit in the last digits: a slot is
+# let off without the fit only when its horizon is this much beyond the warning's
+_SUMS_MARGIN = 1e-4
+
+
+def _memory_trend_runs(
+    i: AlertInputs, t: AlertThresholds, runs: GrowthRuns, window_times: tuple[float, ...], n: int
+) -> Iterable[Found]:
+    """``memory_trend`` over the hub's growth runs: only the slots that rose often enough in
+    the window are looked at, and only those that may alert are fitted (``_memory_alert``)."""
+    history = i.history
+    clip = history.appended - n  # the window's first tick
+    now_t = window_times[-1]
+    still = t.mem_trend_window_s / 4
+    warn = t.mem_full_warn_s * (1 + _SUMS_MARGIN)
+    for sid, run, newest in runs.candidates(t.mem_trend_rises, clip):
+        if now_t - runs.time_of(run.last_rise) > still:
+            continue  # stopped growing
+        slot = i.slots.get(sid)
+        total = None if slot is None else slot.mem_total_mib
+        if slot is None or total is None:
             continue
         free = max(0.0, total - newest)
         if free < t.min_free_mem_mib:
-            continue  # low_memory says it now; a countdown of seconds adds nothing
-        horizon = free / rate
-        if horizon >= t.mem_full_warn_s:
             continue
-        severity = Severity.CRITICAL if horizon < t.mem_full_crit_s else Severity.WARNING
-        span = ts[-1] - ts[0]
-        yield (
-            "memory_trend",
-            slot.id,
-            severity,
-            f"memory full in {fmt_duration(horizon)}: +{fmt(rate, ' MiB/s')} over "
-            f"{span:.0f}s, {free / 1024:.2f} GiB free of {total / 1024:.1f}"
-            f"{_co_tenant_note(i, slot)}",
-        )
+        if run.begin >= clip:  # the run lies in the window: its sums are the fit's points
+            rate = run.rate()
+            if rate is not None and rate > 0.0 and free / rate >= warn:
+                continue
+        key = _mem_key(sid)
+        first = history.back(key, n - 1)
+        if first is None or not newest > first:
+            continue  # not risen across the window
+        found = _memory_alert(i, t, slot, key, newest, window_times, n)
+        if found is not None:
+            yield found
+
+
+def _memory_alert(
+    i: AlertInputs,
+    t: AlertThresholds,
+    slot: Slot,
+    key: str,
+    newest: Sample,
+    window_times: tuple[float, ...],
+    n: int,
+) -> Found | None:
+    """The memory trend alert of one slot whose memory rose across the window, if any."""
+    total = slot.mem_total_mib
+    if total is None or newest is None:
+        return None
+    # the fit runs from where the newest growth began
+    ts, vs = _newest_run(i.history, key, window_times, n)
+    steps = [k for k in range(1, len(vs)) if vs[k] > vs[k - 1]]
+    if len(steps) < t.mem_trend_rises:
+        return None
+    # still growing: it rose within the last quarter of the window (a process that took
+    # its memory and stopped is not a leak; the fit would keep a stale slope)
+    if ts[-1] - ts[steps[-1]] > t.mem_trend_window_s / 4:
+        return None
+    rate = slope(ts, vs)
+    if rate is None or rate <= 0.0:
+        return None
+    free = max(0.0, total - newest)
+    if free < t.min_free_mem_mib:
+        return None  # low_memory says it now; a countdown of seconds adds nothing
+    horizon = free / rate
+    if horizon >= t.mem_full_warn_s:
+        return None
+    severity = Severity.CRITICAL if horizon < t.mem_full_crit_s else Severity.WARNING
+    span = ts[-1] - ts[0]
+    return (
+        "memory_trend",
+        slot.id,
+        severity,
+        f"memory full in {fmt_duration(horizon)}: +{fmt(rate, ' MiB/s')} over "
+        f"{span:.0f}s, {free / 1024:.2f} GiB free of {total / 1024:.1f}"
+        f"{_co_tenant_note(i, slot)}",
+    )
 
 
 def _co_tenant_note(i: AlertInputs, slot: Slot) -> str:

@@ -104,6 +104,11 @@ class History:
         return rings.times_between(self._start(), self._count)
 
     @property
+    def appended(self) -> int:
+        """How many ticks were appended up to this view (its newest is ``appended - 1``)."""
+        return self._count
+
+    @property
     def stored_series(self) -> int:
         """How many series the rings keep (benchmarks and tests)."""
         return 0 if self._columns is None else self._columns.series_count()

@@ -1,0 +1,173 @@
+"""Each series' newest growth run, kept up to date as the hub appends a tick: what the memory
+trend rule needs, in O(1) a series a tick instead of a walk back through the history.
+
+A series' run is its newest stretch of known samples that never drops (gaps skipped), from the
+last sample before its first rise (equal samples before that are skipped): the points
+``model.early_warning`` fits a line to. For a run that has risen the book keeps the tick before
+each rise (so a rule counts the rises inside its window by bisection), the newest rise's tick,
+and least-squares sums of its points (time and value taken relative to its first point, so the
+sums stay exact enough), so a rule can tell in O(1) how often a series rose in its window, when
+it last rose and, roughly, how fast. A run that has not risen costs nothing: a tick compares
+each new value with the last one in one comprehension and visits only those that moved, had a
+gap or are in a run.
+
+The book only narrows the search: the memory trend rule fits the few series it cannot reject
+again from the history itself, so its alerts are exactly those of the walk back. A run with no
+rise for ``horizon`` ticks (the most a window can cover: the history's capacity) is forgotten.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
+
+NAN = math.nan
+
+
+class Run:
+    """One series' run since its first rise: its points' sums and where it rose."""
+
+    __slots__ = ("begin", "last_rise", "n", "preds", "st", "stt", "stv", "sv", "t0", "v0")
+
+    def __init__(self, tick0: int, t0: float, v0: float) -> None:
+        self.begin = tick0  # the run's first point: the last sample before its first rise
+        self.t0 = t0
+        self.v0 = v0
+        self.n = 1
+        self.st = self.sv = self.stt = self.stv = 0.0  # of (t - t0, v - v0): the first is 0
+        self.preds: list[int] = []  # for each rise, the tick of the known sample before it
+        self.last_rise = tick0
+
+    def add(self, t: float, v: float) -> None:
+        x = t - self.t0
+        y = v - self.v0
+        self.n += 1
+        self.st += x
+        self.sv += y
+        self.stt += x * x
+        self.stv += x * y
+
+    def rises_since(self, tick: int) -> int:
+        """How many rises whose sample before lies at ``tick`` or later."""
+        return len(self.preds) - bisect_left(self.preds, tick)
+
+    def rate(self) -> float | None:
+        """The least-squares slope of the run's points (per second); None under 2 times."""
+        n = self.n
+        sxx = self.stt - self.st * self.st / n
+        if n < 2 or sxx <= 0.0:
+            return None
+        return (self.stv - self.st * self.sv / n) / sxx
+
+
+class GrowthRuns:
+    """The runs of one family of series (a block of values per tick, ``update``)."""
+
+    def __init__(self, horizon: int) -> None:
+        self.horizon = horizon
+        self.tick = -1  # the newest tick seen
+        self.first_tick = -1  # the first tick seen: windows reaching before it are not known
+        self.ids: Sequence[str] = ()
+        self._pos: dict[str, int] = {}
+        self._times = array("d", [NAN]) * (horizon + 2)  # the times of the newest ticks
+        self.last = array("d")  # each series' last known value (NaN: none yet)
+        self.gapped: dict[int, int] = {}  # series in a gap -> the tick of their last value
+        self.runs: dict[int, Run] = {}  # series (by position) in a run that has risen
+        # entities gone from the block: (last value, run, tick of that value), by id
+        self._gone: dict[str, tuple[float, Run | None, int]] = {}
+
+    def _remap(self, ids: Sequence[str]) -> None:
+        """Entities came or went: carry each one's state to its new position. One gone is
+        kept for ``horizon`` ticks: the history reads its absence as gaps, and so do we."""
+        old = self._pos
+        gone = self._gone
+        for ident, j in old.items():
+            # not in a gap before: its last value was at the last tick
+            gone[ident] = (self.last[j], self.runs.get(j), self.gapped.get(j, self.tick))
+        pos = {ident: i for i, ident in enumerate(ids)}
+        last = array("d", [NAN]) * len(ids)
+        runs: dict[int, Run] = {}
+        gapped: dict[int, int] = {}
+        for ident, i in pos.items():
+            state = gone.pop(ident, None)
+            if state is None:
+                continue
+            last[i], run, pred = state
+            if run is not None:
+                runs[i] = run
+            if last[i] == last[i]:
+                gapped[i] = pred
+        horizon = self.tick - self.horizon
+        self._gone = {k: v for k, v in gone.items() if v[2] >= horizon}
+        self.ids, self._pos = ids, pos
+        self.last, self.runs, self.gapped = last, runs, gapped
+
+    def update(self, tick: int, t: float, ids: Sequence[str], values: array[float]) -> None:
+        """Take tick ``tick`` (time ``t``): ``values[i]`` is ``ids[i]``'s sample (NaN a gap)."""
+        if self.tick >= 0 and tick != self.tick + 1:  # a tick missed: start again from here
+            fresh = GrowthRuns(self.horizon)
+            self.__dict__.update(fresh.__dict__)
+        if self.first_tick < 0:
+            self.first_tick = tick
+        if ids != self.ids:
+            self._remap(ids)
+        self.tick = tick
+        times = self._times
+        size = len(times)
+        times[tick % size] = t
+        last, runs, gapped = self.last, self.runs, self.gapped
+        # the series whose value moved (NaN != anything: a gap, or no value yet, "moved");
+        # an equal value changes nothing unless the series is in a run or a gap
+        visit = {i for i, (v, w) in enumerate(zip(values, last, strict=True)) if v != w}
+        visit.update(runs)
+        visit.update(gapped)
+        horizon = tick - self.horizon
+        for i in visit:
+            v = values[i]
+            w = last[i]
+            if v != v:  # a gap: the run goes on past it
+                if i not in gapped and w == w:
+                    gapped[i] = tick - 1  # not in a gap before: the last tick had a value
+                continue
+            pred = gapped.pop(i, tick - 1)  # the tick of the known sample before this one
+            run = runs.get(i)
+            if w != w:  # the series' first known sample
+                pass
+            elif v > w:
+                if run is None:
+                    t0 = times[pred % size] if pred > tick - size else NAN
+                    run = runs[i] = Run(pred, t0, w)
+                run.add(t, v)
+                run.preds.append(pred)
+                run.last_rise = tick
+                if run.preds[0] < horizon:  # rises no window reaches any more
+                    del run.preds[: bisect_left(run.preds, horizon)]
+            elif v < w:
+                if run is not None:
+                    del runs[i]  # a drop ends the run
+            elif run is not None:
+                if run.last_rise < horizon:
+                    del runs[i]  # flat longer than any window: nothing left to fit
+                else:
+                    run.add(t, v)
+            last[i] = v
+
+    def time_of(self, tick: int) -> float:
+        """The time of one of the newest ``horizon`` ticks."""
+        return self._times[tick % len(self._times)]
+
+    def candidates(self, min_rises: int, since: int) -> Iterator[tuple[str, Run, float]]:
+        """The series (id, run, newest value) whose newest sample is known and that rose at
+        least ``min_rises`` times from tick ``since`` on (counting a rise from the sample
+        before it), in the order of ``ids``."""
+        ids, last, gapped, runs = self.ids, self.last, self.gapped, self.runs
+        for i in sorted(runs):
+            run = runs[i]
+            if (
+                len(run.preds) >= min_rises
+                and i not in gapped
+                and run.rises_since(since) >= min_rises
+            ):
+                yield ids[i], run, last[i]

@@ -1,0 +1,100 @@
+"""The slots' memory growth runs the hub keeps: the memory trend rule over them raises exactly
+what it raises walking the history back, tick by tick, whatever the samples do."""
+
+from __future__ import annotations
+
+import math
+from array import array
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpucon.hub import Hub
+from gpucon.model.alert_base import Found
+from gpucon.model.alerts import AlertInputs, AlertThresholds
+from gpucon.model.early_warning import memory_trend
+from gpucon.model.fleet import Slot, SlotKind
+from gpucon.model.growth_runs import GrowthRuns
+from gpucon.model.history import History
+from gpucon.sim.source import SimSource
+
+NAN = math.nan
+IDS = ("a", "b", "c", "d")
+
+# a sample: None (a gap), or MiB from a few levels (so equal samples, rises and drops all come)
+samples = st.one_of(st.none(), st.sampled_from([0.0, 10.0, 10.0, 20.0, 35.5, 60.0, 90.0]))
+ticks = st.tuples(
+    st.sampled_from([0.5, 1.0, 1.0, 1.0, 2.5, 7.0]),  # seconds since the tick before
+    st.sampled_from([IDS, IDS, IDS, IDS[:3], ("b", "a", "d")]),  # entities come and go
+    st.lists(samples, min_size=4, max_size=4),
+)
+thresholds = st.builds(
+    AlertThresholds,
+    mem_trend_window_s=st.sampled_from([3.0, 6.0, 10.0, 60.0]),
+    mem_trend_rises=st.integers(1, 4),
+    mem_full_warn_s=st.sampled_from([5.0, 30.0, 1800.0, 1e9]),
+    mem_full_crit_s=st.sampled_from([1.0, 10.0]),
+    min_free_mem_mib=st.sampled_from([0.0, 15.0]),
+)
+
+
+def _alerts(
+    now: float, h: History, slots: dict[str, Slot], runs: GrowthRuns | None, t: AlertThresholds
+) -> list[Found]:
+    i = AlertInputs(now, slots, {}, {}, {}, {}, h, mem_runs=runs)
+    return list(memory_trend(i, t))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    steps=st.lists(ticks, min_size=1, max_size=40),
+    t=thresholds,
+    capacity=st.sampled_from([4, 8, 120]),
+)
+def test_runs_raise_what_the_walk_back_raises(
+    steps: list[tuple[float, tuple[str, ...], list[float | None]]],
+    t: AlertThresholds,
+    capacity: int,
+) -> None:
+    h = History(capacity=capacity)
+    runs = GrowthRuns(capacity)
+    now = 1_790_000_000.0
+    for dt, ids, values in steps:
+        now += dt
+        block = array("d", [NAN if v is None else v for v in values[: len(ids)]])
+        h = h.append_blocks(now, [("slot", "mem_used", ids, block)], {})
+        runs.update(h.appended - 1, now, ids, block)
+        slots = {
+            sid: Slot(sid, SlotKind.MIG, mem_used_mib=v, mem_total_mib=100.0)
+            for sid, v in zip(ids, values, strict=False)
+        }
+        assert _alerts(now, h, slots, runs, t) == _alerts(now, h, slots, None, t)
+
+
+def test_a_steady_leak_alerts_through_the_runs_once_and_after_a_drop_again() -> None:
+    t = AlertThresholds()
+    h = History(capacity=120)
+    runs = GrowthRuns(120)
+    slots = {"s": Slot("s", SlotKind.MIG, mem_total_mib=80_000.0)}
+    raised: list[int] = []
+    for k in range(90):
+        used = 10_000.0 + 40.0 * (k % 45)  # +40 MiB/s, back to 10 GB at 45 s
+        h = h.append_blocks(float(k), [("slot", "mem_used", ("s",), array("d", [used]))], {})
+        runs.update(h.appended - 1, float(k), ("s",), array("d", [used]))
+        found = _alerts(float(k), h, slots, runs, t)
+        assert found == _alerts(float(k), h, slots, None, t)
+        if found:
+            raised.append(k)
+    # three rises in, until the drop at 45 s, and again three rises after it
+    assert raised[0] == 3 and 44 in raised and 45 not in raised and 48 in raised
+
+
+def test_the_hub_keeps_the_runs_at_its_history_tick() -> None:
+    clock = [1_790_000_000.0]
+    hub = Hub([SimSource.for_demo(7, None, None, clock=lambda: clock[0])], clock=lambda: clock[0])
+    for _ in range(5):
+        clock[0] += 1.0
+        hub.poll_once()
+        snapshot = hub.tick()
+    assert hub._mem_runs.tick == snapshot.history.appended - 1
+    assert set(hub._mem_runs.ids) == set(snapshot.slots)
