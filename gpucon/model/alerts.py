@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from typing import TypeVar
 
 from gpucon.model import early_warning, noisy_neighbour, queue_stall
 from gpucon.model.alert_base import (
@@ -54,13 +55,33 @@ __all__ = [
 # a rate below this is no traffic (Prometheus's rate() of an idle counter is exactly 0)
 NO_TRAFFIC_RPS = 0.005
 _NOT_TAKING_WORK = frozenset({BackendState.DRAINING, BackendState.DRAINED, BackendState.DOWN})
+E = TypeVar("E")
+
+
+def _over(
+    i: AlertInputs, kind: str, series: str, above: float, items: Iterable[tuple[str, E]]
+) -> list[tuple[str, E]]:
+    """The (id, entity) pairs of ``items``, in order, whose newest ``kind:ID:series`` sample
+    is known and at least ``above``: the only ones a ``sustained`` rule needs to look at
+    (read off the family's newest block in one pass when the history keeps one)."""
+    hits = i.history.newest_at_least(kind, series, above)
+    if hits is None:  # not kept as a family: each series asked
+        last = i.history.last
+        return [
+            (x, e)
+            for x, e in items
+            if (v := last(f"{kind}:{x}:{series}")) is not None and v >= above
+        ]
+    if not hits:
+        return []
+    return [(x, e) for x, e in items if x in hits]
 
 
 def _queue_wait(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
-    for name in i.latency:
+    for name, lat in _over(i, "backend", "queue_ms", t.queue_wait_ms, i.latency.items()):
         key = f"backend:{name}:queue_ms"
         if sustained(i.history, key, i.now, t.queue_wait_for_s, t.queue_wait_ms):
-            wait_ms = i.latency[name].queue_ms or 0.0
+            wait_ms = lat.queue_ms or 0.0
             yield (
                 "queue_wait",
                 name,
@@ -68,7 +89,7 @@ def _queue_wait(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, 
                 f"queue wait {_fmt(wait_ms, ' ms')} > {_fmt(t.queue_wait_ms, ' ms')} "
                 f"for {t.queue_wait_for_s:.0f}s",
             )
-    for stream, q in i.queues.items():
+    for stream, q in _over(i, "queue", "oldest", t.queue_oldest_s, i.queues.items()):
         key = f"queue:{stream}:oldest"
         if sustained(i.history, key, i.now, t.queue_wait_for_s, t.queue_oldest_s):
             age_s = q.oldest_age_s or 0.0
@@ -121,7 +142,8 @@ def _p95_breach(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, 
 
 
 def _hot_slot(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
-    for slot in i.slots.values():
+    slots = ((s.id, s) for s in i.slots.values())
+    for _, slot in _over(i, "slot", "activity", t.hot_activity_pct, slots):
         key = f"slot:{slot.id}:activity"
         if sustained(i.history, key, i.now, t.hot_for_s, t.hot_activity_pct):
             yield (
@@ -231,7 +253,15 @@ def _thermal(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Sev
 
 
 def _power_limit(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
-    for gpu in i.gpus.values():
+    gpus = [(g.uuid, g) for g in i.gpus.values()]
+    at_limit = {
+        uuid
+        for uuid, _ in (
+            *_over(i, "gpu", "power_pct", t.power_limit_pct, gpus),
+            *_over(i, "gpu", "power_capped", 1, gpus),
+        )
+    }
+    for gpu in (g for uuid, g in gpus if uuid in at_limit) if at_limit else ():
         at_pct = sustained(
             i.history, f"gpu:{gpu.uuid}:power_pct", i.now, t.power_limit_for_s, t.power_limit_pct
         )

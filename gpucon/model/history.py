@@ -128,6 +128,21 @@ class History:
             return None  # empty, or so old that the rings overwrote it
         return rings.at(key, tick)
 
+    def newest_at_least(self, kind: str, series: str, above: float) -> frozenset[str] | None:
+        """The entities of a family (``slot``, ``activity``) whose newest sample is known and
+        at least ``above``, read off the newest block in one pass; None when the family is not
+        kept as one (series appended one by one: ask each key's ``last``)."""
+        rings = self._columns
+        if rings is None:
+            return frozenset()
+        family = rings.families.get((kind, series))
+        if family is None:
+            return None
+        tick = self._count - 1
+        if tick < 0 or tick <= rings.count - rings.size:
+            return frozenset()
+        return frozenset(family.at_least(tick, above))
+
     def back(self, key: str, ticks: int) -> Sample:
         """The sample of ``key`` taken ``ticks`` ticks before the newest (0: the newest); None
         beyond this view's window. O(1): trend rules test it before reading a window."""

@@ -37,7 +37,17 @@ def split_key(key: str) -> tuple[str, str, str] | None:
 class Family:
     """One series of every entity of a kind, a block per tick, in a ring of ``size`` ticks."""
 
-    __slots__ = ("_ids", "blocks", "index", "indexes", "kind", "series", "size", "ticks")
+    __slots__ = (
+        "_ids",
+        "blocks",
+        "id_lists",
+        "index",
+        "indexes",
+        "kind",
+        "series",
+        "size",
+        "ticks",
+    )
 
     def __init__(self, kind: str, series: str, size: int) -> None:
         self.kind = kind
@@ -45,6 +55,7 @@ class Family:
         self.size = size
         self.blocks: list[array[float] | None] = [None] * size
         self.indexes: list[dict[str, int] | None] = [None] * size
+        self.id_lists: list[Sequence[str]] = [()] * size  # each slot's ids, in block order
         self.ticks: list[int] = [-1] * size  # the tick each slot holds
         self.index: dict[str, int] = {}
         self._ids: Sequence[str] = ()
@@ -64,6 +75,7 @@ class Family:
         else:
             self.blocks[pos] = values
         self.indexes[pos] = self.index
+        self.id_lists[pos] = self._ids
         self.ticks[pos] = tick
 
     def copy(self, size: int, start: int, end: int) -> Family:
@@ -77,6 +89,7 @@ class Family:
             if self.ticks[pos] == t and block is not None:
                 fresh.blocks[new] = block[:]
                 fresh.indexes[new] = self.indexes[pos]
+                fresh.id_lists[new] = self.id_lists[pos]
                 fresh.ticks[new] = t
         return fresh
 
@@ -95,6 +108,17 @@ class Family:
             return None
         v = block[i]
         return None if v != v else v
+
+    def at_least(self, tick: int, above: float) -> list[str]:
+        """The entities whose sample at ``tick`` is known and at least ``above``: one pass
+        over that tick's block (a rule that needs a value over a threshold looks no further
+        at the rest)."""
+        pos = tick % self.size
+        block = self.blocks[pos]
+        if self.ticks[pos] != tick or block is None:
+            return []
+        ids = self.id_lists[pos]
+        return [ids[i] for i, v in enumerate(block) if v >= above]  # NaN >= x is False
 
     def newest_first(self, ident: str, newest: int, oldest: int) -> Iterator[Sample]:
         """``at(ident, t)`` for ``t`` from ``newest`` down to ``oldest``, lazily: a trend rule

@@ -167,6 +167,15 @@ def test_the_hubs_family_blocks_read_as_single_series() -> None:
             assert by_blocks.get(key) == by_keys.get(key)
             assert by_blocks.last(key) == by_keys.last(key)
             assert by_blocks.back(key, 2) == by_keys.back(key, 2)
+        for kind, series, above in (("slot", "activity", 50.0), ("backend", "p95", 100.0)):
+            hits = by_blocks.newest_at_least(kind, series, above)
+            wanted = {
+                k.split(":")[1]
+                for k in keys
+                if k.startswith(f"{kind}:") and k.endswith(f":{series}")
+                if (v := by_blocks.last(k)) is not None and v >= above
+            }
+            assert hits == wanted and by_keys.newest_at_least(kind, series, above) is None
         if tick % 3 == 0:
             assert by_blocks.last(f"slot:{slot}:activity") is None
             assert by_blocks.last(f"backend:{backend}:p95") is None
