@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -59,10 +60,14 @@ class _KeyCache:
     def __init__(self) -> None:
         self.keys: dict[str, dict[str, str]] = {}
 
-    def of(self, kind: str) -> Callable[[str], str]:
+    def _cache(self, kind: str) -> dict[str, str]:
         cache = self.keys.get(kind)
         if cache is None or len(cache) > self.LIMIT:
             cache = self.keys[kind] = {}
+        return cache
+
+    def of(self, kind: str) -> Callable[[str], str]:
+        cache = self._cache(kind)
         prefix = kind + ":"
 
         def key(ident: str) -> str:
@@ -72,6 +77,19 @@ class _KeyCache:
             return found
 
         return key
+
+    def many(self, kind: str, idents: Iterable[str]) -> list[str]:
+        """The keys of ``idents``, in order (one list pass; a new entity's key made once)."""
+        cache = self._cache(kind)
+        idents = idents if isinstance(idents, list) else list(idents)
+        keys = [cache.get(x) for x in idents]
+        if None in keys:
+            prefix = kind + ":"
+            keys = [
+                k if k is not None else cache.setdefault(x, prefix + x)
+                for k, x in zip(keys, idents, strict=True)
+            ]
+        return keys  # type: ignore[return-value]
 
 
 _KEYS = _KeyCache()
@@ -222,13 +240,29 @@ def resolve_latency(
     return resolved
 
 
+def _by(items: list[T], name: str) -> dict[str, T]:
+    """``merge_by_key`` on one string field (built in C when no two items share it)."""
+    keys = list(map(operator.attrgetter(name), items))
+    merged: dict[str, T] = dict(zip(keys, items, strict=True))
+    if len(merged) == len(items):
+        return merged
+    merged = {}
+    for k, item in zip(keys, items, strict=True):
+        existing = merged.get(k)
+        merged[k] = item if existing is None else overlay(existing, item)
+    return merged
+
+
 def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
     """Merge readings given in priority order (the first source known wins per field)."""
     origins: dict[str, frozenset[str]] = {}
     single: dict[str, frozenset[str]] = {}  # one shared frozenset per source name
 
-    def note_all(keys: Iterable[str], source: str) -> None:
+    def note_all(keys: list[str], source: str) -> None:
         mine = single.get(source) or single.setdefault(source, frozenset((source,)))
+        if origins.keys().isdisjoint(keys):  # the first source to tell of these (in C)
+            origins.update(dict.fromkeys(keys, mine))
+            return
         get = origins.get
         for key in keys:
             known = get(key)
@@ -237,8 +271,7 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
             elif source not in known:
                 origins[key] = known | mine
 
-    gpu_key, backend_key, queue_key = _KEYS.of("gpu"), _KEYS.of("backend"), _KEYS.of("queue")
-    slot_key, latency_key = _KEYS.of("slot"), _KEYS.of("latency")
+    many = _KEYS.many
     gpus: list[Gpu] = []
     slots: list[Slot] = []
     backends: list[Backend] = []
@@ -255,58 +288,77 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
         queues.extend(r.queues)
         latency.extend(r.latency)
         nodes.extend(r.nodes)
-        note_all([gpu_key(g.uuid) for g in r.gpus], r.source)
-        note_all([backend_key(b.name) for b in r.backends], r.source)
-        note_all([queue_key(q.stream) for q in r.queues], r.source)
+        note_all(many("gpu", [g.uuid for g in r.gpus]), r.source)
+        note_all(many("backend", [b.name for b in r.backends]), r.source)
+        note_all(many("queue", [q.stream for q in r.queues]), r.source)
 
-    # each fragment's join key, worked out once (it is used three times)
-    join_keys = [slot_join_key(s) for s in slots]
+    # each fragment's join key, worked out once (it is used three times): slot_join_key
+    join_keys: list[Hashable] = [
+        (s.gpu_uuid, s.gi_id) if s.gpu_uuid is not None and s.vm is None else s.id for s in slots
+    ]
     by_join: dict[Hashable, Slot] = dict(zip(join_keys, slots, strict=True))
     if len(by_join) != len(slots):
         by_join = {}
         for k, s in zip(join_keys, slots, strict=True):
             existing = by_join.get(k)
             by_join[k] = s if existing is None else overlay(existing, s)
-    merged_slots: dict[str, Slot] = {}
-    for s in by_join.values():
-        # a fragment that names the slot only by id (Kubernetes: no GPU UUID) joins the slot
-        # with that id instead of replacing it
-        existing = merged_slots.get(s.id)
-        merged_slots[s.id] = s if existing is None else overlay(existing, s)
+    merged_slots: dict[str, Slot] = {s.id: s for s in by_join.values()}
+    if len(merged_slots) != len(by_join):
+        merged_slots = {}
+        for s in by_join.values():
+            # a fragment that names the slot only by id (Kubernetes: no GPU UUID) joins the
+            # slot with that id instead of replacing it
+            existing = merged_slots.get(s.id)
+            merged_slots[s.id] = s if existing is None else overlay(existing, s)
     # origins of slots: every source whose fragment joined into the merged slot
-    join_to_id = {k: s.id for k, s in by_join.items()}
-    i = 0
-    for r in readings:
-        n = len(r.slots)
-        note_all(
-            [
-                slot_key(join_to_id.get(k, s.id))
-                for k, s in zip(join_keys[i : i + n], r.slots, strict=True)
-            ],
-            r.source,
-        )
-        i += n
+    if len(readings) == 1 and len(by_join) == len(slots):
+        note_all(many("slot", [s.id for s in slots]), readings[0].source)  # joined to itself
+    else:
+        join_to_id = {k: s.id for k, s in by_join.items()}
+        i = 0
+        for r in readings:
+            n = len(r.slots)
+            ids = [
+                join_to_id.get(k, s.id) for k, s in zip(join_keys[i : i + n], r.slots, strict=True)
+            ]
+            note_all(many("slot", ids), r.source)
+            i += n
 
-    merged_backends = {str(k): v for k, v in merge_by_key(backends, lambda b: b.name).items()}
+    merged_backends = _by(backends, "name")
     # a backend's sources told of its slot too
-    told: dict[str, list[str]] = {}
-    for b in merged_backends.values():
-        if b.slot_id is not None:
-            for src in origins.get(backend_key(b.name), ()):
-                told.setdefault(src, []).append(slot_key(b.slot_id))
-    for src, keys in told.items():
-        note_all(keys, src)
-    merged_nodes = {str(k): v for k, v in merge_by_key(nodes, lambda n: n.name).items()}
+    serving = [b for b in merged_backends.values() if b.slot_id is not None]
+    told: dict[frozenset[str], list[str]] = {}
+    get = origins.get
+    for by, slot in zip(
+        many("backend", [b.name for b in serving]),
+        many("slot", [b.slot_id for b in serving]),  # type: ignore[misc]
+        strict=True,
+    ):
+        told.setdefault(get(by, frozenset()), []).append(slot)
+    for sources, keys in told.items():
+        for src in sources:
+            # most were told of by the same source already: only the rest are noted
+            note_all([k for k in keys if src not in get(k, ())], src)
+    merged_nodes = _by(nodes, "name")
     merged_backends = attach_pods_by_ip(merged_backends, merged_nodes.values())
-    latency_name = latency_name_resolver(merged_backends, latency)
-    for r in readings:
-        note_all([latency_key(latency_name(lat)) for lat in r.latency], r.source)
+    lat_keys = [lat.key for lat in latency]
+    named = set(lat_keys)
+    if len(named) == len(lat_keys) and named <= merged_backends.keys():
+        # every latency names its backend (a backend label, the simulator): keyed as it is
+        resolved = dict(zip(lat_keys, latency, strict=True))
+        for r in readings:
+            note_all(many("latency", [lat.key for lat in r.latency]), r.source)
+    else:
+        latency_name = latency_name_resolver(merged_backends, latency)
+        for r in readings:
+            note_all(many("latency", [latency_name(lat) for lat in r.latency]), r.source)
+        resolved = resolve_latency(latency, merged_backends)
     return MergedFleet(
-        gpus={str(k): v for k, v in merge_by_key(gpus, lambda g: g.uuid).items()},
+        gpus=_by(gpus, "uuid"),
         slots=merged_slots,
         backends=merged_backends,
-        queues={str(k): v for k, v in merge_by_key(queues, lambda q: q.stream).items()},
-        latency=resolve_latency(latency, merged_backends),
+        queues=_by(queues, "stream"),
+        latency=resolved,
         nodes=merged_nodes,
         origins=origins,
         mps=mps,
