@@ -1,4 +1,4 @@
-"""Series families stored a tick at a time: one ``array('d')`` per family per tick.
+"""Series families stored a tick at a time: one array of numbers per family per tick.
 
 The hub samples the same few series of every slot, backend, GPU and queue each tick
 (``slot:ID:activity`` for every slot ...). Stored one ring per series, each tick costs a dict
@@ -7,7 +7,11 @@ lookup and a store per series (88,000 of them at 2,048 GPUs). A ``Family`` (``sl
 order of an ident -> position index; the index is shared by every tick whose entities were the
 same, so a tick costs one ``array('d', values)`` per family, built in C from a list and copied
 into the ring's block for that slot (allocated for the whole ring on the first write, so
-memory does not grow as the ring fills).
+memory does not grow as the ring fills). A family keeps the type of array it is given: the
+hub's are single precision (``array('f')``, ``model.history_samples``), half the memory of
+doubles (the history is most of the console's memory at 2,048 GPUs); 24 bits of mantissa
+keep a percentage, a temperature, a few thousand ms or a whole number of MiB up to 16 TiB as
+read, and any value to about seven significant digits, more than a plot or a trend needs.
 
 Reading ``slot:ID:activity`` at a tick is: the family's block of that tick, ``ID``'s position
 in that tick's index, the number there (NaN is a gap). A tick the family was not appended at,
@@ -68,9 +72,9 @@ class Family:
         pos = tick % self.size
         self.ticks[pos] = -1  # a reader sees no half-written slot
         if self.blocks[0] is None:  # the whole ring at once: memory is flat from the start
-            self.blocks = [array("d", [NAN]) * len(values) for _ in range(self.size)]
+            self.blocks = [array(values.typecode, [NAN]) * len(values) for _ in range(self.size)]
         block = self.blocks[pos]
-        if block is not None and len(block) == len(values):
+        if block is not None and len(block) == len(values) and block.typecode == values.typecode:
             block[:] = values  # in place: no allocation a tick, no fragmentation
         else:
             self.blocks[pos] = values

@@ -27,8 +27,10 @@ NAN = math.nan
 
 def default_slack(capacity: int) -> int:
     """Ticks the rings keep beyond a view's window: how far behind the newest append a view
-    may be read and still be exact (a tick handed to a busy UI thread, a plan being made)."""
-    return max(4, capacity // 4)
+    may be read and still be exact (a tick handed to a busy UI thread, a plan being made; a
+    view kept longer takes ``History.frozen()``). Every tick of slack is a tick of memory
+    for every series."""
+    return max(4, capacity // 10)
 
 
 def _known(values: array[float]) -> tuple[Sample, ...]:

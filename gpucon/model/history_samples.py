@@ -144,9 +144,10 @@ def history_samples(
 
 
 def _values(items: Iterable[object], name: str) -> array[float]:
-    """One field of every entity, NaN where unknown."""
+    """One field of every entity, NaN where unknown, in single precision (what the history
+    keeps: ``model.history_blocks``)."""
     get = attrgetter(name)
-    return array("d", [NAN if (v := get(i)) is None else v for i in items])
+    return array("f", [NAN if (v := get(i)) is None else v for i in items])
 
 
 def history_blocks(
@@ -154,7 +155,8 @@ def history_blocks(
 ) -> tuple[list[Block], dict[str, Sample]]:
     """What ``history_samples`` says, with each family of series as one block (kind, series,
     ids, values) for ``History.append_blocks``: a list walk per family, not a dict entry per
-    series. The co-tenant memory (sampled on few slots) stays single series."""
+    series. The co-tenant memory (sampled on few slots) stays single series. The blocks are
+    single precision (``array('f')``): the samples rounded to about seven digits."""
     slot_ids = tuple(fleet.slots)
     slots = fleet.slots.values()
     names = tuple(fleet.latency)
@@ -171,10 +173,10 @@ def history_blocks(
         ("backend", "p95", names, _values(latency, "p95_ms")),
         ("backend", "rps", names, _values(latency, "req_per_s")),
         ("backend", "queue_ms", names, _values(latency, "queue_ms")),
-        ("backend", "service_ms", names, array("d", [NAN if v is None else v for v in service])),
+        ("backend", "service_ms", names, array("f", [NAN if v is None else v for v in service])),
         ("gpu", "temp", uuids, _values(gpus, "temperature_c")),
         ("gpu", "power_pct", uuids, _values(gpus, "power_pct")),
-        ("gpu", "power_capped", uuids, array("d", [NAN if v is None else v for v in capped])),
+        ("gpu", "power_capped", uuids, array("f", [NAN if v is None else v for v in capped])),
         ("queue", "length", streams, _values(queues, "length")),
         ("queue", "waiting", streams, _values(queues, "waiting")),
         ("queue", "oldest", streams, _values(queues, "oldest_age_s")),

@@ -50,18 +50,20 @@ def _alerts(
     steps=st.lists(ticks, min_size=1, max_size=40),
     t=thresholds,
     capacity=st.sampled_from([4, 8, 120]),
+    typecode=st.sampled_from("fd"),  # the hub's blocks are single precision
 )
 def test_runs_raise_what_the_walk_back_raises(
     steps: list[tuple[float, tuple[str, ...], list[float | None]]],
     t: AlertThresholds,
     capacity: int,
+    typecode: str,
 ) -> None:
     h = History(capacity=capacity)
     runs = GrowthRuns(capacity)
     now = 1_790_000_000.0
     for dt, ids, values in steps:
         now += dt
-        block = array("d", [NAN if v is None else v for v in values[: len(ids)]])
+        block = array(typecode, [NAN if v is None else v for v in values[: len(ids)]])
         h = h.append_blocks(now, [("slot", "mem_used", ids, block)], {})
         runs.update(h.appended - 1, now, ids, block)
         slots = {

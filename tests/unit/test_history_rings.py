@@ -132,6 +132,7 @@ def test_series_gone_for_a_whole_ring_are_dropped() -> None:
 def test_the_hubs_family_blocks_read_as_single_series() -> None:
     """``history_blocks`` + ``append_blocks`` (the hub) and ``history_samples`` + ``append``
     (the generic path) keep the same samples, stale values as gaps included."""
+    from array import array
     from dataclasses import replace
 
     from gpucon.model.history_samples import history_blocks, history_samples
@@ -157,7 +158,12 @@ def test_the_hubs_family_blocks_read_as_single_series() -> None:
         staleness = stale if tick % 3 == 0 else Staleness()
         blocks, single = history_blocks(merged, staleness)
         by_blocks = by_blocks.append_blocks(float(tick), blocks, single)
-        by_keys = by_keys.append(float(tick), history_samples(merged, staleness))
+        # the hub's families keep single precision: the same samples, rounded so
+        single_precision = {
+            k: None if v is None else array("f", [v])[0]
+            for k, v in history_samples(merged, staleness).items()
+        }
+        by_keys = by_keys.append(float(tick), single_precision)
         assert by_blocks == by_keys
         assert by_blocks.stored_series == len(history_samples(merged))
         keys = list(history_samples(merged))
