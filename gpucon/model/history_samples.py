@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from operator import attrgetter
 
 from gpucon.model.cotenants import foreign_memory_mib, foreign_processes
@@ -143,11 +144,23 @@ def history_samples(
     return samples
 
 
-def _values(items: Iterable[object], name: str) -> array[float]:
-    """One field of every entity, NaN where unknown, in single precision (what the history
-    keeps: ``model.history_blocks``)."""
-    get = attrgetter(name)
-    return array("f", [NAN if (v := get(i)) is None else v for i in items])
+# the largest magnitude single precision holds: a value beyond it is kept as an infinity
+_F32_MAX = 3.4028234663852886e38
+
+
+def _floats(values: Sequence[float | None]) -> array[float]:
+    """``values`` in single precision, NaN where unknown (``model.history_blocks``): built in
+    C, unless some value is unknown or too large for single precision."""
+    try:
+        return array("f", values)  # type: ignore[arg-type]  # a None raises: handled below
+    except (TypeError, OverflowError):
+        return array(
+            "f",
+            [
+                NAN if v is None else v if abs(v) <= _F32_MAX else math.copysign(math.inf, v)
+                for v in values
+            ],
+        )
 
 
 def history_blocks(
@@ -158,44 +171,52 @@ def history_blocks(
     series. The co-tenant memory (sampled on few slots) stays single series. The blocks are
     single precision (``array('f')``): the samples rounded to about seven digits."""
     slot_ids = tuple(fleet.slots)
-    slots = fleet.slots.values()
+    slots = list(fleet.slots.values())
     names = tuple(fleet.latency)
-    latency = fleet.latency.values()
+    latency = list(fleet.latency.values())
     uuids = tuple(fleet.gpus)
-    gpus = fleet.gpus.values()
+    gpus = list(fleet.gpus.values())
     streams = tuple(fleet.queues)
-    queues = fleet.queues.values()
-    service = [lat.compute_ms if lat.compute_ms is not None else lat.avg_ms for lat in latency]
-    capped = [None if (c := g.power_capped) is None else float(c) for g in gpus]
+    queues = list(fleet.queues.values())
+    # one comprehension per series reading the field straight off each entity: at 2,048 GPUs
+    # these twelve walks over ~43,000 entities are most of what a tick's history costs
     blocks: list[Block] = [
-        ("slot", "activity", slot_ids, _values(slots, "activity_pct")),
-        ("slot", "mem_used", slot_ids, _values(slots, "mem_used_mib")),
-        ("backend", "p95", names, _values(latency, "p95_ms")),
-        ("backend", "rps", names, _values(latency, "req_per_s")),
-        ("backend", "queue_ms", names, _values(latency, "queue_ms")),
-        ("backend", "service_ms", names, array("f", [NAN if v is None else v for v in service])),
-        ("gpu", "temp", uuids, _values(gpus, "temperature_c")),
-        ("gpu", "power_pct", uuids, _values(gpus, "power_pct")),
-        ("gpu", "power_capped", uuids, array("f", [NAN if v is None else v for v in capped])),
-        ("queue", "length", streams, _values(queues, "length")),
-        ("queue", "waiting", streams, _values(queues, "waiting")),
-        ("queue", "oldest", streams, _values(queues, "oldest_age_s")),
+        ("slot", "activity", slot_ids, _floats([s.activity_pct for s in slots])),
+        ("slot", "mem_used", slot_ids, _floats([s.mem_used_mib for s in slots])),
+        ("backend", "p95", names, _floats([lat.p95_ms for lat in latency])),
+        ("backend", "rps", names, _floats([lat.req_per_s for lat in latency])),
+        ("backend", "queue_ms", names, _floats([lat.queue_ms for lat in latency])),
+        (
+            "backend",
+            "service_ms",
+            names,
+            _floats(
+                [lat.compute_ms if lat.compute_ms is not None else lat.avg_ms for lat in latency]
+            ),
+        ),
+        ("gpu", "temp", uuids, _floats([g.temperature_c for g in gpus])),
+        ("gpu", "power_pct", uuids, _floats([g.power_pct for g in gpus])),
+        ("gpu", "power_capped", uuids, _floats([g.power_capped for g in gpus])),
+        ("queue", "length", streams, _floats([q.length for q in queues])),
+        ("queue", "waiting", streams, _floats([q.waiting for q in queues])),
+        ("queue", "oldest", streams, _floats([q.oldest_age_s for q in queues])),
     ]
     samples: dict[str, Sample] = {}
-    serving: dict[str, int] = {}
-    for b in fleet.backends.values():
-        if b.slot_id is not None:
-            serving[b.slot_id] = serving.get(b.slot_id, 0) + 1
-    for sid, slot in fleet.slots.items():
-        # decided by counting on almost every slot: more processes than backends is rare
-        if len(slot.processes) > serving.get(sid, 1):
-            foreign = foreign_processes(slot.processes, serving.get(sid, 0))
-            if foreign:
-                samples[_SLOT_KEYS.of("slot", sid)[2]] = foreign_memory_mib(foreign)
+    # backends per slot, counted in C
+    serving = Counter(map(_SLOT_ID, fleet.backends.values()))
+    get = serving.get
+    # decided by counting on almost every slot: more processes than backends is rare
+    for sid, slot in [(sid, s) for sid, s in fleet.slots.items() if len(s.processes) > get(sid, 1)]:
+        foreign = foreign_processes(slot.processes, get(sid, 0))
+        if foreign:
+            samples[_SLOT_KEYS.of("slot", sid)[2]] = foreign_memory_mib(foreign)
     _SLOT_KEYS.trim(fleet.slots)
     if staleness:
         _blank_gaps(blocks, samples, stale_series(staleness) if gaps is None else gaps)
     return blocks, samples
+
+
+_SLOT_ID = attrgetter("slot_id")
 
 
 def _blank_gaps(blocks: list[Block], samples: dict[str, Sample], gaps: list[str]) -> None:

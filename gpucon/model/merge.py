@@ -253,25 +253,26 @@ def _by(items: list[T], name: str) -> dict[str, T]:
     return merged
 
 
+@dataclasses.dataclass(slots=True)
+class _Told:
+    """What one reading names, by kind, in its order: the ids the origins are noted for."""
+
+    source: str
+    gpus: list[str]
+    backends: list[str]
+    backend_slots: list[str | None]
+    queues: list[str]
+    latency: list[str]
+
+
+# the shape of the last readings merged (who named which entity, how slots joined, which
+# backend serves on which slot) and the origins it gave: a fleet of the same shape has the same
+# origins, and noting them is most of a merge at thousands of entities (one dict of all of them)
+_LAST_ORIGINS: list[tuple[object, dict[str, frozenset[str]]]] = []
+
+
 def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
     """Merge readings given in priority order (the first source known wins per field)."""
-    origins: dict[str, frozenset[str]] = {}
-    single: dict[str, frozenset[str]] = {}  # one shared frozenset per source name
-
-    def note_all(keys: list[str], source: str) -> None:
-        mine = single.get(source) or single.setdefault(source, frozenset((source,)))
-        if origins.keys().isdisjoint(keys):  # the first source to tell of these (in C)
-            origins.update(dict.fromkeys(keys, mine))
-            return
-        get = origins.get
-        for key in keys:
-            known = get(key)
-            if known is None:
-                origins[key] = mine
-            elif source not in known:
-                origins[key] = known | mine
-
-    many = _KEYS.many
     gpus: list[Gpu] = []
     slots: list[Slot] = []
     backends: list[Backend] = []
@@ -279,6 +280,7 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
     latency: list[LatencyStats] = []
     nodes: list[NodeInfo] = []
     mps: dict[str, MpsState] = {}
+    told: list[_Told] = []
     for r in readings:
         for target, state in r.mps:
             mps.setdefault(target, state)
@@ -288,9 +290,16 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
         queues.extend(r.queues)
         latency.extend(r.latency)
         nodes.extend(r.nodes)
-        note_all(many("gpu", [g.uuid for g in r.gpus]), r.source)
-        note_all(many("backend", [b.name for b in r.backends]), r.source)
-        note_all(many("queue", [q.stream for q in r.queues]), r.source)
+        told.append(
+            _Told(
+                r.source,
+                [g.uuid for g in r.gpus],
+                [b.name for b in r.backends],
+                [b.slot_id for b in r.backends],
+                [q.stream for q in r.queues],
+                [lat.key for lat in r.latency],
+            )
+        )
 
     # each fragment's join key, worked out once (it is used three times): slot_join_key
     join_keys: list[Hashable] = [
@@ -310,48 +319,31 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
             # slot with that id instead of replacing it
             existing = merged_slots.get(s.id)
             merged_slots[s.id] = s if existing is None else overlay(existing, s)
-    # origins of slots: every source whose fragment joined into the merged slot
-    if len(readings) == 1 and len(by_join) == len(slots):
-        note_all(many("slot", [s.id for s in slots]), readings[0].source)  # joined to itself
-    else:
-        join_to_id = {k: s.id for k, s in by_join.items()}
-        i = 0
-        for r in readings:
-            n = len(r.slots)
-            ids = [
-                join_to_id.get(k, s.id) for k, s in zip(join_keys[i : i + n], r.slots, strict=True)
-            ]
-            note_all(many("slot", ids), r.source)
-            i += n
-
     merged_backends = _by(backends, "name")
-    # a backend's sources told of its slot too
-    serving = [b for b in merged_backends.values() if b.slot_id is not None]
-    told: dict[frozenset[str], list[str]] = {}
-    get = origins.get
-    for by, slot in zip(
-        many("backend", [b.name for b in serving]),
-        many("slot", [b.slot_id for b in serving]),  # type: ignore[misc]
-        strict=True,
-    ):
-        told.setdefault(get(by, frozenset()), []).append(slot)
-    for sources, keys in told.items():
-        for src in sources:
-            # most were told of by the same source already: only the rest are noted
-            note_all([k for k in keys if src not in get(k, ())], src)
     merged_nodes = _by(nodes, "name")
     merged_backends = attach_pods_by_ip(merged_backends, merged_nodes.values())
     lat_keys = [lat.key for lat in latency]
     named = set(lat_keys)
     if len(named) == len(lat_keys) and named <= merged_backends.keys():
-        # every latency names its backend (a backend label, the simulator): keyed as it is
+        # every latency names its backend (a backend label, the simulator): keyed as it is,
+        # and the origins follow from what the readings name and how the slots joined
         resolved = dict(zip(lat_keys, latency, strict=True))
-        for r in readings:
-            note_all(many("latency", [lat.key for lat in r.latency]), r.source)
+        shape = (
+            [(t.source, t.gpus, t.backends, t.backend_slots, t.queues, t.latency) for t in told],
+            join_keys,
+            [s.id for s in slots],
+        )
+        last = _LAST_ORIGINS[0] if _LAST_ORIGINS else None
+        if last is not None and last[0] == shape:
+            origins = last[1]
+        else:
+            origins = _origins(readings, told, join_keys, by_join, merged_backends, None)
+            _LAST_ORIGINS[:] = [(shape, origins)]
     else:
         latency_name = latency_name_resolver(merged_backends, latency)
-        for r in readings:
-            note_all(many("latency", [latency_name(lat) for lat in r.latency]), r.source)
+        for t, r in zip(told, readings, strict=True):
+            t.latency = [latency_name(lat) for lat in r.latency]
+        origins = _origins(readings, told, join_keys, by_join, merged_backends, latency_name)
         resolved = resolve_latency(latency, merged_backends)
     return MergedFleet(
         gpus=_by(gpus, "uuid"),
@@ -363,3 +355,66 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
         origins=origins,
         mps=mps,
     )
+
+
+def _origins(
+    readings: Sequence[Reading],
+    told: list[_Told],
+    join_keys: list[Hashable],
+    by_join: Mapping[Hashable, Slot],
+    merged_backends: Mapping[str, Backend],
+    latency_name: Callable[[LatencyStats], str] | None,
+) -> dict[str, frozenset[str]]:
+    """Entity key -> the sources that told of it (``MergedFleet.origins``); ``told[i].latency``
+    holds the names reading ``i``'s latency was resolved to."""
+    origins: dict[str, frozenset[str]] = {}
+    single: dict[str, frozenset[str]] = {}  # one shared frozenset per source name
+
+    def note_all(keys: list[str], source: str) -> None:
+        mine = single.get(source) or single.setdefault(source, frozenset((source,)))
+        if origins.keys().isdisjoint(keys):  # the first source to tell of these (in C)
+            origins.update(dict.fromkeys(keys, mine))
+            return
+        get = origins.get
+        for key in keys:
+            known = get(key)
+            if known is None:
+                origins[key] = mine
+            elif source not in known:
+                origins[key] = known | mine
+
+    many = _KEYS.many
+    for t in told:
+        note_all(many("gpu", t.gpus), t.source)
+        note_all(many("backend", t.backends), t.source)
+        note_all(many("queue", t.queues), t.source)
+    # origins of slots: every source whose fragment joined into the merged slot
+    if len(readings) == 1 and len(by_join) == len(join_keys):
+        note_all(many("slot", [s.id for s in readings[0].slots]), readings[0].source)
+    else:
+        join_to_id = {k: s.id for k, s in by_join.items()}
+        i = 0
+        for r in readings:
+            n = len(r.slots)
+            ids = [
+                join_to_id.get(k, s.id) for k, s in zip(join_keys[i : i + n], r.slots, strict=True)
+            ]
+            note_all(many("slot", ids), r.source)
+            i += n
+    # a backend's sources told of its slot too
+    serving = [b for b in merged_backends.values() if b.slot_id is not None]
+    by_sources: dict[frozenset[str], list[str]] = {}
+    get = origins.get
+    for by, slot in zip(
+        many("backend", [b.name for b in serving]),
+        many("slot", [b.slot_id for b in serving]),  # type: ignore[misc]
+        strict=True,
+    ):
+        by_sources.setdefault(get(by, frozenset()), []).append(slot)
+    for sources, keys in by_sources.items():
+        for src in sources:
+            # most were told of by the same source already: only the rest are noted
+            note_all([k for k in keys if src not in get(k, ())], src)
+    for t in told:
+        note_all(many("latency", t.latency), t.source)
+    return origins

@@ -155,3 +155,39 @@ def test_gpus_merge_by_uuid() -> None:
     b = reading("prometheus", gpus=(Gpu(uuid="GPU-1", host="h", index=0, util_pct=30.0),))
     g = merge_readings([a, b]).gpus["GPU-1"]
     assert g.util_pct == 30.0 and g.temperature_c == 50.0
+
+
+def test_origins_of_a_fleet_of_the_same_shape_are_reused_and_follow_a_new_shape() -> None:
+    """The origins depend only on who names which entity (not on values): the same shape
+    again gives the same origins without noting them again; any change of shape notes anew."""
+    from gpucon.model import merge
+
+    def fleet(p95: float, extra: bool = False, slot_of_b1: str = "h/gpu0") -> list[Reading]:
+        backends = (Backend("b1", slot_id=slot_of_b1), Backend("b2", slot_id="h/gpu1"))
+        return [
+            reading(
+                "sim",
+                gpus=(Gpu("G0", "h", 0), Gpu("G1", "h", 1)),
+                slots=(
+                    Slot("h/gpu0", SlotKind.GPU, gpu_uuid="G0"),
+                    Slot("h/gpu1", SlotKind.GPU, gpu_uuid="G1"),
+                ),
+                backends=backends + ((Backend("b3", slot_id="h/gpu1"),) if extra else ()),
+                latency=(LatencyStats("b1", p95_ms=p95),),
+            ),
+            reading("redis", backends=(Backend("b2", slot_id="h/gpu1", inflight=3),)),
+        ]
+
+    def fresh(readings: list[Reading]) -> dict[str, frozenset[str]]:
+        merge._LAST_ORIGINS.clear()
+        return merge_readings(readings).origins
+
+    first = merge_readings(fleet(10.0))
+    again = merge_readings(fleet(20.0))
+    assert again.origins is first.origins and again.latency["b1"].p95_ms == 20.0
+    assert first.origins == fresh(fleet(10.0))
+    assert first.origins["slot:h/gpu1"] == {"sim", "redis"}  # redis's b2 serves on it
+    for changed in (fleet(10.0, extra=True), fleet(10.0, slot_of_b1="h/gpu1")):
+        merge_readings(fleet(10.0))
+        origins = merge_readings(changed).origins
+        assert origins is not first.origins and origins == fresh(changed)
