@@ -103,9 +103,18 @@ def _queue_wait(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, 
 
 
 def _low_memory(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
-    for slot in i.slots.values():
+    least = t.min_free_mem_mib
+    # one comprehension over every slot (``Slot.mem_free_mib`` inlined): few are low
+    low = [
+        s
+        for s in i.slots.values()
+        if (used := s.mem_used_mib) is not None
+        and (total := s.mem_total_mib) is not None
+        and total - used < least
+    ]
+    for slot in low:
         free = slot.mem_free_mib
-        if free is not None and free < t.min_free_mem_mib:
+        if free is not None and free < least:
             yield (
                 "low_memory",
                 slot.id,
@@ -115,10 +124,14 @@ def _low_memory(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, 
 
 
 def _p95_breach(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
-    for name, lat in i.latency.items():
-        slo = i.slo_p95_ms.get(name, t.default_slo_p95_ms)
-        if lat.p95_ms is None or not lat.p95_ms > slo:
-            continue
+    slo_of, default = i.slo_p95_ms.get, t.default_slo_p95_ms
+    # one comprehension over every backend's latency: few are over their SLO
+    over = [
+        (name, lat, p95, slo)
+        for name, lat in i.latency.items()
+        if (p95 := lat.p95_ms) is not None and p95 > (slo := slo_of(name, default))
+    ]
+    for name, lat, p95, slo in over:
         b = i.backends.get(name)
         if b is not None and b.state in _NOT_TAKING_WORK:
             continue  # the operator or the scheduler took it out: no traffic is expected
@@ -130,14 +143,14 @@ def _p95_breach(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, 
                 "no_traffic",
                 name,
                 Severity.INFO,
-                f"no traffic (p95 {_fmt(lat.p95_ms, ' ms')} is from earlier requests)",
+                f"no traffic (p95 {_fmt(p95, ' ms')} is from earlier requests)",
             )
             continue
         yield (
             "p95_slo",
             name,
             Severity.CRITICAL,
-            f"p95 {_fmt(lat.p95_ms, ' ms')} > SLO {_fmt(slo, ' ms')}",
+            f"p95 {_fmt(p95, ' ms')} > SLO {_fmt(slo, ' ms')}",
         )
 
 
@@ -162,7 +175,14 @@ UNVOUCHED_ONE_BY_ONE = 3
 
 def _not_ready(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
     unvouched: list[tuple[str, str]] = []
-    for b in i.backends.values():
+    live = i.liveness.get
+    # most backends serve, vouched for, taking work: nothing to say, decided in one pass
+    quiet = (BackendState.DOWN, BackendState.DRAINED)
+    for b in [
+        b
+        for b in i.backends.values()
+        if not ((lv := live(b.name)) is not None and lv.serving is True and b.state not in quiet)
+    ]:
         if b.state is BackendState.DOWN:
             yield ("not_ready", b.name, Severity.CRITICAL, "backend down")
             continue

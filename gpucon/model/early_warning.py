@@ -201,14 +201,15 @@ def p95_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
         return
     window_times = times[len(times) - n :]
     near = t.p95_near_slo_pct / 100.0
-    for name, lat in i.latency.items():
-        p95 = lat.p95_ms
-        if p95 is None:
-            continue
-        slo = i.slo_p95_ms.get(name, t.default_slo_p95_ms)
+    slo_of, default = i.slo_p95_ms.get, t.default_slo_p95_ms
+    # near its SLO, not over it (over it: the p95_slo alert says so): one pass, few are
+    close = [
+        (name, p95, slo)
+        for name, lat in i.latency.items()
+        if (p95 := lat.p95_ms) is not None and near * (slo := slo_of(name, default)) <= p95 <= slo
+    ]
+    for name, p95, slo in close:
         rise_ms = slo * t.p95_rise_pct / 100.0
-        if not near * slo <= p95 <= slo:  # over it: the p95_slo alert says so
-            continue
         key = f"backend:{name}:p95"
         first = i.history.back(key, n - 1)
         # rising: above the window's first sample by the rise asked for (then the fit agrees)
