@@ -131,7 +131,8 @@ class LivenessBook:
 
     def __init__(self, policy: LivenessPolicy | None = None) -> None:
         self.policy = policy or LivenessPolicy()
-        self._cache: dict[str, tuple[object, ...]] = {}
+        # name -> (backend, its readiness fields, check, up, the three freshnesses, verdict)
+        self._cache: dict[str, tuple[Any, ...]] = {}
         self._disputed_since: dict[str, float] = {}
         self._memo: dict[int, tuple[object, dict[str, object]]] = {}
 
@@ -153,6 +154,8 @@ class LivenessBook:
         groups = [(src, at, now - at <= p.http_max_age_s, by) for src, at, by in signals.checks]
         ups = match_targets(backends, signals.up_by_instance()) if signals.ups else {}
         cache = self._cache
+        cached = cache.get
+        prom_age, registry_age = p.prom_max_age_s, p.registry_max_age_s
         out: dict[str, BackendLiveness] = {}
         for name, b in backends.items():
             check: tuple[ReadyCheck, str, float] | None = None
@@ -163,22 +166,26 @@ class LivenessBook:
                 if c is not None:
                     check, c_fresh = (c, src, at), fresh
                     break
-            up = ups.get(name)
+            up = ups.get(name) if ups else None
             u = None if up is None else up[0]
-            u_fresh = up is not None and now - up[2] <= p.prom_max_age_s
+            u_fresh = up is not None and now - up[2] <= prom_age
             ready_at = b.ready_at
-            r_fresh = ready_at is not None and now - ready_at <= p.registry_max_age_s
-            hit = cache.get(name)
+            r_fresh = ready_at is not None and now - ready_at <= registry_age
+            hit = cached(name)
+            # kept while the backend (the same object, or the fields the verdict reads), its
+            # check and up (the same objects) and each signal's freshness are unchanged
             if (
                 hit is not None
-                and (hit[0] is b or hit[0] == (b.ready, ready_at, b.url))
-                and hit[1] is c
-                and hit[2] is u
-                and hit[3] == (c_fresh, u_fresh, r_fresh)
+                and hit[2] is c
+                and hit[3] is u
+                and hit[4] is c_fresh
+                and hit[5] is u_fresh
+                and hit[6] is r_fresh
+                and (hit[0] is b or hit[1] == (b.ready, ready_at, b.url))
             ):
-                kept = hit[4]
+                kept = hit[7]
                 # a disputed verdict changes with time alone: judged again every tick
-                if isinstance(kept, BackendLiveness) and not kept.disputed:
+                if not kept.disputed:
                     out[name] = kept
                     continue
             since = self._disputed_since.get(name, now)
@@ -188,7 +195,7 @@ class LivenessBook:
             else:
                 self._disputed_since.pop(name, None)
             # the backend by what the verdict reads of it: a new inflight count changes nothing
-            cache[name] = ((b.ready, ready_at, b.url), c, u, (c_fresh, u_fresh, r_fresh), verdict)
+            cache[name] = (b, (b.ready, ready_at, b.url), c, u, c_fresh, u_fresh, r_fresh, verdict)
             out[name] = verdict
         if len(cache) > 2 * len(out) + 64:
             self._cache = {k: v for k, v in cache.items() if k in out}
