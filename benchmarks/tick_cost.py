@@ -11,8 +11,11 @@ background thread, so each phase is timed alone, in CPU time of this process:
   number of slot-table rows drawn (cache misses). Headless: the bytes a terminal would get are
   not written; ``steady_state --churn`` measures the whole process in a real pseudo-terminal.
 
-Prints median and p90 per phase, and the 512/8 ratio (the table draws only visible rows, so
-render cost must not grow with the fleet; merge grows with it). ``--stale`` measures the rare
+Prints min/median/max per phase, and the 512/8 ratio (the table draws only visible rows, so
+render cost must not grow with the fleet; merge grows with it). ``--base DIR`` measures another
+checkout too (its ``gpucon``, this checkout's churn source and harness), each in its own
+process, interleaved ``--repeat`` times, so both see the same moments of a shared machine;
+the figures pool every tick of every run. ``--stale`` measures the rare
 case: the source stops answering after the warm-up, so every value is stale and each tick works
 out which fields are stale and how old (merge) and draws stale cells with their ages (render).
 """
@@ -21,10 +24,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
+from typing import Any
 
-from benchmarks.churn import ChurnSource
 from gpucon.app import GpuconApp
 from gpucon.hub import Hub
 from gpucon.sim import DEMO_SLO_P95_MS
@@ -32,6 +41,18 @@ from gpucon.sim.source import SimSource
 from gpucon.widgets.slot_table import SlotTable
 
 GOAL_MS_AT_512 = 50.0
+HERE = Path(__file__).resolve().parent
+PHASES = ("read", "merge", "render", "total")
+
+
+def _churn_source() -> Any:
+    """This checkout's ``ChurnSource``, loaded by path: the same source whichever checkout's
+    ``gpucon`` is measured (``--base``)."""
+    spec = importlib.util.spec_from_file_location("tick_cost_churn", HERE / "churn.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ChurnSource
 
 
 class Clock:
@@ -44,10 +65,10 @@ class Clock:
 
 async def measure(
     size: int, ticks: int, stale: bool = False, churn: bool = False
-) -> dict[str, float]:
+) -> dict[str, Any]:
     clock = Clock()
     sim = SimSource.for_demo(7, None, size, clock=clock)
-    source = ChurnSource(sim) if churn else sim
+    source = _churn_source()(sim) if churn else sim
     hub = Hub([source], refresh_s=1.0, clock=clock, slo_p95_ms_by_model=DEMO_SLO_P95_MS)
     for _ in range(30):  # warm the history so sparklines and windows are full
         clock.now += 1.0
@@ -81,21 +102,65 @@ async def measure(
                 render.append((t2 - t1) * 1000)
                 drawn.append(table.row_renders - before)
         rows = table.row_count
-    total = [a + b + c for a, b, c in zip(read, merge, render, strict=True)]
+    return {"rows": rows, "read": read, "merge": merge, "render": render, "drawn": drawn}
+
+
+def summary(samples: dict[str, Any]) -> dict[str, float]:
+    """min / median / max of each phase over the ticks (``samples``: ``measure``'s)."""
+    zipped = zip(samples["read"], samples["merge"], samples["render"], strict=True)
+    phases = {p: samples[p] for p in PHASES[:3]} | {"total": [a + b + c for a, b, c in zipped]}
     return {
-        "rows": rows,
+        "rows": samples["rows"],
         **{
             f"{name}_{stat}": f(values)
-            for name, values in (
-                ("read", read),
-                ("merge", merge),
-                ("render", render),
-                ("total", total),
-            )
+            for name, values in phases.items()
             for stat, f in (("min", min), ("med", statistics.median), ("max", max))
         },
-        "drawn": statistics.median(drawn),
+        "drawn": statistics.median(samples["drawn"]),
     }
+
+
+def _child(args: argparse.Namespace) -> None:
+    """One checkout's measurement, printed as JSON (``--base``: run in its own process)."""
+    results = {n: asyncio.run(measure(n, args.ticks, args.stale, args.churn)) for n in args.sizes}
+    print(json.dumps(results))
+
+
+def _interleaved(args: argparse.Namespace) -> dict[str, dict[int, dict[str, Any]]]:
+    """Every checkout measured ``--repeat`` times, one after the other, each run in its own
+    process (its ``gpucon`` first on the path); the ticks of all runs pooled."""
+    trees = [("now", HERE.parent)] + ([("before", Path(args.base).resolve())] if args.base else [])
+    pooled: dict[str, dict[int, dict[str, Any]]] = {name: {} for name, _ in trees}
+    flags = ["--ticks", str(args.ticks), "--sizes", *map(str, args.sizes)]
+    flags += ["--churn"] * args.churn + ["--stale"] * args.stale
+    for _ in range(args.repeat):
+        for name, tree in trees:
+            env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{HERE.parent}")
+            out = subprocess.run(
+                [sys.executable, str(HERE / "tick_cost.py"), "--child", *flags],
+                env=env,
+                cwd=tree,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            for size, samples in json.loads(out.strip().splitlines()[-1]).items():
+                into = pooled[name].setdefault(int(size), {})
+                for key, values in samples.items():
+                    if isinstance(values, list):
+                        into.setdefault(key, []).extend(values)
+                    else:
+                        into[key] = values
+    return pooled
+
+
+def _table(results: dict[int, dict[str, float]], label: str = "") -> None:
+    print("GPUs   rows  read               merge              diff+render        total")
+    for n, r in results.items():
+        cells = "  ".join(
+            f"{r[p + '_min']:5.1f}/{r[p + '_med']:5.1f}/{r[p + '_max']:5.1f}" for p in PHASES
+        )
+        print(f"{n:>4} {r['rows']:>6}  {cells}   rows drawn {r['drawn']:.0f}{label}")
 
 
 def main() -> None:
@@ -104,6 +169,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 512, 2048])
     parser.add_argument("--stale", action="store_true", help="every value stale (source down)")
     parser.add_argument("--churn", action="store_true", help="every value changes every tick")
+    parser.add_argument("--base", default=None, help="another checkout, measured beside this one")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each checkout (--base)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     import gc
 
@@ -112,28 +180,37 @@ def main() -> None:
     # an older checkout (run with its gpucon first on PYTHONPATH) had a lower cap
     gpucon.sim.layout.MAX_SIZE = max(gpucon.sim.layout.MAX_SIZE, *args.sizes)
     gc.freeze()  # as the console does after its first frame
-    results = {n: asyncio.run(measure(n, args.ticks, args.stale, args.churn)) for n in args.sizes}
+    if args.child:
+        _child(args)
+        return
     mode = "every value changing" if args.churn else "the simulator's own changes"
-    print(f"ms per tick, min/median/max of {args.ticks} ticks ({mode}; CPU time, headless)")
-    print("GPUs   rows  read               merge              diff+render        total")
-    for n, r in results.items():
-        cells = "  ".join(
-            f"{r[p + '_min']:5.1f}/{r[p + '_med']:5.1f}/{r[p + '_max']:5.1f}"
-            for p in ("read", "merge", "render", "total")
+    if args.base or args.repeat > 1:
+        pooled = _interleaved(args)
+        print(
+            f"ms per tick, min/median/max of {args.ticks} ticks x {args.repeat} runs ({mode}; "
+            "CPU time, headless)"
         )
-        print(f"{n:>4} {r['rows']:>6}  {cells}   rows drawn {r['drawn']:.0f}")
+        for name, by_size in pooled.items():
+            print(f"-- {name}")
+            _table({n: summary(samples) for n, samples in by_size.items()})
+        return
+    results = {
+        n: summary(asyncio.run(measure(n, args.ticks, args.stale, args.churn))) for n in args.sizes
+    }
+    print(f"ms per tick, min/median/max of {args.ticks} ticks ({mode}; CPU time, headless)")
+    _table(results)
     if 512 in results:
         big = results[512]
         print(
             f"total at 512: median {big['total_med']:.1f} ms (goal < {GOAL_MS_AT_512:.0f} ms"
             " with every value changing)"
         )
-    if 8 in results and 512 in results:
-        small = results[8]
-        print(
-            f"512 vs 8 GPUs (medians): merge {big['merge_med'] / small['merge_med']:.1f}x, "
-            f"diff+render {big['render_med'] / small['render_med']:.2f}x"
-        )
+        if 8 in results:
+            small = results[8]
+            print(
+                f"512 vs 8 GPUs (medians): merge {big['merge_med'] / small['merge_med']:.1f}x, "
+                f"diff+render {big['render_med'] / small['render_med']:.2f}x"
+            )
 
 
 if __name__ == "__main__":
