@@ -251,18 +251,21 @@ class RowBuilder:
         return keys, model_moved
 
     def _forget(self, snapshot: Snapshot, keys: dict[RowKey, None]) -> None:
-        """Drop what was kept for slots and backends long gone."""
+        """Drop what was kept for slots and backends long gone. A build may run on the hub's
+        thread while the UI thread works rows out (``widgets.tick_prep``): each cache is
+        copied in one step (``list``) before it is walked, never iterated while it may grow."""
         if len(self._slot_names) > 2 * len(snapshot.slots) + 64:
-            self._slot_names = {k: v for k, v in self._slot_names.items() if k in snapshot.slots}
-            self._slots = {k: v for k, v in self._slots.items() if k in snapshot.slots}
+            slots = snapshot.slots
+            self._slot_names = {k: v for k, v in list(self._slot_names.items()) if k in slots}
+            self._slots = {k: v for k, v in list(self._slots.items()) if k in slots}
         if len(self._models) > 2 * len(snapshot.backends) + 64:
             live = snapshot.backends
-            self._models = {k: v for k, v in self._models.items() if k in live}
-            self._backends = {k: v for k, v in self._backends.items() if k in live}
+            self._models = {k: v for k, v in list(self._models.items()) if k in live}
+            self._backends = {k: v for k, v in list(self._backends.items()) if k in live}
         for cache in (self._rows, self._fast, self._names):
             if len(cache) > 2 * len(keys) + 64:
-                for key in [k for k in cache if k not in keys]:
-                    del cache[key]
+                for key in [k for k in list(cache) if k not in keys]:
+                    cache.pop(key, None)
 
 
 def _serving(snapshot: Snapshot, b: Backend) -> bool | None:

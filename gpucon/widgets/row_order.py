@@ -75,6 +75,22 @@ SORT_VALUE: Mapping[str, Callable[[RowValues], SortValue | None]] = {
 }
 
 
+# the last rows' live column values: (rows, column, values); worked out on the hub's thread
+# for the table's column (``widgets.tick_prep``), found here when the UI thread asks
+_live_memo: tuple[object, str, dict[RowKey, SortValue | None] | None] = (None, "", None)
+
+
+def live_values(rows: Rows, sort_key: str) -> dict[RowKey, SortValue | None] | None:
+    """``_live_values``, kept for the last rows and column asked (by any thread)."""
+    global _live_memo
+    memo = _live_memo
+    if memo[0] is rows and memo[1] == sort_key:
+        return memo[2]
+    values = _live_values(rows, sort_key)
+    _live_memo = (rows, sort_key, values)
+    return values
+
+
 def _live_values(rows: Rows, sort_key: str) -> dict[RowKey, SortValue | None] | None:
     """Every row's value of a live column read straight off the snapshot's entities (what
     the rows would show), so a sort by it does not work out every row; None for a column
@@ -161,7 +177,7 @@ class RowOrder:
             if names_moved:
                 self.resort()
             return set()
-        live = _live_values(lazy, self.sort_key) if lazy is not None else None
+        live = live_values(lazy, self.sort_key) if lazy is not None else None
         if live is not None and lazy is not None:
             # a live column: re-sorted only when a value crossed a neighbour's
             if (self.filter and names_moved) or not still_ordered(self.keys, live, self.reverse):
@@ -206,7 +222,7 @@ class RowOrder:
         self.sorts += 1
         rows = self.rows
         if live is None and isinstance(rows, Rows) and self.sort_key != DEFAULT_SORT:
-            live = _live_values(rows, self.sort_key)
+            live = live_values(rows, self.sort_key)
         self._live = live
         index = self.index
         if self.sort_key == DEFAULT_SORT:
