@@ -197,7 +197,8 @@ class FleetScreen(Screen[None]):
             key = self.gpucon.get_key_display(self._binding("pause"))
             held = time.strftime("%H:%M:%S", time.localtime(self.paused_at))
             banner.update(
-                Text(f" PAUSED — live data held since {held}, {key} to resume ", "bold reverse")
+                Text(f" PAUSED — live data held since {held}, {key} to resume ", "bold reverse"),
+                layout=False,  # one line whatever it says; showing it lays the screen out
             )
             # the banner's own display, not a class on the screen: a screen class restyles
             # every widget on it (~10 ms at 2,048 GPUs, while a key waits)
@@ -205,7 +206,7 @@ class FleetScreen(Screen[None]):
         else:
             self.paused_at = None
             banner.display = False
-            banner.update("")
+            banner.update("", layout=False)
             latest = self.gpucon.snapshot
             if latest is not None:
                 self.show_snapshot(latest)

@@ -31,12 +31,20 @@ class TextPanel(Static):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__("", id=id, classes=classes)
         self._shown: tuple[str, tuple[object, ...]] | None = None
+        self._lines = -1  # how many line breaks the text shown has
 
     def show_text(self, text: Text) -> None:
         key = (text.plain, tuple(text.spans))
         if key != self._shown:
-            self._shown = key
-            self.update(text)
+            lines = key[0].count("\n")
+            # a layout pass reflows the whole screen: only when the text can change the
+            # panel's size (its height follows its lines; lines never wrap here)
+            styles = self.styles
+            auto_width = styles.width is not None and styles.width.is_auto
+            auto_height = styles.height is not None and styles.height.is_auto
+            layout = auto_width or (auto_height and lines != self._lines)
+            self._shown, self._lines = key, lines
+            self.update(text, layout=layout)
 
     def theme_style(self, name: str) -> str:
         """A theme variable's colour as a Rich style (``$util-hot`` and friends)."""

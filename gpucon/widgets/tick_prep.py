@@ -18,6 +18,7 @@ replaced whole.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Mapping
 
 from gpucon.model.alerts import Alert, Severity
@@ -86,6 +87,8 @@ class TickPrep:
         self._problems: tuple[object, tuple[tuple[str, int], ...], Rows | None, dict[RowKey, int]]
         self._problems = (None, (), None, {})
         self.prepared = 0  # snapshots worked out ahead (tests and benchmarks read it)
+        # rows built, by the name of the thread that built them (tests read it)
+        self.builds: Counter[str] = Counter()
 
     def rows(self, snapshot: Snapshot) -> Rows:
         """The snapshot's rows (built once, on whichever thread asks first)."""
@@ -95,6 +98,7 @@ class TickPrep:
                 return rows
             rows = self.builder.build(snapshot)
             self._rows = (snapshot, rows)
+            self.builds[threading.current_thread().name] += 1
             return rows
 
     def problems(self, snapshot: Snapshot, rows: Rows) -> dict[RowKey, int]:
