@@ -380,10 +380,10 @@ class Hub:
         primed = self._snapshot
         next_tick = self.clock() if primed is None else primed.taken_at + self.refresh_s
         while not self._stop.is_set():
+            self.let_ui_answer(time.monotonic() + UI_WAIT_S)  # reads start after a key too
             self._submit_due(self.clock())
             now = self.clock()
             if now >= next_tick:
-                self.let_ui_answer(time.monotonic() + UI_WAIT_S)
                 on_snapshot(self.tick())
                 next_tick = now + self.refresh_s
             # wake at the next tick, or sooner to submit a read that falls due
