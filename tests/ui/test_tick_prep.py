@@ -4,11 +4,13 @@ With the hub's own thread running (as in ``gpucon demo``), each snapshot's rows 
 names), problem rows, the sort column's values, alert counts and GPU order are worked out on
 that thread before the snapshot is posted (``widgets.tick_prep``); the UI thread builds rows
 itself only for a snapshot nothing prepared (the first one, shown when the screen mounts).
-A key clears the hub's ``ui_idle`` so its tick gives way, and sets it again soon after.
+A key clears the hub's ``ui_idle`` so its tick gives way, and holds the cyclic garbage
+collector, for a moment.
 """
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import pytest
@@ -52,15 +54,30 @@ async def test_the_hub_thread_prepares_each_snapshot_and_the_ui_only_applies_it(
         assert known == sorted(known, reverse=True)
 
 
-async def test_a_key_makes_the_hub_give_way_and_then_lets_it_go_on(
+async def test_a_key_makes_the_hub_and_the_collector_wait_and_then_lets_them_go_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(gpucon.app, "KEY_HOLD_S", 0.5)
     rig = sim_rig(size=64)
     app = rig.app(warmup=5)
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        assert rig.hub.ui_idle.is_set()
-        await pilot.press("s")
-        assert not rig.hub.ui_idle.is_set()  # the tick waits while the key is answered
-        await wait_until(pilot, rig.hub.ui_idle.is_set)
+    was_on = gc.isenabled()
+    gc.enable()
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            assert rig.hub.ui_idle.is_set()
+            await pilot.press("s")
+            # the tick and the cyclic collector wait while the key is answered
+            assert not rig.hub.ui_idle.is_set() and not gc.isenabled()
+            await wait_until(pilot, rig.hub.ui_idle.is_set)
+            assert gc.isenabled()
+            gc.disable()  # a collector that was off (the first frame's) is left off
+            await pilot.press("s")
+            assert not rig.hub.ui_idle.is_set()
+            await wait_until(pilot, rig.hub.ui_idle.is_set)
+            assert not gc.isenabled()
+    finally:
+        if was_on:
+            gc.enable()
+        else:
+            gc.disable()
