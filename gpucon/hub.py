@@ -47,6 +47,8 @@ __all__ = ["Hub", "backoff_s", "history_samples"]
 FIRST_SNAPSHOT_WAIT_S = 2.0
 # the longest stop() waits for the sources to close
 CLOSE_WAIT_S = 1.0
+# the longest one tick waits, in all, for the UI to answer a key (``Hub.ui_idle``)
+UI_WAIT_S = 0.3
 
 
 @dataclass
@@ -119,6 +121,11 @@ class Hub:
         self._liveness = LivenessBook(liveness_policy)
         # called with every snapshot tick() makes (the recorder): they must not block
         self._subscribers: list[SnapshotCallback] = []
+        # cleared by the UI while it answers a key (gpucon.app): the hub's thread then waits
+        # between a tick's phases, at most UI_WAIT_S a tick, so that the key does not share
+        # the interpreter with the tick (one lock for every Python thread)
+        self.ui_idle = threading.Event()
+        self.ui_idle.set()
 
     @property
     def sources(self) -> tuple[Source, ...]:
@@ -233,6 +240,7 @@ class Hub:
     def tick(self) -> Snapshot:
         """Merge the newest readings into a new Snapshot (also advances the history)."""
         now = self.clock()
+        ui_deadline = time.monotonic() + UI_WAIT_S  # the most this tick waits for the UI
         with self._lock:
             readings = [st.last_good for st in self._states if st.last_good is not None]
             statuses = {st.source.name: self._status(st, now) for st in self._states}
@@ -242,6 +250,7 @@ class Hub:
                 if (age := self._stale_age(st, now)) is not None
             }
         fleet = self._merge(readings)
+        self.let_ui_answer(ui_deadline)
         liveness = self._liveness.judge_readings(fleet.backends, readings, now)
         fleet = replace(fleet, latency=withhold_dead_targets(fleet.latency, liveness))
         staleness = self._stale_fields(readings, fleet, stale)
@@ -253,6 +262,7 @@ class Hub:
             for name, b in fleet.backends.items()
             if b.model is not None and b.model in self.slo_p95_ms_by_model
         }
+        self.let_ui_answer(ui_deadline)
         previous = self._snapshot.alerts if self._snapshot else ()
         self._mig_pending_since = track_mig_pending(self._mig_pending_since, fleet.nodes, now)
         alerts = derive_alerts(
@@ -308,6 +318,12 @@ class Hub:
         for kind, series, ids, values in blocks:
             if kind == "slot" and series == "mem_used":
                 self._mem_runs.update(self._history.appended - 1, now, ids, values)
+
+    def let_ui_answer(self, deadline: float) -> None:
+        """Wait while the UI answers a key (``ui_idle`` cleared), at most until ``deadline``
+        (``time.monotonic``); at once when it is idle."""
+        if not self.ui_idle.is_set():
+            self.ui_idle.wait(max(0.0, min(UI_WAIT_S, deadline - time.monotonic())))
 
     def _merge(self, readings: list[Reading]) -> MergedFleet:
         """The merged fleet; the last one again when no source has read anything new since
@@ -377,6 +393,7 @@ class Hub:
         primed = self._snapshot
         next_tick = self.clock() if primed is None else primed.taken_at + self.refresh_s
         while not self._stop.is_set():
+            self.let_ui_answer(time.monotonic() + UI_WAIT_S)  # reads start after a key too
             self._submit_due(self.clock())
             now = self.clock()
             if now >= next_tick:

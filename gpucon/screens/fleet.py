@@ -28,16 +28,14 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Digits, Input, Label, Static
 
-from gpucon.model.alerts import Severity
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets.health_panel import HealthPanel
 from gpucon.widgets.keybar import KeyBar
 from gpucon.widgets.panels import AlertsPanel, QueuePanel, StatusBar
-from gpucon.widgets.row_builder import RowBuilder, Rows, same_keys
-from gpucon.widgets.row_order import problem_rows
+from gpucon.widgets.row_builder import RowBuilder
 from gpucon.widgets.safe_text import clean
-from gpucon.widgets.slot_rows import RowKey
 from gpucon.widgets.slot_table import SlotTable
+from gpucon.widgets.tick_prep import TickPrep, alert_counts
 
 if TYPE_CHECKING:
     from gpucon.app import GpuconApp
@@ -83,13 +81,11 @@ class FleetScreen(Screen[None]):
         self._rotation = 1  # the table page the next cycle's rotation starts at
         self.snapshot: Snapshot | None = None
         self.rows = RowBuilder(default_slo_ms)
+        # the rows (and what else showing a snapshot reads) worked out on the hub's thread
+        # before the snapshot comes here (the app hands each one to ``prep.prepare`` there)
+        self.prep = TickPrep(self.rows)
         # paused: since when (epoch s); the table, queues, GPUs and alerts hold what they show
         self.paused_at: float | None = None
-        self._problems: tuple[tuple[tuple[str, int], ...], Rows | None, dict[RowKey, int]] = (
-            (),
-            None,
-            {},
-        )
 
     @property
     def gpucon(self) -> GpuconApp:
@@ -127,6 +123,8 @@ class FleetScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.table.focus()
+        self.prep.order = self.table.order
+        self.gpucon.tick_prep = self.prep
         self.table.follow_cursor = not self.noc  # NOC pages scroll by the clock, not the cursor
         if self.noc:
             self.add_class("-noc")
@@ -160,20 +158,6 @@ class FleetScreen(Screen[None]):
             if self.snapshot is not None:
                 queues.show_snapshot(self.snapshot)
 
-    def _problem_rows(self, snapshot: Snapshot, rows: Rows) -> dict[RowKey, int]:
-        """The rows a warning or critical alert names; worked out again only when the
-        alerts or the set of rows changed."""
-        worst: dict[str, int] = {}
-        for a in snapshot.alerts:
-            if a.severity >= Severity.WARNING and worst.get(a.target, -1) < a.severity:
-                worst[a.target] = int(a.severity)
-        key = tuple(sorted(worst.items()))
-        if key == self._problems[0] and same_keys(rows, self._problems[1]):
-            return self._problems[2]
-        found = problem_rows(rows, worst)
-        self._problems = (key, rows, found)
-        return found
-
     def show_snapshot(self, snapshot: Snapshot) -> None:
         if self.paused_at is not None:
             # held: only the sources' health stays live (the operator must see a feed die)
@@ -190,8 +174,8 @@ class FleetScreen(Screen[None]):
         except NoMatches:  # widgets not in the DOM (mounting or taken down): the next one paints
             return
         table.set_rate_window(snapshot.rate_window)
-        rows = self.rows.build(snapshot)
-        table.show_rows(rows, snapshot.history, self._problem_rows(snapshot, rows))
+        rows = self.prep.rows(snapshot)
+        table.show_rows(rows, snapshot.history, self.prep.problems(snapshot, rows))
         status.show_snapshot(snapshot)
         queues.show_snapshot(snapshot)
         health.show_snapshot(snapshot)
@@ -213,13 +197,16 @@ class FleetScreen(Screen[None]):
             key = self.gpucon.get_key_display(self._binding("pause"))
             held = time.strftime("%H:%M:%S", time.localtime(self.paused_at))
             banner.update(
-                Text(f" PAUSED — live data held since {held}, {key} to resume ", "bold reverse")
+                Text(f" PAUSED — live data held since {held}, {key} to resume ", "bold reverse"),
+                layout=False,  # one line whatever it says; showing it lays the screen out
             )
-            self.add_class("-paused")
+            # the banner's own display, not a class on the screen: a screen class restyles
+            # every widget on it (~10 ms at 2,048 GPUs, while a key waits)
+            banner.display = True
         else:
             self.paused_at = None
-            self.remove_class("-paused")
-            banner.update("")
+            banner.display = False
+            banner.update("", layout=False)
             latest = self.gpucon.snapshot
             if latest is not None:
                 self.show_snapshot(latest)
@@ -261,8 +248,7 @@ class FleetScreen(Screen[None]):
             )
 
     def _show_counts(self, snapshot: Snapshot) -> None:
-        crit = sum(1 for a in snapshot.alerts if a.severity is Severity.CRITICAL)
-        warn = sum(1 for a in snapshot.alerts if a.severity is Severity.WARNING)
+        crit, warn = alert_counts(snapshot.alerts)
         try:
             self.query_one("#noc-crit", Digits).update(str(crit))
             self.query_one("#noc-warn", Digits).update(str(warn))

@@ -11,8 +11,9 @@ from typing import TypeVar
 from rich.text import Text
 
 from gpucon.model.snapshot import Snapshot
-from gpucon.widgets.health_text import gpu_line, gpu_trouble, node_line
+from gpucon.widgets.health_text import gpu_line, node_line
 from gpucon.widgets.panels import TextPanel
+from gpucon.widgets.tick_prep import gpus_worst_first
 
 GPU_HEADER = f"{'GPU':<18} {'TEMP':>5} {'POWER':>9} {'UTIL':>4} XID"
 NODE_HEADER = f"{'NODE':<18} {'MIG CONFIG':<15}{'STATE':<13} SCHED"
@@ -62,7 +63,7 @@ class HealthPanel(TextPanel):
         gpu_room = room - node_room
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(GPU_HEADER + "\n", style="bold")
-        gpus = sorted(snapshot.gpus.values(), key=lambda g: (-gpu_trouble(g), g.host, g.index))
+        gpus = gpus_worst_first(snapshot.gpus)
         if not gpus:  # nodes, but no GPU source
             text.append("no GPUs reported\n", style="dim")
         shown, hidden = _fit(gpus, gpu_room - 1)

@@ -2,7 +2,8 @@
 
 Pure (no Textual). ``RowBuilder.build`` (``widgets.row_builder``) makes a ``Rows`` each tick:
 its keys are known at once, a row's values are built when something reads them, and its
-names (``name_of``) come from caches kept per slot and backend. ``same_keys`` tells two ticks'
+names (``name_of``) come from caches kept per slot and backend; ``names_gen`` counts the
+builds whose names moved. ``same_keys`` tells two ticks'
 rows apart by their key set, at once when they share it (no row came or went).
 """
 
@@ -38,7 +39,7 @@ class Rows(Mapping[RowKey, RowValues]):
         builder: RowBuilder,
         snapshot: Snapshot,
         keys: dict[RowKey, None],
-        names_moved: bool,
+        names_gen: int,
         stale_of: Any,
     ) -> None:
         self._builder = builder
@@ -50,8 +51,9 @@ class Rows(Mapping[RowKey, RowValues]):
         self.keys_dict = keys
         self._built: dict[RowKey, RowValues] = {}
         self._stale_of = stale_of
-        # whether any row's names differ from the previous build's (new rows aside)
-        self.names_moved = names_moved
+        # the builder's count of names moves so far: two ticks' rows with the same count
+        # (and the same keys) have the same names, however many ticks lie between them
+        self.names_gen = names_gen
 
     def __getitem__(self, key: RowKey) -> RowValues:
         row = self._built.get(key)
@@ -72,6 +74,11 @@ class Rows(Mapping[RowKey, RowValues]):
 
     def keys(self) -> KeysView[RowKey]:
         return self._keys.keys()
+
+    @property
+    def names_token(self) -> tuple[object, int]:
+        """Equal for two rows with the same names (given the same keys): builder and count."""
+        return (self._builder, self.names_gen)
 
     def name_of(self, key: RowKey) -> RowNames:
         return self._builder.names(self._snapshot, key)

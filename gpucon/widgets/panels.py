@@ -17,10 +17,10 @@ from textual.widgets import Static
 
 from gpucon.model.alerts import Alert, Severity
 from gpucon.model.fleet import Health
-from gpucon.model.ids import known_slot_count
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
 from gpucon.widgets.safe_text import clean, fit, safe
+from gpucon.widgets.tick_prep import alert_counts, slot_count
 
 _SEVERITY_LABEL = {Severity.CRITICAL: "CRIT", Severity.WARNING: "WARN", Severity.INFO: "INFO"}
 
@@ -31,12 +31,20 @@ class TextPanel(Static):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__("", id=id, classes=classes)
         self._shown: tuple[str, tuple[object, ...]] | None = None
+        self._lines = -1  # how many line breaks the text shown has
 
     def show_text(self, text: Text) -> None:
         key = (text.plain, tuple(text.spans))
         if key != self._shown:
-            self._shown = key
-            self.update(text)
+            lines = key[0].count("\n")
+            # a layout pass reflows the whole screen: only when the text can change the
+            # panel's size (its height follows its lines; lines never wrap here)
+            styles = self.styles
+            auto_width = styles.width is not None and styles.width.is_auto
+            auto_height = styles.height is not None and styles.height.is_auto
+            layout = auto_width or (auto_height and lines != self._lines)
+            self._shown, self._lines = key, lines
+            self.update(text, layout=layout)
 
     def theme_style(self, name: str) -> str:
         """A theme variable's colour as a Rich style (``$util-hot`` and friends)."""
@@ -90,8 +98,6 @@ class StatusBar(TextPanel):
         self.snapshot: Snapshot | None = None
         # "page 2/5" on a NOC wall: which page of how many is up
         self.page_label = ""
-        # (slots, backends, how many slots they name) of the last count
-        self._slots_counted: tuple[object, object, int] | None = None
 
     def set_page_label(self, label: str) -> None:
         if label != self.page_label:
@@ -106,17 +112,6 @@ class StatusBar(TextPanel):
     def show_snapshot(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.redraw()
-
-    def _slot_count(self, snap: Snapshot) -> int:
-        """Slots any source names, as the table shows them: counted again only when the
-        slots or backends mapping changed (the clock redraws every second)."""
-        key = (snap.slots, snap.backends)
-        cached = self._slots_counted
-        if cached is not None and cached[0] is key[0] and cached[1] is key[1]:
-            return cached[2]
-        count = known_slot_count(snap.slots, (b.slot_id for b in snap.backends.values()))
-        self._slots_counted = (snap.slots, snap.backends, count)
-        return count
 
     def redraw(self) -> None:
         # most important first, so a narrow terminal cuts only the fleet counts
@@ -136,8 +131,7 @@ class StatusBar(TextPanel):
         else:
             # alert counts and each source's health before the fleet's name: a narrow terminal
             # (or a wall with its clock and page) cuts the name and counts, never the health
-            crit = sum(1 for a in snap.alerts if a.severity is Severity.CRITICAL)
-            warn = sum(1 for a in snap.alerts if a.severity is Severity.WARNING)
+            crit, warn = alert_counts(snap.alerts)
             text.append(
                 f" {crit} crit ", style=self.theme_style("latency-breach") if crit else "dim"
             )
@@ -154,7 +148,7 @@ class StatusBar(TextPanel):
                 text.append(" · ")
                 text.append(safe(self.fleet_name, 20))
             text.append(
-                f"  {len(snap.gpus)} GPUs {self._slot_count(snap)} slots "
+                f"  {len(snap.gpus)} GPUs {slot_count(snap.slots, snap.backends)} slots "
                 f"{len(snap.backends)} backends",
                 style="dim",
             )
@@ -289,8 +283,7 @@ class AlertsPanel(TextPanel, can_focus=True):
             )
         self.cursor = max(0, min(self.cursor, len(alerts) - 1))
         text = Text(no_wrap=True, overflow="ellipsis")
-        crit = sum(1 for a in alerts if a.severity is Severity.CRITICAL)
-        warn = sum(1 for a in alerts if a.severity is Severity.WARNING)
+        crit, warn = alert_counts(alerts)
         text.append(f"{self.title} ({len(alerts)}: {crit} crit, {warn} warn)", style="bold")
         if self.has_focus:
             text.append("  ↑↓ choose · Enter go to its row", style="dim")

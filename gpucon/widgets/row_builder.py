@@ -7,8 +7,9 @@ last tick. The table reads the rows it shows, a screenful, so a tick costs that 
 whatever the fleet's size. The default order, the sorts by a name, the ``/`` filter and the
 column widths read only each row's names (``Rows.name_of``: host, GPU, slot, profile, backend,
 model), kept per slot and backend and worked out again only when those change;
-``Rows.names_moved`` says whether any did since the last build, so an unchanged fleet is never
-re-sorted.
+``Rows.names_gen`` counts the builds in which any did, so an unchanged fleet is never
+re-sorted, and rows built on another thread (``widgets.tick_prep``) compare with what the
+table last showed, not with the last build.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class RowBuilder:
         self._models: dict[str, tuple[str | None, str]] = {}
         self._names: dict[RowKey, tuple[object, object, RowNames]] = {}
         self.rows_built = 0  # rows worked out (cache misses): tests and benchmarks read it
+        self.names_gen = 0  # builds whose names moved (``Rows.names_gen``)
         # the last build's backends, slots and row keys (reused while the structure holds)
         self._structure: (
             tuple[Mapping[str, Backend], Mapping[str, Slot], dict[RowKey, None]] | None
@@ -205,9 +207,10 @@ class RowBuilder:
                 return found
 
         keys, model_moved = self._keys_of(snapshot)
-        moved = self._names_moved(snapshot) or model_moved
+        if self._names_moved(snapshot) or model_moved:
+            self.names_gen += 1
         self._forget(snapshot, keys)
-        return Rows(self, snapshot, keys, moved, stale_of)
+        return Rows(self, snapshot, keys, self.names_gen, stale_of)
 
     def _keys_of(self, snapshot: Snapshot) -> tuple[dict[RowKey, None], bool]:
         """The row keys, and whether a backend's model changed. The last tick's keys (the
@@ -248,18 +251,21 @@ class RowBuilder:
         return keys, model_moved
 
     def _forget(self, snapshot: Snapshot, keys: dict[RowKey, None]) -> None:
-        """Drop what was kept for slots and backends long gone."""
+        """Drop what was kept for slots and backends long gone. A build may run on the hub's
+        thread while the UI thread works rows out (``widgets.tick_prep``): each cache is
+        copied in one step (``list``) before it is walked, never iterated while it may grow."""
         if len(self._slot_names) > 2 * len(snapshot.slots) + 64:
-            self._slot_names = {k: v for k, v in self._slot_names.items() if k in snapshot.slots}
-            self._slots = {k: v for k, v in self._slots.items() if k in snapshot.slots}
+            slots = snapshot.slots
+            self._slot_names = {k: v for k, v in list(self._slot_names.items()) if k in slots}
+            self._slots = {k: v for k, v in list(self._slots.items()) if k in slots}
         if len(self._models) > 2 * len(snapshot.backends) + 64:
             live = snapshot.backends
-            self._models = {k: v for k, v in self._models.items() if k in live}
-            self._backends = {k: v for k, v in self._backends.items() if k in live}
+            self._models = {k: v for k, v in list(self._models.items()) if k in live}
+            self._backends = {k: v for k, v in list(self._backends.items()) if k in live}
         for cache in (self._rows, self._fast, self._names):
             if len(cache) > 2 * len(keys) + 64:
-                for key in [k for k in cache if k not in keys]:
-                    del cache[key]
+                for key in [k for k in list(cache) if k not in keys]:
+                    cache.pop(key, None)
 
 
 def _serving(snapshot: Snapshot, b: Backend) -> bool | None:

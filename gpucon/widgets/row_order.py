@@ -13,19 +13,24 @@ number changed. P95/SLO sorts by the ratio of p95 to its SLO (how far from breac
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeAlias
 
 from gpucon.model.fleet import BackendState
 from gpucon.widgets.row_builder import RowNames, Rows, same_keys
+from gpucon.widgets.row_index import (
+    DEFAULT_SORT,
+    NameIndex,
+    SortValue,
+    ordered,
+    search_text,
+    still_ordered,
+)
 from gpucon.widgets.slot_cells import NO_LATENCY_NOW
 from gpucon.widgets.slot_rows import RowKey, RowValues
 
 _STATE_RANK = {s.value: i for i, s in enumerate(BackendState)}
 
-# what a column sorts by (None, a value no source reports, sorts last in both directions)
-SortValue: TypeAlias = str | int | float | tuple[float, float]
+__all__ = ["DEFAULT_SORT", "NAME_SORTS", "SORT_VALUE", "RowOrder", "SortValue", "search_text"]
 
-DEFAULT_SORT = "default"
 # the orders that read only rows' names (they move when a name or an alert does)
 NAME_SORTS = frozenset({DEFAULT_SORT, "host", "gpu", "slot", "profile", "backend"})
 
@@ -68,6 +73,22 @@ SORT_VALUE: Mapping[str, Callable[[RowValues], SortValue | None]] = {
     "p95": _ratio,
     "rps": lambda r: r.rps,
 }
+
+
+# the last rows' live column values: (rows, column, values); worked out on the hub's thread
+# for the table's column (``widgets.tick_prep``), found here when the UI thread asks
+_live_memo: tuple[object, str, dict[RowKey, SortValue | None] | None] = (None, "", None)
+
+
+def live_values(rows: Rows, sort_key: str) -> dict[RowKey, SortValue | None] | None:
+    """``_live_values``, kept for the last rows and column asked (by any thread)."""
+    global _live_memo
+    memo = _live_memo
+    if memo[0] is rows and memo[1] == sort_key:
+        return memo[2]
+    values = _live_values(rows, sort_key)
+    _live_memo = (rows, sort_key, values)
+    return values
 
 
 def _live_values(rows: Rows, sort_key: str) -> dict[RowKey, SortValue | None] | None:
@@ -114,19 +135,6 @@ def _live_values(rows: Rows, sort_key: str) -> dict[RowKey, SortValue | None] | 
     return out
 
 
-def search_text(row: RowValues | RowNames) -> str:
-    """What ``/`` filters on: host, slot, backend and model, lower-cased."""
-    return f"{row.slot_id}\n{row.host}\n{row.slot}\n{row.backend}\n{row.model}".lower()
-
-
-def _first(item: tuple[SortValue, RowKey]) -> SortValue:
-    return item[0]
-
-
-def _second(item: tuple[SortValue, RowKey]) -> RowKey:
-    return item[1]
-
-
 class RowOrder:
     """The filtered, sorted row keys; re-sorted only when needed."""
 
@@ -141,30 +149,41 @@ class RowOrder:
         self.sorts = 0  # how many times the order was recomputed (tests, benchmarks)
         # the live column's values the order was sorted on (lazily built rows only)
         self._live: dict[RowKey, SortValue | None] | None = None
+        # the rows' names, kept while no row came or went and no name moved
+        self._index: NameIndex | None = None
+        self._names_token: tuple[object, int] | None = None  # that of the rows last taken
 
     def update(
         self, rows: Mapping[RowKey, RowValues], problems: Mapping[RowKey, int] | None = None
     ) -> set[RowKey]:
         """Take this tick's rows (and which of them have alerts); return the keys whose values
         changed (or are new), where that was worked out: lazily built ``Rows`` in the default
-        order are not read at all (their ``names_moved`` says whether to re-sort)."""
+        order are not read at all (their ``names_gen`` says whether to re-sort)."""
         old = self.rows
         self.rows = rows
         new_problems = dict(problems or {})
         problems_moved = new_problems != self.problems
         self.problems = new_problems
+        lazy = rows if isinstance(rows, Rows) else None
+        token = None if lazy is None else lazy.names_token
+        names_moved = token is None or token != self._names_token
+        self._names_token = token
+        if names_moved or not same_keys(rows, old):
+            self._index = None
         if not same_keys(rows, old) or (problems_moved and self.sort_key == DEFAULT_SORT):
             self.resort()
             return set(rows.keys() - old.keys())
-        if isinstance(rows, Rows) and self.sort_key in NAME_SORTS:
-            if rows.names_moved:
+        if lazy is not None and self.sort_key in NAME_SORTS:
+            if names_moved:
                 self.resort()
             return set()
-        live = _live_values(rows, self.sort_key) if isinstance(rows, Rows) else None
-        if live is not None:  # a live column: re-sorted when a row's value (or name) moved
-            assert isinstance(rows, Rows)
-            if live != self._live or (self.filter and rows.names_moved):
+        live = live_values(lazy, self.sort_key) if lazy is not None else None
+        if live is not None and lazy is not None:
+            # a live column: re-sorted only when a value crossed a neighbour's
+            if (self.filter and names_moved) or not still_ordered(self.keys, live, self.reverse):
                 self.resort(live)
+            else:
+                self._live = live
             return set()
         changed = {k for k, v in rows.items() if (was := old.get(k)) is not v and was != v}
         if changed:
@@ -183,6 +202,13 @@ class RowOrder:
         rows = self.rows
         return rows.name_of if isinstance(rows, Rows) else rows.__getitem__
 
+    @property
+    def index(self) -> NameIndex:
+        """The rows' names, worked out once per set of names."""
+        if self._index is None:
+            self._index = NameIndex(self.rows, self._names())  # type: ignore[arg-type]
+        return self._index
+
     def set_sort(self, sort_key: str, reverse: bool) -> None:
         self.sort_key, self.reverse = sort_key, reverse
         self.resort()
@@ -196,38 +222,25 @@ class RowOrder:
         self.sorts += 1
         rows = self.rows
         if live is None and isinstance(rows, Rows) and self.sort_key != DEFAULT_SORT:
-            live = _live_values(rows, self.sort_key)
+            live = live_values(rows, self.sort_key)
         self._live = live
-        needle = self.filter
-        names_of = self._names()
-        keys: list[RowKey] = list(self.rows)
-        if needle:
-            keys = [k for k in keys if needle in search_text(names_of(k))]
+        index = self.index
         if self.sort_key == DEFAULT_SORT:
-            problems = self.problems
-            ranked = []
-            for k in keys:
-                n = names_of(k)
-                ranked.append(((-problems.get(k, 0), n.host, n.gpu, k[0], k[1]), k))
-            ranked.sort()
-            self.keys = [k for _, k in ranked]
+            keys = index.default_order(self.problems)
             if self.reverse:
-                self.keys.reverse()
-            return
-        value = SORT_VALUE[self.sort_key]
-        read = names_of if self.sort_key in NAME_SORTS else rows.__getitem__
-        known: list[tuple[SortValue, RowKey]] = []
-        unknown: list[RowKey] = []
-        for k in keys:
-            sv = value(read(k)) if live is None else live[k]  # type: ignore[arg-type]
-            if sv is None:
-                unknown.append(k)
-            else:
-                known.append((sv, k))
-        known.sort(key=_second)  # ties keep row-key order in both directions
-        known.sort(key=_first, reverse=self.reverse)
-        unknown.sort()
-        self.keys = [k for _, k in known] + unknown
+                keys = keys[::-1]
+        elif live is not None:
+            keys = ordered(index.by_key, live, self.reverse)
+        elif self.sort_key in NAME_SORTS:
+            value_of_names = SORT_VALUE[self.sort_key]
+            keys = index.by_name(self.sort_key, value_of_names, self.reverse)  # type: ignore[arg-type]
+        else:  # a live column of rows given whole (tests, a replay's plain rows)
+            value, get = SORT_VALUE[self.sort_key], rows.__getitem__
+            keys = ordered(index.by_key, lambda k: value(get(k)), self.reverse)
+        if self.filter:
+            matched = index.matching(self.filter)
+            keys = [k for k in keys if k in matched]
+        self.keys = list(keys)  # the index's lists stay its own
 
 
 def problem_rows(

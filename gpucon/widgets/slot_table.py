@@ -82,6 +82,7 @@ class SlotTable(ScrollView, can_focus=True):
         self._styles: dict[str, Style] | None = None
         self._natural: dict[str, int] | None = None
         self._measured: Mapping[RowKey, RowValues] | None = None
+        self._measured_token: tuple[object, int] | None = None
         # column titles that depend on the snapshot (the rate window of REQ/S)
         self._titles: dict[str, str] = {}
 
@@ -225,10 +226,10 @@ class SlotTable(ScrollView, can_focus=True):
     def _measure(self, rows: Mapping[RowKey, RowValues]) -> None:
         """Re-measure the name columns when the set of rows or their names changed (not on
         every tick); only the rows' names are read."""
-        moved = isinstance(rows, Rows) and rows.names_moved
-        if not moved and same_keys(rows, self._measured):
+        token = rows.names_token if isinstance(rows, Rows) else None
+        if token is not None and token == self._measured_token and same_keys(rows, self._measured):
             return
-        self._measured = rows
+        self._measured, self._measured_token = rows, token
         names = rows.name_of if isinstance(rows, Rows) else rows.__getitem__
         natural = natural_widths(names(k) for k in rows)
         if natural != self._natural:
