@@ -30,9 +30,10 @@ from pathlib import Path
 
 from benchmarks.results_file import write_section
 from gpucon.recording.cursor import ReplayCursor
-from gpucon.recording.frames import FrameWriter, split_samples
+from gpucon.recording.frames import split_samples
 from gpucon.recording.recorder import DELTA_LEVEL, KEYFRAME_LEVEL
 from gpucon.recording.store import RecordingStore, encode_frame
+from gpucon.recording.writer import FrameWriter
 from gpucon.session import DemoOptions
 from gpucon.session.record import record_simulated
 

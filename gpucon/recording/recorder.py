@@ -18,14 +18,18 @@ import time
 from pathlib import Path
 
 from gpucon.model.snapshot import Snapshot
-from gpucon.recording.frames import DELTA, KEYFRAME, FrameWriter, split_samples
+from gpucon.recording.collector import collector_paused
+from gpucon.recording.frames import DELTA, KEYFRAME, split_samples
 from gpucon.recording.store import AlertSpan, RecordingError, RecordingStore, encode_frame
+from gpucon.recording.writer import FrameWriter
 
 # snapshots waiting for the writer; beyond this the oldest are dropped
 QUEUE_LIMIT = 64
-# zlib levels: a keyframe is large (compressed for speed), a delta small (for size)
-KEYFRAME_LEVEL = 3
-DELTA_LEVEL = 6
+# zlib levels: 1, the fastest. At 512 GPUs level 6 took 1.3 ms a delta and 50 ms a
+# keyframe for a fifth less than level 1's 0.4 ms and 20 ms: the file stays well within its
+# size goal, the console's CPU did not (benchmarks/RESULTS.md)
+KEYFRAME_LEVEL = 1
+DELTA_LEVEL = 1
 _STOP = object()
 
 
@@ -126,7 +130,12 @@ class Recorder:
         if self._last_t is not None and t <= self._last_t:
             return  # the same tick twice (a primed first frame): one frame per time
         key = self._last_key_t is None or t - self._last_key_t >= self.keyframe_s
-        frame = self._writer.keyframe(snapshot) if key else self._writer.delta(snapshot)
+        with collector_paused():
+            frame = self._writer.keyframe(snapshot) if key else self._writer.delta(snapshot)
+            fleet, samples = split_samples(frame)
+            level = KEYFRAME_LEVEL if key else DELTA_LEVEL
+            blobs = encode_frame(fleet, level), encode_frame(samples, level)
+            del frame, fleet, samples
         if key:
             self.store.set_meta(schema=json.dumps(self._writer.schema()))
         now_on = {a.key: a for a in snapshot.alerts}
@@ -137,13 +146,10 @@ class Recorder:
         ]
         ended = [(k, t) for k in self._alerts if k not in now_on]
         self._alerts = {k: t for k in now_on}
-        fleet, samples = split_samples(frame)
-        level = KEYFRAME_LEVEL if key else DELTA_LEVEL
         self.store.append(
             t,
             KEYFRAME if key else DELTA,
-            encode_frame(fleet, level),
-            encode_frame(samples, level),
+            *blobs,
             started=started,
             ended=ended,
             audit=self._new_audit(t),

@@ -9,8 +9,9 @@ from gpucon.hub import Hub
 from gpucon.model.fleet import Gpu
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.codec import CodecRegistry, round_float
-from gpucon.recording.frames import DELTA, KEYFRAME, FrameState, FrameWriter, snapshot_samples
+from gpucon.recording.frames import DELTA, KEYFRAME, FrameState, snapshot_samples
 from gpucon.recording.store import decode_frame, encode_frame
+from gpucon.recording.writer import FrameWriter
 from gpucon.sim import DEMO_RATE_WINDOW, DEMO_SLO_P95_MS
 from gpucon.sim.source import SimSource
 from tests.ui.fleet_fixture import FrozenClock
