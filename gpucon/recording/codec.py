@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import itertools
 import marshal
 import math
 import operator
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from itertools import compress
 from typing import Any
 
 Encoder = Callable[[Any], Any]
@@ -31,6 +31,7 @@ DECIMALS = 5
 # ``repr`` is that number, in a quarter of the time ``round(x, 5)`` takes (it goes through a
 # decimal string); it can differ from it in the fifth decimal where ``x * SCALE`` rounds
 SCALE = 10.0**DECIMALS
+_SCALES = itertools.repeat(SCALE)
 
 
 def round_float(x: float) -> float | None:
@@ -41,8 +42,17 @@ def round_float(x: float) -> float | None:
     return round(x * SCALE) / SCALE
 
 
-# field indexes, zipped with a row's values
-_FIELDS = range(1 << 16)
+def round_all(values: list[Any]) -> list[Any]:
+    """``values`` (floats, ints or None) as stored: the floats rounded as ``round_float``
+    does. In C when every value is a finite number (three ``map``s), else one at a time."""
+    try:
+        return list(map(operator.truediv, map(round, map(operator.mul, values, _SCALES)), _SCALES))
+    except (TypeError, ValueError, OverflowError):  # None, NaN or an infinity among them
+        return [v if v is None else _enc_float(float(v)) for v in values]
+
+
+# how a field's value is encoded (``ClassCodec.columns``)
+PLAIN, FLOAT, OTHER = 0, 1, 2
 
 
 def _identity(value: Any) -> Any:
@@ -86,6 +96,16 @@ class ClassCodec:
             for i, d in self._dec_others
         ]
         self._build = _builder(cls, self.fields)
+        # per field: its getter, how its value is encoded (PLAIN as it is, FLOAT rounded,
+        # OTHER by its encoder) and the encoder: the recorder's deltas go a field at a time
+        self.columns: list[tuple[Callable[[Any], Any], int, Encoder]] = [
+            (
+                operator.attrgetter(name),
+                PLAIN if enc is _identity else FLOAT if enc is _enc_float else OTHER,
+                enc,
+            )
+            for name, enc in zip(self.fields, self._encoders, strict=True)
+        ]
         # decoding by an older file's field names: (index in the file, decoder) per field
         self._layouts: dict[tuple[str, ...], list[tuple[str, int, Decoder]]] = {}
 
@@ -110,36 +130,6 @@ class ClassCodec:
             if v is not None:
                 values[i] = enc(v)
         return tuple(values)
-
-    def changes(self, obj: Any, old_obj: Any, old_row: Sequence[Any]) -> Any:
-        """``obj`` against ``old_obj`` of the same class, whose encoded row is ``old_row``:
-        ``(new row, [field, value, field, value, ...])`` for the fields whose encoded value
-        changed, None when none did, ``NotImplemented`` when this codec cannot tell (a
-        one-field class). Only the fields whose raw values differ are encoded: a changed
-        backend of a 512-GPU fleet moves one or two of its thirteen fields."""
-        get = self._get
-        if get is None:
-            return NotImplemented
-        new = get(obj)
-        old = get(old_obj)
-        # the fields that are other objects, found in C (``!=`` first would call a nested
-        # dataclass's ``__eq__`` in Python even for the same object)
-        encoders = self._encoders
-        row: list[Any] | None = None
-        parts: list[Any] = []
-        for i in compress(_FIELDS, map(operator.is_not, new, old)):
-            a = new[i]
-            if a == old[i]:
-                continue
-            value = a if a is None else encoders[i](a)
-            if value != old_row[i]:
-                if row is None:
-                    row = list(old_row)
-                row[i] = value
-                parts += (i, value)
-        if row is None:
-            return None
-        return tuple(row), parts
 
     def decode(self, values: Sequence[Any], names: tuple[str, ...] | None = None) -> Any:
         """The instance ``values`` encode; ``names``: the file's field order, when it differs."""

@@ -6,14 +6,16 @@ values (``seq``, ``alerts``, ``staleness``, ``rate_window``). A section holds, p
 encoded value (codec: a dataclass as the list of its fields).
 
 A keyframe lists each section's keys once (or names an earlier section keyed alike) and their
-rows in the same order; from then until
-the next keyframe an entity is named by its index in that list (new keys are appended), so a
-delta does not repeat a 512-GPU fleet's names each second. A delta gives, per section, the
-changed fields of changed rows (``u``: ``[index, field, value, field, value, ...]``), changed
-plain values (``v``: ``[index, value, index, value, ...]``: history samples, SLOs), new rows
-(``n``: ``[key, row]``), removed indexes (``d``), the single values that changed (``s``), and
-the changed items of a single list of unchanged length (``p``: the alerts, when only a figure
-in a message moved).
+rows in the same order; from then until the next keyframe an entity is named by its index in
+that list (new keys are appended), so a delta does not repeat a 512-GPU fleet's names each
+second. A delta gives, per section, the changed fields of changed entities a field at a time
+(``c``: ``[[field, [index, ...], [value, ...]], ...]``; format 1 wrote them an entity at a time,
+``u``: ``[index, field, value, field, value, ...]``, still read), a changed row whole (``u``:
+``[index, -1, row]``), changed plain values (``v``: ``[index, value, index, value, ...]``:
+history samples, SLOs), new rows (``n``: ``[key, row]``), removed indexes (``d``), the single
+values that changed (``s``), and the changed items of a single list of unchanged length
+(``p``: the alerts, when only a figure in a message moved). Applying a field's column or the
+plain values runs in C (``map`` of a setter over the indexes).
 
 ``writer.FrameWriter`` turns snapshots into frames (the recorder's thread); ``FrameState``
 applies frames and gives the snapshot back (replay, ``snapshot --from``, restoring history).
@@ -24,8 +26,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 import typing
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterator, Mapping
+from itertools import repeat
 from typing import Any
 
 from gpucon.model.history import History, Sample
@@ -59,6 +64,11 @@ def _layout(registry: CodecRegistry) -> tuple[dict[str, Any], dict[str, Any]]:
             singles[f.name] = (registry.encoder(hint), registry.decoder(hint))
     sections[SAMPLES] = (registry.encoder(float), _sample)
     return sections, singles
+
+
+def _consume(items: Iterator[Any]) -> None:
+    """Run an iterator to its end in C (``map`` of a setter)."""
+    deque(items, maxlen=0)
 
 
 @functools.cache
@@ -154,6 +164,17 @@ class FrameState:
                     section.rows.append(row)
                 else:
                     section.rows[i] = row
+        for name, columns in frame.get("c", {}).items():
+            rows = self._section(name).rows
+            for f, where, values in columns:
+                try:  # every row's field set in C (rows parsed from JSON are lists)
+                    _consume(map(operator.setitem, map(rows.__getitem__, where), repeat(f), values))
+                except TypeError:  # a row given as a tuple (not read from a file)
+                    for i, v in zip(where, values, strict=True):
+                        row = rows[i]
+                        if row.__class__ is not list:
+                            row = rows[i] = list(row)
+                        row[f] = v
         for name, entries in frame.get("u", {}).items():
             rows = self._section(name).rows
             for entry in entries:
@@ -166,9 +187,7 @@ class FrameState:
                     row[entry[j]] = entry[j + 1]
                 rows[i] = row
         for name, flat in frame.get("v", {}).items():
-            rows = self._section(name).rows
-            for j in range(0, len(flat), 2):
-                rows[flat[j]] = flat[j + 1]
+            _consume(map(self._section(name).rows.__setitem__, flat[::2], flat[1::2]))
         for name, gone in frame.get("d", {}).items():
             rows = self._section(name).rows
             for i in gone:

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-FORMAT = "gpucon-recording/1"
+FORMAT = "gpucon-recording/2"
+# formats this gpucon reads: 1 wrote a delta's changes an entity at a time (frames.py)
+READABLE = frozenset({"gpucon-recording/1", FORMAT})
 # waiting on a lock (another writer, a checkpoint) at most this long before an error
 BUSY_TIMEOUT_MS = 2000
 
@@ -109,10 +111,10 @@ class RecordingStore:
             raise RecordingError(f"{path}: not a gpucon recording ({exc})") from None
         if found is None and readonly:
             raise RecordingError(f"{path}: not a gpucon recording (no format in its meta table)")
-        if found is not None and found != FORMAT:
+        if found is not None and found not in READABLE:
             raise RecordingError(f"{path}: recording format {found!r}, this gpucon reads {FORMAT}")
-        if found is None:
-            self.set_meta(format=FORMAT)
+        if found != FORMAT and not readonly:
+            self.set_meta(format=FORMAT)  # what is appended now needs this gpucon to read
 
     # -- meta ------------------------------------------------------------------------------
 

@@ -14,19 +14,24 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
-from itertools import compress
+from itertools import chain, compress, repeat
 from typing import Any
 
 from gpucon.model.history import Sample
 from gpucon.model.history_samples import history_samples
 from gpucon.model.merge import MergedFleet
 from gpucon.model.snapshot import Snapshot
-from gpucon.recording.codec import ClassCodec, CodecRegistry, _enc_float
+from gpucon.recording.codec import (
+    FLOAT,
+    PLAIN,
+    ClassCodec,
+    CodecRegistry,
+    _enc_float,
+    round_all,
+)
 from gpucon.recording.frames import SAMPLES, _layout, _Section, snapshot_samples
 
 _MISSING = object()
-# field indexes, zipped with a row's values
-_FIELDS = range(1 << 16)
 # the sections whose changed entities give the history samples again
 _SAMPLED = ("gpus", "slots", "queues", "latency", "backends")
 
@@ -134,40 +139,35 @@ class FrameWriter:
     # -- frames ------------------------------------------------------------------------------
 
     def keyframe(self, snapshot: Snapshot) -> dict[str, Any]:
-        """The whole state. After the first, the rows are already encoded: the delta brings
-        them up to date and they are written as they are (a 512-GPU keyframe then costs the
-        JSON and the compression, not encoding ~17,000 entities again)."""
+        """The whole state, encoded from the snapshot (a 512-GPU keyframe every minute costs
+        less than keeping ~17,000 encoded rows up to date between them)."""
         if self._state:
-            self.delta(snapshot)
+            self._changed = {
+                name: self._moved(name, getattr(snapshot, name)) for name in self._codecs
+            }
+            partial = self._sample_changes(snapshot)
+            self._take_samples(snapshot, partial)
         else:
-            self._previous = snapshot
-            self._state = {}
-            for name in self._sections:
-                mapping: Mapping[str, Any]
-                if name == SAMPLES:
-                    self._samples = mapping = snapshot_samples(snapshot)
-                else:
-                    mapping = getattr(snapshot, name)
-                keys = list(mapping)
-                enc = self._sections[name][0]
-                rows = [None if (v := mapping[k]) is None else enc(v) for k in keys]
-                self._state[name] = _Section(keys, rows)
-                self._keep(name, mapping)
-            for n in self._singles:
-                raw = self._single_raw[n] = getattr(snapshot, n)
-                self._single_values[n] = None if raw is None else self._singles[n][0](raw)
+            self._samples = snapshot_samples(snapshot)
+        self._previous = snapshot
+        self._changed = {}
         sections: dict[str, Any] = {}
         seen: dict[tuple[str, ...], str] = {}
-        for name, section in self._state.items():
-            if any(r is None for r in section.rows):  # rows removed since: dropped now
-                pairs = [
-                    (k, r) for k, r in zip(section.keys, section.rows, strict=True) if r is not None
-                ]
-                section = _Section([k for k, _ in pairs], [r for _, r in pairs])
-                self._state[name] = section
+        for name, (enc, _) in self._sections.items():
+            mapping: Mapping[str, Any] = (
+                self._samples if name == SAMPLES else getattr(snapshot, name)
+            )
+            keys = list(mapping)
+            rows = [None if (v := mapping[k]) is None else enc(v) for k in keys]
+            self._state[name] = _Section(keys, [True] * len(keys))
+            if name != SAMPLES:
+                self._keep(name, mapping)
             # backends, latency, liveness and SLOs are usually keyed alike: the names once
-            same = seen.setdefault(tuple(section.keys), name) if section.keys else name
-            sections[name] = [section.keys if same == name else same, section.rows]
+            same = seen.setdefault(tuple(keys), name) if keys else name
+            sections[name] = [keys if same == name else same, rows]
+        for n, (enc, _) in self._singles.items():
+            raw = self._single_raw[n] = getattr(snapshot, n)
+            self._single_values[n] = None if raw is None else enc(raw)
         return {"k": sections, "s": dict(self._single_values), "schema": self.schema()}
 
     def delta(self, snapshot: Snapshot) -> dict[str, Any]:
@@ -177,6 +177,7 @@ class FrameWriter:
         partial = self._sample_changes(snapshot)
         self._previous = snapshot
         frame: dict[str, Any] = {}
+        columns: dict[str, list[Any]] = {}
         updates: dict[str, list[Any]] = {}
         scalars: dict[str, list[Any]] = {}
         added: dict[str, list[Any]] = {}
@@ -186,7 +187,7 @@ class FrameWriter:
             known = self._changed.get(name)
             if known is not None:
                 if known:
-                    self._entities(name, known, before, updates, added)
+                    self._columns(name, known, before, columns)
                 self._keep(name, mapping)
                 continue
             if before is mapping or before == mapping:
@@ -198,145 +199,173 @@ class FrameWriter:
                 for k, v in mapping.items()
                 if (old_obj := get(k, _MISSING)) is not v and old_obj != v
             }
-            self._entities(name, moved, before, updates, added, scalars)
             section = self._state[name]
             index = section.index
-            gone = [
-                index[k] for k in before if k not in mapping and section.rows[index[k]] is not None
-            ]
+            alive = section.rows
+            enc = self._sections[name][0]
+            codec = self._codecs.get(name)
+            same: dict[str, Any] = {}
+            new: list[Any] = []
+            for key, obj in moved.items():
+                i = index.get(key)
+                old_obj = get(key, _MISSING)
+                if i is None or alive[i] is None or old_obj is _MISSING:
+                    if i is None:
+                        index[key] = len(section.keys)
+                        section.keys.append(key)
+                        alive.append(True)
+                    alive[i if i is not None else -1] = True
+                    new.append([key, None if obj is None else enc(obj)])
+                elif codec is not None and obj.__class__ is old_obj.__class__ is codec.cls:
+                    same[key] = obj
+                elif isinstance(row := None if obj is None else enc(obj), tuple | list):
+                    updates.setdefault(name, []).append([i, -1, row])
+                else:  # a plain value (an SLO): index and value
+                    scalars.setdefault(name, []).extend((i, row))
+            if same:
+                self._columns(name, same, before, columns)
+            gone = [index[k] for k in before if k not in mapping and alive[index[k]] is not None]
             for i in gone:
-                section.rows[i] = None
+                alive[i] = None
+            if new:
+                added[name] = new
             if gone:
                 removed[name] = gone
             self._keep(name, mapping)
-        self._delta_samples(snapshot, partial, scalars, added, removed)
+        self._delta_samples(partial, scalars, added, removed)
         singles, parts = self._delta_singles(snapshot)
-        if updates:
-            frame["u"] = updates
-        if scalars:
-            frame["v"] = scalars
-        if parts:
-            frame["p"] = parts
-        if added:
-            frame["n"] = added
-        if removed:
-            frame["d"] = removed
-        if singles:
-            frame["s"] = singles
+        for key, part in (
+            ("c", columns),
+            ("u", updates),
+            ("v", scalars),
+            ("p", parts),
+            ("n", added),
+            ("d", removed),
+            ("s", singles),
+        ):
+            if part:
+                frame[key] = part
         return frame
 
-    def _entities(
+    def _columns(
         self,
         name: str,
         moved: Mapping[str, Any],
         before: Mapping[str, Any],
-        updates: dict[str, list[Any]],
-        added: dict[str, list[Any]],
-        scalars: dict[str, list[Any]] | None = None,
+        columns: dict[str, list[Any]],
     ) -> None:
-        """The changes of section ``name``'s ``moved`` entities, into the delta's parts: a
-        changed entity of the same class as before gives only its changed fields."""
-        section = self._state[name]
-        index = section.index
-        rows = section.rows
-        enc = self._sections[name][0]
-        codec = self._codecs.get(name)
-        cls = codec.cls if codec is not None else None
-        changed: list[Any] = []
-        values: list[Any] = []
-        new: list[Any] = []
-        get = before.get
-        for key, obj in moved.items():
-            i = index.get(key)
-            if (
-                codec is not None
-                and i is not None
-                and obj.__class__ is cls
-                and (old := rows[i]) is not None
-                and (old_obj := get(key)).__class__ is cls
-            ):
-                found = codec.changes(obj, old_obj, old)
-                if found is None:
-                    continue
-                if found is not NotImplemented:
-                    rows[i], fields = found
-                    changed.append([i, *fields])
-                    continue
-            row = None if obj is None else enc(obj)
-            if i is None or rows[i] is None:
-                if i is None:
-                    index[key] = len(section.keys)
-                    section.keys.append(key)
-                    rows.append(row)
-                else:
-                    rows[i] = row
-                new.append([key, row])
+        """The changed fields of section ``name``'s ``moved`` entities (each of the same
+        class as before), a field at a time: ``[field, [index, ...], [value, ...]]``. The
+        loops over every field of every moved entity run in C (``map``); Python touches
+        only the values that changed."""
+        codec = self._codecs[name]
+        index = self._state[name].index
+        at = list(map(index.__getitem__, moved))
+        new = list(moved.values())
+        old = list(map(before.__getitem__, moved))
+        positions = range(len(new))
+        out: list[Any] = []
+        for f, (get, kind, enc) in enumerate(codec.columns):
+            now = list(map(get, new))
+            was = list(map(get, old))
+            hits = list(compress(positions, map(operator.is_not, now, was)))
+            if not hits:
                 continue
-            old = rows[i]
-            if row == old:
-                continue
-            rows[i] = row
-            if isinstance(row, tuple) and isinstance(old, tuple | list) and len(row) == len(old):
-                entry: list[Any] = [i]
-                for f in compress(_FIELDS, map(operator.ne, row, old)):
-                    entry += (f, row[f])
-                changed.append(entry)
-            elif isinstance(row, tuple | list):
-                changed.append([i, -1, row])
-            else:  # a plain value (an SLO): index and value
-                values += (i, row)
-        if changed:
-            updates[name] = changed
-        if new:
-            added[name] = new
-        if values and scalars is not None:
-            scalars[name] = values
+            values = list(map(now.__getitem__, hits))
+            # an equal value in a new object is no change (a NaN always is one)
+            differs = list(map(operator.ne, values, map(was.__getitem__, hits)))
+            if not all(differs):
+                hits = list(compress(hits, differs))
+                if not hits:
+                    continue
+                values = list(compress(values, differs))
+            if kind == FLOAT:
+                values = round_all(values)
+            elif kind != PLAIN:
+                values = [None if v is None else enc(v) for v in values]
+            out.append([f, list(map(at.__getitem__, hits)), values])
+        if out:
+            columns[name] = out
+
+    def _take_samples(
+        self, snapshot: Snapshot, partial: tuple[dict[str, Sample], list[str]] | None
+    ) -> tuple[dict[str, Sample], list[str]]:
+        """The samples now (taken again where ``partial`` is None) into the writer's own
+        dict: (the samples given, the keys gone)."""
+        before = self._samples
+        if partial is None:
+            mapping = snapshot_samples(snapshot)
+            gone = [k for k in before if k not in mapping]
+            self._samples = dict(mapping)
+            return mapping, gone
+        mapping, gone = partial
+        before.update(mapping)
+        for k in gone:
+            del before[k]
+        return mapping, gone
 
     def _delta_samples(
         self,
-        snapshot: Snapshot,
         partial: tuple[dict[str, Sample], list[str]] | None,
         scalars: dict[str, list[Any]],
         added: dict[str, list[Any]],
         removed: dict[str, list[int]],
     ) -> None:
-        """The history samples that changed: index and value (new series as new rows)."""
+        """The history samples that changed: index and value (new series as new rows). A
+        sample copies an entity's field, so an unchanged one is the same object as last
+        time: the comparison runs in C and Python sees only the changed ones."""
+        previous = self._previous
+        assert previous is not None
         section = self._state[SAMPLES]
         index = section.index
-        rows = section.rows
-        before = self._samples
-        mapping = snapshot_samples(snapshot) if partial is None else partial[0]
-        get = before.get
+        alive = section.rows
+        keys_before = dict.fromkeys(self._samples) if partial is None else None
+        old_get = self._samples.get
+        mapping = snapshot_samples(previous) if partial is None else partial[0]
+        keys = list(mapping)
+        now = list(mapping.values())
+        was = list(map(old_get, keys, repeat(_MISSING, len(keys))))
+        hits = list(compress(range(len(keys)), map(operator.is_not, now, was)))
+        changed = list(map(now.__getitem__, hits))
+        olds = list(map(was.__getitem__, hits))
+        # a derived sample (power_pct) is a new object each time: equal is no change
+        differs = list(map(operator.ne, changed, olds))
+        if not all(differs):
+            hits = list(compress(hits, differs))
+            changed = list(compress(changed, differs))
+            olds = list(compress(olds, differs))
+        at = list(map(index.get, map(keys.__getitem__, hits)))
         values: list[Any] = []
         new: list[Any] = []
-        for key, v in mapping.items():
-            old = get(key, _MISSING)
-            if v is old or v == old:
-                continue
-            row = None if v is None else _enc_float(v)
-            i = index.get(key)
-            if i is None or rows[i] is None:
-                if i is None:
-                    index[key] = len(section.keys)
-                    section.keys.append(key)
-                    rows.append(row)
+        if None in at or _MISSING in olds or None in map(alive.__getitem__, filter(None, at)):
+            # a series that is new, or back since the keyframe: one at a time
+            for h, v, old, i in zip(hits, changed, olds, at, strict=True):
+                v = None if v is None else _enc_float(v)
+                key = keys[h]
+                if i is None or alive[i] is None or old is _MISSING:
+                    if i is None:
+                        index[key] = len(section.keys)
+                        section.keys.append(key)
+                        alive.append(True)
+                    else:
+                        alive[i] = True
+                    new.append([key, v])
                 else:
-                    rows[i] = row
-                new.append([key, row])
-            elif row != rows[i]:
-                rows[i] = row
-                values += (i, row)
+                    values += (i, v)
+        elif hits:
+            values = list(chain.from_iterable(zip(at, round_all(changed), strict=True)))
         if partial is None:
-            gone_keys = [k for k in before if k not in mapping]
+            assert keys_before is not None
+            gone_keys = [k for k in keys_before if k not in mapping]
             self._samples = dict(mapping)
         else:
             gone_keys = partial[1]
-            before.update(mapping)
+            self._samples.update(mapping)
             for k in gone_keys:
-                del before[k]
-        gone = [index[k] for k in gone_keys if rows[index[k]] is not None]
+                del self._samples[k]
+        gone = [index[k] for k in gone_keys if alive[index[k]] is not None]
         for i in gone:
-            rows[i] = None
+            alive[i] = None
         if values:
             scalars[SAMPLES] = values
         if new:
