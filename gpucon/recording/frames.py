@@ -107,7 +107,7 @@ class _Section:
     def __init__(self, keys: list[str], rows: list[Any]) -> None:
         self.keys = keys
         self.rows: list[Any] = rows  # None: removed since the keyframe
-        self.index = {k: i for i, k in enumerate(keys)}
+        self.index = dict(zip(keys, range(len(keys)), strict=True))
 
 
 def split_samples(frame: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

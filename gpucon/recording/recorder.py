@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import queue
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from pathlib import Path
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.collector import collector_paused
 from gpucon.recording.frames import DELTA, KEYFRAME, split_samples
+from gpucon.recording.status import RecordingStatus
 from gpucon.recording.store import AlertSpan, RecordingError, RecordingStore, encode_frame
 from gpucon.recording.writer import FrameWriter
 
@@ -42,7 +44,7 @@ class Recorder:
         *,
         fleet: str,
         refresh_s: float,
-        keyframe_s: float = 15.0,
+        keyframe_s: float = 60.0,
         max_bytes: int = 1 << 30,
         max_age_s: float = 7 * 86_400.0,
         audit_path: Path | None = None,
@@ -71,6 +73,8 @@ class Recorder:
         self.frames_written = 0
         self.dropped = 0
         self.error: str | None = None
+        # the file and its log on disk, measured after each frame (the status bar reads it)
+        self.size_bytes = _disk_bytes(path)
         self._writer = FrameWriter()
         self._queue: queue.Queue[object] = queue.Queue(maxsize=QUEUE_LIMIT)
         self._last_key_t: float | None = None
@@ -83,6 +87,8 @@ class Recorder:
     def __call__(self, snapshot: Snapshot) -> None:
         """Queue one snapshot (the hub's thread calls this each tick; it never blocks unless
         the recorder was made to)."""
+        if self.error is not None:
+            return  # the recording stopped (a full disk): nothing is queued, nothing kept
         if self.block:
             while self._thread.is_alive():  # a writer that died (a full disk) takes no more
                 try:
@@ -102,13 +108,23 @@ class Recorder:
                 except queue.Empty:
                     pass
 
+    def status(self) -> RecordingStatus:
+        """The REC badge's state (any thread)."""
+        return RecordingStatus(
+            self.path.name, self.size_bytes, self._queue.qsize(), self.dropped, self.error
+        )
+
     def close(self, timeout_s: float = 5.0) -> None:
-        """Write what is queued, end the alerts still on, and close the file."""
+        """Write what is queued, end the alerts still on, and close the file (a file that
+        failed is closed as it is: the console's exit does not fail with it)."""
         if self._thread.is_alive():
             self._queue.put(_STOP)
             self._thread.join(timeout_s)
-        if self._last_t is not None:
-            self.store.close_open_alerts(self._last_t)
+        try:
+            if self._last_t is not None:
+                self.store.close_open_alerts(self._last_t)
+        except sqlite3.Error as exc:
+            self.error = self.error or f"recording stopped: {exc}"
         self.store.close()
 
     # -- the writer thread -----------------------------------------------------------------
@@ -123,6 +139,15 @@ class Recorder:
                 self._write(item)
             except Exception as exc:  # a full disk, a file removed: say so, keep the console
                 self.error = f"recording stopped: {exc}"
+                self._drain()
+                return
+
+    def _drain(self) -> None:
+        """Let go of the snapshots still queued (a stopped recording keeps none alive)."""
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
                 return
 
     def _write(self, snapshot: Snapshot) -> None:
@@ -155,6 +180,7 @@ class Recorder:
             audit=self._new_audit(t),
         )
         self.frames_written += 1
+        self.size_bytes = _disk_bytes(self.path)
         self._last_t = t
         if key:
             self._last_key_t = t
@@ -186,6 +212,11 @@ class Recorder:
                 ts = now
             lines.append((ts, raw))
         return lines
+
+
+def _disk_bytes(path: Path) -> int:
+    """The recording's bytes on disk: the file and its write-ahead log."""
+    return _file_size(path) + _file_size(path.with_name(path.name + "-wal"))
 
 
 def _file_size(path: Path | None) -> int:

@@ -158,7 +158,15 @@ class FrameWriter:
                 self._samples if name == SAMPLES else getattr(snapshot, name)
             )
             keys = list(mapping)
-            rows = [None if (v := mapping[k]) is None else enc(v) for k in keys]
+            codec = self._codecs.get(name)
+            values = list(mapping.values())
+            rows: list[Any]
+            if codec is not None:
+                rows = codec.encode_all(values)
+            elif enc is _enc_float:
+                rows = round_all(values)
+            else:
+                rows = [None if v is None else enc(v) for v in values]
             self._state[name] = _Section(keys, [True] * len(keys))
             if name != SAMPLES:
                 self._keep(name, mapping)
