@@ -134,6 +134,10 @@ class FrameState:
         self._single_values: dict[str, Any] = {}
         self._schema: dict[str, tuple[str, ...]] = {}
         self.t: float | None = None
+        # the sections as the last ``snapshot()`` decoded them, and the rows changed since:
+        # the next snapshot decodes only those (playing or re-running alerts frame by frame)
+        self._decoded: dict[str, dict[str, Any]] = {}
+        self._dirty: dict[str, set[int]] = {}
 
     @property
     def ready(self) -> bool:
@@ -151,22 +155,29 @@ class FrameState:
             self._single_values = dict(frame.get("s", {}))
             self._schema = {k: tuple(v) for k, v in frame.get("schema", {}).items()}
             self.t = t
+            self._decoded = {}
+            self._dirty = {}
             return
         if self.t is None:
             return  # a delta before any keyframe (the file was cut): nothing to apply it to
+        dirty = self._dirty
         for name, entries in frame.get("n", {}).items():
             section = self._section(name)
+            marks = dirty.setdefault(name, set())
             for key, row in entries:
                 i = section.index.get(key)
                 if i is None:
-                    section.index[key] = len(section.keys)
+                    i = section.index[key] = len(section.keys)
                     section.keys.append(key)
                     section.rows.append(row)
                 else:
                     section.rows[i] = row
+                marks.add(i)
         for name, columns in frame.get("c", {}).items():
             rows = self._section(name).rows
+            marks = dirty.setdefault(name, set())
             for f, where, values in columns:
+                marks.update(where)
                 try:  # every row's field set in C (rows parsed from JSON are lists)
                     _consume(map(operator.setitem, map(rows.__getitem__, where), repeat(f), values))
                 except TypeError:  # a row given as a tuple (not read from a file)
@@ -177,8 +188,10 @@ class FrameState:
                         row[f] = v
         for name, entries in frame.get("u", {}).items():
             rows = self._section(name).rows
+            marks = dirty.setdefault(name, set())
             for entry in entries:
                 i = entry[0]
+                marks.add(i)
                 if len(entry) == 3 and entry[1] == -1:
                     rows[i] = entry[2]
                     continue
@@ -188,8 +201,11 @@ class FrameState:
                 rows[i] = row
         for name, flat in frame.get("v", {}).items():
             _consume(map(self._section(name).rows.__setitem__, flat[::2], flat[1::2]))
+            if name != SAMPLES:
+                dirty.setdefault(name, set()).update(flat[::2])
         for name, gone in frame.get("d", {}).items():
             rows = self._section(name).rows
+            dirty.setdefault(name, set()).update(gone)
             for i in gone:
                 rows[i] = None
         self._single_values.update(frame.get("s", {}))
@@ -223,11 +239,24 @@ class FrameState:
             if section is None:
                 continue
             decode = self._row_decoder(name, dec)
-            kwargs[name] = {
-                k: decode(row)
-                for k, row in zip(section.keys, section.rows, strict=True)
-                if row is not None
-            }
+            before = self._decoded.get(name)
+            if before is None:
+                decoded = {
+                    k: decode(row)
+                    for k, row in zip(section.keys, section.rows, strict=True)
+                    if row is not None
+                }
+            else:  # the last snapshot's, with the rows changed since decoded again
+                decoded = dict(before)
+                keys, rows = section.keys, section.rows
+                for i in self._dirty.get(name, ()):
+                    row = rows[i]
+                    if row is None:
+                        decoded.pop(keys[i], None)
+                    else:
+                        decoded[keys[i]] = decode(row)
+            self._decoded[name] = kwargs[name] = decoded
+        self._dirty = {}
         for name, (_, dec) in self._singles.items():
             if name in self._single_values:
                 value = self._single_values[name]
