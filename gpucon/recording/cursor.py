@@ -86,7 +86,7 @@ class ReplayCursor:
         for t, kind, _, samples in self.store.frame_parts(key_t, self.t, fleet=False):
             state.apply(t, kind, samples or {})
             if state.ready and t >= first:
-                history = history.append(t, state.samples())
+                history = state.append_samples(history)
         self.samples_state = state
         self.history = history
         return self.snapshot()
@@ -107,7 +107,7 @@ class ReplayCursor:
             if samples_state is not None:
                 samples_state.apply(t, kind, samples or {})
                 if samples_state.ready:
-                    self.history = self.history.append(t, samples_state.samples())
+                    self.history = samples_state.append_samples(self.history)
             self.t = t
             applied = True
         return self.snapshot() if applied else None

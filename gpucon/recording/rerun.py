@@ -49,7 +49,7 @@ def rerun_alerts(
         state.apply(t, kind, frame)
         if not state.ready:
             continue
-        history = history.append(t, state.samples())
+        history = state.append_samples(history)
         snapshot = state.snapshot(history)
         frames += 1
         slo = dict(snapshot.slo_p95_ms)
