@@ -75,7 +75,7 @@ def _consume(items: Iterator[Any]) -> None:
 
 
 # a sample's value as a history block holds it: None (a gap) is NaN, any other itself
-_GAP = {None: NAN}
+_GAP: dict[float | None, float] = {None: NAN}
 
 
 def _families(keys: list[str]) -> tuple[list[Any], list[tuple[str, int]]]:
@@ -277,7 +277,8 @@ class FrameState:
         blocks: list[Block] = []
         for kind, series, ids, where in families:
             # a gap (None) is NaN, as the hub writes one: ``dict.get(v, v)``, in C
-            values = map(_GAP.get, map(rows.__getitem__, where), map(rows.__getitem__, where))
+            got = list(map(rows.__getitem__, where))
+            values: Iterator[float] = map(_GAP.get, got, got)  # type: ignore[arg-type]
             blocks.append((kind, series, ids, array("d", values)))
         single = {k: v for k, i in singles if (v := rows[i]) is not None}
         return history.append_blocks(self.t, blocks, single)
