@@ -34,6 +34,7 @@ from gpucon.recording.frames import SAMPLES, _layout, _Section, snapshot_samples
 _MISSING = object()
 # the sections whose changed entities give the history samples again
 _SAMPLED = ("gpus", "slots", "queues", "latency", "backends")
+_SLOT_OF = operator.attrgetter("slot_id")
 
 
 class FrameWriter:
@@ -58,6 +59,8 @@ class FrameWriter:
         # section -> its entities that are new objects since the last frame (None: the
         # section's keys moved, every entity is looked at)
         self._changed: dict[str, dict[str, Any] | None] = {}
+        # slot -> the backends on it (their names), while no backend comes, goes or moves
+        self._by_slot: dict[str, list[str]] | None = None
         # the sections whose values are dataclasses, with their codec
         self._codecs: dict[str, ClassCodec] = {
             name: codec
@@ -108,19 +111,28 @@ class FrameWriter:
             return None
         changed = self._changed
         if any(changed.get(name) is None for name in _SAMPLED):
+            self._by_slot = None  # entities came or went: the backends are counted again
             return None
         backends = changed["backends"]
         assert backends is not None
-        before = prev.backends
-        for name, b in backends.items():
-            if b.slot_id != before[name].slot_id:
-                return None  # the slots' co-tenant samples count their backends
+        moved_to = list(map(_SLOT_OF, backends.values()))
+        if moved_to != list(map(_SLOT_OF, map(prev.backends.__getitem__, backends))):
+            self._by_slot = None
+            return None  # the slots' co-tenant samples count their backends
         slots = changed["slots"]
         assert slots is not None
+        by_slot = self._by_slot
+        if by_slot is None:
+            by_slot = self._by_slot = {}
+            for name, b in snapshot.backends.items():
+                if b.slot_id is not None:
+                    by_slot.setdefault(b.slot_id, []).append(name)
+        # the backends of the changed slots: all that their co-tenant samples count
+        serving = snapshot.backends
         fleet = MergedFleet(
             changed["gpus"] or {},
             slots,
-            dict(snapshot.backends),
+            {n: serving[n] for sid in slots for n in by_slot.get(sid, ())},
             changed["queues"] or {},
             changed["latency"] or {},
             {},
