@@ -233,8 +233,9 @@ def _by_value(encode: Encoder) -> Encoder:
     return cached
 
 
-# objects whose encoding a nested field's memo keeps (a fleet's slots, GPUs and more)
-_ENCODED_LIMIT = 1 << 16
+# objects whose encoding a nested field's memo keeps (it holds them alive: a few MB at most;
+# what it saves is mostly the same table on every GPU of a model, within one keyframe)
+_ENCODED_LIMIT = 4096
 
 
 def _is_model_value(hint: Any) -> bool:
