@@ -1,19 +1,25 @@
-"""Recording: file size per hour, the console's CPU with and without ``--record``, seek time.
+"""Recording: file size per hour, the console's CPU with and without ``--record``, the
+recorder's own CPU, seek time, and ``--alerts-only`` over a long file.
 
-Run: ``.venv/bin/python -m benchmarks.recording [--quick]``. Writes its section of
-benchmarks/RESULTS.md.
+Run: ``.venv/bin/python -m benchmarks.recording [--quick] [--base DIR]``. Writes its section
+of benchmarks/RESULTS.md.
 
 - size per hour: the simulated fleet recorded faster than real time (one tick per simulated
-  second, keyframe every 15 s as by default), the file's bytes after close, scaled to an hour;
-  at the default demo and at ``--size 512``.
-- CPU: ``gpucon demo --size 512`` in a pty for a while, with and without ``--record``, CPU-s
-  per minute after the first data frame (runs alternate, medians), and the recorder thread's
-  own CPU per frame measured in process.
+  second, keyframes as by default), the file's bytes after close, scaled to an hour; at the
+  default demo and at ``--size 512``.
+- CPU: ``gpucon demo --size 512`` in a pty, without and with ``--record`` (and with
+  ``--base DIR``, that checkout's ``--record`` too), one run of each in turn, repeated: CPU-s
+  per minute after the first data frame, min / median / max; the overhead from the medians.
+- the recorder's own CPU: snapshots of a 512-GPU demo hub ticking in real time (as the
+  console's, whose sources change more per tick than the simulator run faster than real
+  time), then the recorder's frame building and compression over them, in process.
 - seek: a 1-hour 512-GPU recording (the first minutes recorded through the simulator, then
   repeated, keyframe groups with shifted times, to fill the hour: seeking reads one keyframe,
   at most a minute of deltas and the 120 ticks of history, whatever the file holds), then
-  ``ReplayCursor.seek`` to random times: wall time until the snapshot there (what the
-  screen shows first), then ``fill_history`` (the plots' 120 ticks, shown next).
+  ``ReplayCursor.seek`` to random times: CPU time until the snapshot there (what the screen
+  shows first), then ``fill_history`` (the plots' 120 ticks, shown next).
+- ``--alerts-only``: the alert rules re-run over the first minutes of that hour, CPU per
+  frame (an hour is 3,600 frames).
 """
 
 from __future__ import annotations
@@ -29,13 +35,17 @@ import time
 from pathlib import Path
 
 from benchmarks.results_file import write_section
+from gpucon.model.snapshot import Snapshot
+from gpucon.recording.collector import collector_paused
 from gpucon.recording.cursor import ReplayCursor
-from gpucon.recording.frames import FrameWriter, split_samples
+from gpucon.recording.frames import split_samples
 from gpucon.recording.recorder import DELTA_LEVEL, KEYFRAME_LEVEL
 from gpucon.recording.store import RecordingStore, encode_frame
+from gpucon.recording.writer import FrameWriter
 from gpucon.session import DemoOptions
 from gpucon.session.record import record_simulated
 
+ROOT = Path(__file__).resolve().parents[1]
 HEADING = "## Recording and replay"
 GOAL_DEMO_MB_H = 5.0
 GOAL_512_MB_H = 200.0
@@ -52,36 +62,56 @@ def size_per_hour(size: int | None, seconds: float, tmp: Path) -> tuple[float, f
     return path.stat().st_size / 1e6 * 3600.0 / seconds, took
 
 
-def recorder_cpu_ms(size: int, ticks: int) -> float:
-    """The writer thread's CPU per frame at ``size`` GPUs: frame + compress, keyframes
-    included (in process; the mean over a multiple of 15 frames)."""
+def live_snapshots(size: int, seconds: float) -> list[Snapshot]:
+    """The snapshots a ``gpucon demo --size SIZE`` hub makes in ``seconds`` of real time."""
     from gpucon.hub import Hub
-    from gpucon.session.record import FrozenClock
-    from gpucon.sim import DEMO_SLO_P95_MS
+    from gpucon.sim import DEMO_RATE_WINDOW, DEMO_SLO_P95_MS
     from gpucon.sim.source import SimSource
 
-    clock = FrozenClock(1_790_000_000.0)
     hub = Hub(
-        [SimSource.for_demo(7, None, size, clock=clock)],
-        clock=clock,
+        [SimSource.for_demo(7, None, size)],
+        refresh_s=1.0,
         slo_p95_ms_by_model=DEMO_SLO_P95_MS,
+        rate_window=DEMO_RATE_WINDOW,
     )
+    got: list[Snapshot] = []
+    hub.subscribe(got.append)
+    hub.start(lambda _: None)
+    time.sleep(seconds)
+    hub.stop()
+    return got
+
+
+def recorder_cpu(snapshots: list[Snapshot], keyframe_every: int) -> dict[str, float]:
+    """The recorder thread's work per frame over ``snapshots``: frame, compress (CPU ms).
+    ``delta``: the median delta; ``keyframe``: the mean keyframe; ``per_s``: the mean over
+    a keyframe interval at one frame a second."""
     writer = FrameWriter()
-    costs = []
-    for i in range(ticks + 1):
-        hub.poll_once()
-        snapshot = hub.tick()
-        clock.now += 1.0
+    deltas: list[float] = []
+    keys: list[float] = []
+    for i, snapshot in enumerate(snapshots):
+        key = i % keyframe_every == 0
         began = time.thread_time()
-        key = i % 15 == 0  # a keyframe every 15 s, as by default
-        frame = writer.keyframe(snapshot) if key else writer.delta(snapshot)
-        fleet, samples = split_samples(frame)
-        level = KEYFRAME_LEVEL if key else DELTA_LEVEL
-        encode_frame(fleet, level)
-        encode_frame(samples, level)
-        if i:
-            costs.append(time.thread_time() - began)
-    return statistics.mean(costs) * 1000.0
+        with collector_paused():
+            frame = writer.keyframe(snapshot) if key else writer.delta(snapshot)
+            fleet, samples = split_samples(frame)
+            level = KEYFRAME_LEVEL if key else DELTA_LEVEL
+            encode_frame(fleet, level)
+            encode_frame(samples, level)
+        took = (time.thread_time() - began) * 1000.0
+        if i:  # the first keyframe encodes every nested value for the first time
+            (keys if key else deltas).append(took)
+    if not keys:  # one more keyframe, of the last snapshot, for its cost
+        began = time.thread_time()
+        with collector_paused():
+            fleet, samples = split_samples(writer.keyframe(snapshots[-1]))
+            encode_frame(fleet, KEYFRAME_LEVEL)
+            encode_frame(samples, KEYFRAME_LEVEL)
+        keys.append((time.thread_time() - began) * 1000.0)
+    delta = statistics.median(deltas)
+    keyframe = statistics.mean(keys)
+    per_s = (statistics.mean(deltas) * (keyframe_every - 1) + keyframe) / keyframe_every
+    return {"delta": delta, "delta_max": max(deltas), "keyframe": keyframe, "per_s": per_s}
 
 
 # the 512-GPU fleet's first GPU: on screen once the first frame with data is drawn
@@ -98,23 +128,33 @@ def _cpu_per_min(argv: list[str], seconds: float, env: dict[str, str]) -> float:
     return (run.cpu_s - run.cpu_at_marker_s) / (run.wall_s - run.marker_s) * 60.0
 
 
-def console_cpu(seconds: float, pairs: int, tmp: Path) -> tuple[float, float]:
-    """CPU-s per minute of ``gpucon demo --size 512`` without and with ``--record``
-    (alternating runs; medians)."""
+def console_cpu(
+    seconds: float, rounds: int, tmp: Path, base: Path | None
+) -> dict[str, list[float]]:
+    """CPU-s per minute of ``gpucon demo --size 512`` without ``--record``, with it, and
+    with the ``base`` checkout's ``--record``: one run of each in turn, ``rounds`` times."""
     from benchmarks.pty_run import run_in_pty
-    from benchmarks.startup_cpu import GPUCON, child_env
+    from benchmarks.startup_cpu import child_env
 
     env = child_env(str(tmp / "pyc"))
-    plain_argv = [*GPUCON, "demo", "--size", "512"]
+    env["PYTHONPATH"] = str(ROOT)
+    # -P: the working directory is not put first on sys.path (PYTHONPATH picks the tree)
+    plain_argv = [sys.executable, "-P", "-m", "gpucon.commands.cli", "demo", "--size", "512"]
+    kinds: list[tuple[str, dict[str, str]]] = [("plain", env), ("record", env)]
+    if base is not None:
+        base_env = child_env(str(tmp / "pyc-base"))
+        base_env["PYTHONPATH"] = str(base)
+        kinds.append(("base", base_env))
     # bytecode compiled once, before anything is measured
-    run_in_pty(plain_argv, marker=MARKER_512, duration_s=60, stop_at_marker=True, env=env)
-    plain: list[float] = []
-    recording: list[float] = []
-    for i in range(pairs):
-        plain.append(_cpu_per_min(plain_argv, seconds, env))
-        path = tmp / f"cpu-{i}.sqlite"
-        recording.append(_cpu_per_min([*plain_argv, "--record", str(path)], seconds, env))
-    return statistics.median(plain), statistics.median(recording)
+    for _, e in kinds[1:]:
+        run_in_pty(plain_argv, marker=MARKER_512, duration_s=60, stop_at_marker=True, env=e)
+    out: dict[str, list[float]] = {kind: [] for kind, _ in kinds}
+    for i in range(rounds):
+        for kind, e in kinds:
+            argv = plain_argv if kind == "plain" else [*plain_argv, "--record", f"{tmp}/{kind}{i}"]
+            out[kind].append(_cpu_per_min(argv, seconds, e))
+            print(f"  {kind}: {out[kind][-1]:.2f} CPU-s/min", flush=True)
+    return out
 
 
 def hour_of_512(tmp: Path, minutes: float) -> Path:
@@ -127,8 +167,8 @@ def hour_of_512(tmp: Path, minutes: float) -> Path:
     with db:
         for k in range(1, copies):
             db.execute(
-                "INSERT INTO frames (t, kind, blob) SELECT t + ?, kind, blob FROM frames "
-                "WHERE t < ? ORDER BY id",
+                "INSERT INTO frames (t, kind, blob, samples) SELECT t + ?, kind, blob, samples "
+                "FROM frames WHERE t < ? ORDER BY id",
                 (k * seconds, 1_790_000_000.0 + seconds),
             )
     db.execute("VACUUM")
@@ -137,64 +177,99 @@ def hour_of_512(tmp: Path, minutes: float) -> Path:
 
 
 def seek_ms(path: Path, count: int) -> dict[str, list[float]]:
-    """Per random time: ms to the snapshot there (what the screen shows first) and to its
-    full 120 ticks of history after it, in wall time and in this thread's CPU time (on a
-    shared machine the CPU time is what an idle one would take)."""
+    """Per random time: CPU ms to the snapshot there (what the screen shows first) and to
+    its full 120 ticks of history after it (this thread's CPU time: on a shared machine it
+    is what an idle one would take)."""
     store = RecordingStore(path, readonly=True)
     span = store.span()
     assert span is not None
     rng = random.Random(7)
     cursor = ReplayCursor(store)
-    out: dict[str, list[float]] = {"wall": [], "cpu": [], "fill_wall": [], "fill_cpu": []}
+    out: dict[str, list[float]] = {"cpu": [], "fill_cpu": []}
     for _ in range(count):
         at = rng.uniform(span[0], span[1])
-        wall, cpu = time.perf_counter(), time.thread_time()
+        cpu = time.thread_time()
         snapshot = cursor.seek(at)
-        out["wall"].append((time.perf_counter() - wall) * 1000.0)
         out["cpu"].append((time.thread_time() - cpu) * 1000.0)
         assert snapshot is not None and len(snapshot.gpus) == 512
-        wall, cpu = time.perf_counter(), time.thread_time()
+        cpu = time.thread_time()
         snapshot = cursor.fill_history()
-        out["fill_wall"].append((time.perf_counter() - wall) * 1000.0)
         out["fill_cpu"].append((time.thread_time() - cpu) * 1000.0)
         assert snapshot is not None and len(snapshot.history.times) == 120
     store.close()
     return out
 
 
+def alerts_only_ms(path: Path, minutes: float) -> tuple[float, int]:
+    """CPU ms per frame of ``--alerts-only``'s re-run over the first ``minutes``."""
+    from gpucon.model.alerts import AlertThresholds
+    from gpucon.recording.rerun import rerun_alerts
+
+    store = RecordingStore(path, readonly=True)
+    span = store.span()
+    assert span is not None
+    began = time.process_time()
+    result = rerun_alerts(store, AlertThresholds(), until=span[0] + minutes * 60.0)
+    took = time.process_time() - began
+    store.close()
+    return took * 1000.0 / result.frames, result.frames
+
+
+def spread(values: list[float], unit: str = "", digits: int = 0) -> str:
+    """min/median/max."""
+    three = (min(values), statistics.median(values), max(values))
+    return "/".join(f"{v:.{digits}f}" for v in three) + unit
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="shorter runs (rougher figures)")
+    parser.add_argument("--base", type=Path, default=None, help="another checkout's --record")
     args = parser.parse_args()
     quick = args.quick
     lines = [HEADING, ""]
     with tempfile.TemporaryDirectory(prefix="gpucon-rec-bench-") as name:
         tmp = Path(name)
-        demo_s, demo_wall = 60.0 if quick else 300.0, 0.0
+        demo_s = 60.0 if quick else 300.0
         demo_mb, demo_wall = size_per_hour(None, demo_s, tmp)
         big_s = 60.0 if quick else 180.0
         big_mb, big_wall = size_per_hour(512, big_s, tmp)
-        frame_ms = recorder_cpu_ms(512, 15 if quick else 30)
         lines.append(
-            f"- File size per hour (SQLite, zlib JSON frames, keyframe every 15 s; "
+            f"- File size per hour (SQLite, zlib level 1 JSON frames, a keyframe a minute; "
             f"{demo_s:.0f} s and {big_s:.0f} s of simulated fleet recorded, scaled to an hour): "
             f"default demo {demo_mb:.2f} MB/h (goal <= {GOAL_DEMO_MB_H:g}), --size 512 "
             f"{big_mb:.0f} MB/h (goal <= {GOAL_512_MB_H:g})."
         )
+        print(lines[-1], flush=True)
+        live_s = 20.0 if quick else 60.0
+        cost = recorder_cpu(live_snapshots(512, live_s), 60)
         lines.append(
-            f"- The recorder thread's CPU at 512 GPUs: {frame_ms:.0f} ms per frame (keyframes "
-            f"included; mean, in process), {frame_ms / 10:.1f} % of one core at one frame "
-            "a second."
+            f"- The recorder thread at 512 GPUs, over {live_s:.0f} s of a demo hub ticking in "
+            f"real time (~2,000 entities and ~4,000 history samples change a tick): "
+            f"{cost['delta']:.1f} ms of CPU a delta (median; max {cost['delta_max']:.0f}), "
+            f"{cost['keyframe']:.0f} ms a keyframe (one a minute): {cost['per_s']:.1f} ms a "
+            "second, in process."
         )
-        print(lines[-2], lines[-1], sep="\n", flush=True)
+        print(lines[-1], flush=True)
         cpu_s = 20.0 if quick else 45.0
-        plain, recording = console_cpu(cpu_s, 1 if quick else 2, tmp)
-        overhead = 100.0 * (recording - plain) / plain
-        lines.append(
+        rounds = 1 if quick else 3
+        runs = console_cpu(cpu_s, rounds, tmp, args.base)
+        plain = statistics.median(runs["plain"])
+        overhead = 100.0 * (statistics.median(runs["record"]) - plain) / plain
+        text = (
             f"- `gpucon demo --size 512` CPU, {cpu_s:.0f} s runs in a pty after the first "
-            f"frame (medians): {plain:.2f} CPU-s/min without recording, {recording:.2f} with "
-            f"`--record`: +{overhead:.1f} % (goal <= {GOAL_CPU_PCT:g} %)."
+            f"frame, {rounds} of each in turn (CPU-s/min min/median/max): "
+            f"{spread(runs['plain'], digits=2)} without recording, "
+            f"{spread(runs['record'], digits=2)} with `--record`: +{overhead:.1f} % "
+            f"(goal <= {GOAL_CPU_PCT:g} %)"
         )
+        if "base" in runs:
+            before = 100.0 * (statistics.median(runs["base"]) - plain) / plain
+            text += (
+                f"; the checkout before these changes, in the same runs: "
+                f"{spread(runs['base'], digits=2)} with `--record`, +{before:.1f} %"
+            )
+        lines.append(text + ".")
         print(lines[-1], flush=True)
         minutes = 1.0 if quick else 5.0
         began = time.perf_counter()
@@ -202,14 +277,20 @@ def main() -> None:
         made = time.perf_counter() - began
         size_mb = hour.stat().st_size / 1e6
         took = seek_ms(hour, 10 if quick else 30)
-        med = {k: statistics.median(v) for k, v in took.items()}
         lines.append(
             f"- Seek in a 1-hour 512-GPU recording ({size_mb:.0f} MB; {minutes:g} min through "
             f"the simulator, repeated to the hour, made in {made:.0f} s), {len(took['cpu'])} "
-            f"random times: the snapshot there in median {med['cpu']:.0f} ms of CPU, max "
-            f"{max(took['cpu']):.0f} ms ({med['wall']:.0f} ms wall on this shared machine; goal "
-            f"< {GOAL_SEEK_MS:g} ms); its plots' 120 ticks of history (~22,000 series) follow "
-            f"in median {med['fill_cpu']:.0f} ms of CPU more ({med['fill_wall']:.0f} ms wall)."
+            f"random times: the snapshot there in {spread(took['cpu'], ' ms')} of CPU "
+            f"(min/median/max; goal < {GOAL_SEEK_MS:g} ms); its plots' 120 ticks of history "
+            f"(~22,000 series) follow in {spread(took['fill_cpu'], ' ms')} more."
+        )
+        print(lines[-1], flush=True)
+        rerun_min = 1.0 if quick else 3.0
+        per_frame, frames = alerts_only_ms(hour, rerun_min)
+        lines.append(
+            f"- `gpucon replay FILE --alerts-only` on that file: {per_frame:.0f} ms of CPU a "
+            f"frame over its first {frames} frames (the alert rules, as the hub runs them, "
+            f"and each frame's changed rows decoded), {per_frame * 3.6:.0f} s for the hour."
         )
         print(lines[-1], flush=True)
     load = os.getloadavg()[1]

@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # not imported for the first frame: the write side is built a
     from gpucon.config import GpuconConfig
     from gpucon.controls.base import Controls
     from gpucon.widgets.tick_prep import TickPrep
+    from gpucon.recording.status import RecordingStatus
 
 # how long the hub's thread holds its tick after a key (the key's answer is drawn well within)
 KEY_HOLD_S = 0.15
@@ -103,8 +104,11 @@ class GpuconApp(ReplayKeys, App[int]):
         config: GpuconConfig | None = None,
         replay: ReplayControls | None = None,
         audit_file: Path | None = None,
+        recording: Callable[[], RecordingStatus] | None = None,
     ) -> None:
         super().__init__()
+        # ``--record``: the recording's state for the status bar's REC badge
+        self.recording = recording
         self.feed = feed
         # ``gpucon replay``: the timeline the replay keys move (None in any other console)
         self.replay = replay
@@ -212,6 +216,7 @@ class GpuconApp(ReplayKeys, App[int]):
             noc=self.noc,
             page_s=self.page_s,
             default_slo_ms=self.default_slo_ms,
+            recording=self.recording,
         )
 
     def notify(

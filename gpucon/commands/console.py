@@ -228,6 +228,7 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
         default_slo_ms=config.alerts.default_slo_p95_ms,
         page_s=args.page_seconds,
         config=config,
+        recording=None if recorder is None else recorder.status,
     )
     if why_not:
         app.startup_problems.append(why_not)

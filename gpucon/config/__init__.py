@@ -186,8 +186,9 @@ class RecordConfig:
     """Recordings (``[record]``): ``gpucon live --record``, ``gpucon record``."""
 
     # a keyframe (the whole fleet) this often; deltas in between. Seeking decodes one
-    # keyframe and at most this many seconds of deltas
-    keyframe_s: float = 15.0
+    # keyframe and at most this many seconds of deltas (a minute: at 512 GPUs a keyframe
+    # costs the recorder what a minute of deltas does not cost a seek, docs/recording.md)
+    keyframe_s: float = 60.0
     # the file is kept under this size and drops frames older than this, oldest first
     max_mib: float = 1024.0
     max_age_h: float = 168.0

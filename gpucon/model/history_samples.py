@@ -89,11 +89,17 @@ _QUEUE_KEYS = _Keys("length", "waiting", "oldest")
 
 
 def history_samples(
-    fleet: MergedFleet, staleness: Staleness = FRESH, gaps: list[str] | None = None
+    fleet: MergedFleet,
+    staleness: Staleness = FRESH,
+    gaps: list[str] | None = None,
+    *,
+    partial: bool = False,
 ) -> dict[str, Sample]:
     """The values the history rings keep, one per series key (see model.history); a stale
     value is a gap (``None``), so plots and windows stop where fresh data stops (``gaps``:
-    ``stale_series(staleness)``, when the caller has it already)."""
+    ``stale_series(staleness)``, when the caller has it already). ``partial``: ``fleet``
+    holds only the entities that changed (the recorder's samples of a tick): the series
+    keys of the others are kept, not trimmed away and built again next tick."""
     samples: dict[str, Sample] = {}
     serving: dict[str, int] = {}
     for b in fleet.backends.values():
@@ -137,7 +143,8 @@ def history_samples(
         (_GPU_KEYS, fleet.gpus),
         (_QUEUE_KEYS, fleet.queues),
     ):
-        cache.trim(live)
+        if not partial:
+            cache.trim(live)
     if staleness:
         for key in stale_series(staleness) if gaps is None else gaps:
             samples[key] = None

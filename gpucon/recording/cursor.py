@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from gpucon.model.history import DEFAULT_CAPACITY, History
 from gpucon.model.snapshot import Snapshot
+from gpucon.recording.collector import collector_paused
 from gpucon.recording.frames import FrameState
 from gpucon.recording.store import RecordingStore
 
@@ -44,6 +45,10 @@ class ReplayCursor:
         it, and its history is empty; ``fill_history`` then gives the history of the 120
         ticks up to it (at 512 GPUs, ~22,000 series x 120 ticks take seconds to append, the
         snapshot a fraction of one)."""
+        with collector_paused():
+            return self._seek(target)
+
+    def _seek(self, target: float) -> Snapshot | None:
         span = self.store.span()
         if span is None:
             return None
@@ -65,6 +70,10 @@ class ReplayCursor:
     def fill_history(self) -> Snapshot | None:
         """The current snapshot again, with the history of the ``capacity`` ticks up to it
         (as the live console had it), read from the samples of the frames before."""
+        with collector_paused():
+            return self._fill_history()
+
+    def _fill_history(self) -> Snapshot | None:
         if self.t is None:
             return None
         window = self.store.last_times(self.t, self.capacity)
@@ -77,7 +86,7 @@ class ReplayCursor:
         for t, kind, _, samples in self.store.frame_parts(key_t, self.t, fleet=False):
             state.apply(t, kind, samples or {})
             if state.ready and t >= first:
-                history = history.append(t, state.samples())
+                history = state.append_samples(history)
         self.samples_state = state
         self.history = history
         return self.snapshot()
@@ -98,7 +107,7 @@ class ReplayCursor:
             if samples_state is not None:
                 samples_state.apply(t, kind, samples or {})
                 if samples_state.ready:
-                    self.history = self.history.append(t, samples_state.samples())
+                    self.history = samples_state.append_samples(self.history)
             self.t = t
             applied = True
         return self.snapshot() if applied else None

@@ -13,19 +13,25 @@ from __future__ import annotations
 
 import json
 import queue
+import sqlite3
 import threading
 import time
 from pathlib import Path
 
 from gpucon.model.snapshot import Snapshot
-from gpucon.recording.frames import DELTA, KEYFRAME, FrameWriter, split_samples
+from gpucon.recording.collector import collector_paused
+from gpucon.recording.frames import DELTA, KEYFRAME, split_samples
+from gpucon.recording.status import RecordingStatus
 from gpucon.recording.store import AlertSpan, RecordingError, RecordingStore, encode_frame
+from gpucon.recording.writer import FrameWriter
 
 # snapshots waiting for the writer; beyond this the oldest are dropped
 QUEUE_LIMIT = 64
-# zlib levels: a keyframe is large (compressed for speed), a delta small (for size)
-KEYFRAME_LEVEL = 3
-DELTA_LEVEL = 6
+# zlib levels: 1, the fastest. At 512 GPUs level 6 took 1.3 ms a delta and 50 ms a
+# keyframe for a fifth less than level 1's 0.4 ms and 20 ms: the file stays well within its
+# size goal, the console's CPU did not (benchmarks/RESULTS.md)
+KEYFRAME_LEVEL = 1
+DELTA_LEVEL = 1
 _STOP = object()
 
 
@@ -38,7 +44,7 @@ class Recorder:
         *,
         fleet: str,
         refresh_s: float,
-        keyframe_s: float = 15.0,
+        keyframe_s: float = 60.0,
         max_bytes: int = 1 << 30,
         max_age_s: float = 7 * 86_400.0,
         audit_path: Path | None = None,
@@ -67,6 +73,8 @@ class Recorder:
         self.frames_written = 0
         self.dropped = 0
         self.error: str | None = None
+        # the file and its log on disk, measured after each frame (the status bar reads it)
+        self.size_bytes = _disk_bytes(path)
         self._writer = FrameWriter()
         self._queue: queue.Queue[object] = queue.Queue(maxsize=QUEUE_LIMIT)
         self._last_key_t: float | None = None
@@ -79,6 +87,8 @@ class Recorder:
     def __call__(self, snapshot: Snapshot) -> None:
         """Queue one snapshot (the hub's thread calls this each tick; it never blocks unless
         the recorder was made to)."""
+        if self.error is not None:
+            return  # the recording stopped (a full disk): nothing is queued, nothing kept
         if self.block:
             while self._thread.is_alive():  # a writer that died (a full disk) takes no more
                 try:
@@ -98,13 +108,23 @@ class Recorder:
                 except queue.Empty:
                     pass
 
+    def status(self) -> RecordingStatus:
+        """The REC badge's state (any thread)."""
+        return RecordingStatus(
+            self.path.name, self.size_bytes, self._queue.qsize(), self.dropped, self.error
+        )
+
     def close(self, timeout_s: float = 5.0) -> None:
-        """Write what is queued, end the alerts still on, and close the file."""
+        """Write what is queued, end the alerts still on, and close the file (a file that
+        failed is closed as it is: the console's exit does not fail with it)."""
         if self._thread.is_alive():
             self._queue.put(_STOP)
             self._thread.join(timeout_s)
-        if self._last_t is not None:
-            self.store.close_open_alerts(self._last_t)
+        try:
+            if self._last_t is not None:
+                self.store.close_open_alerts(self._last_t)
+        except sqlite3.Error as exc:
+            self.error = self.error or f"recording stopped: {exc}"
         self.store.close()
 
     # -- the writer thread -----------------------------------------------------------------
@@ -119,6 +139,15 @@ class Recorder:
                 self._write(item)
             except Exception as exc:  # a full disk, a file removed: say so, keep the console
                 self.error = f"recording stopped: {exc}"
+                self._drain()
+                return
+
+    def _drain(self) -> None:
+        """Let go of the snapshots still queued (a stopped recording keeps none alive)."""
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
                 return
 
     def _write(self, snapshot: Snapshot) -> None:
@@ -126,7 +155,12 @@ class Recorder:
         if self._last_t is not None and t <= self._last_t:
             return  # the same tick twice (a primed first frame): one frame per time
         key = self._last_key_t is None or t - self._last_key_t >= self.keyframe_s
-        frame = self._writer.keyframe(snapshot) if key else self._writer.delta(snapshot)
+        with collector_paused():
+            frame = self._writer.keyframe(snapshot) if key else self._writer.delta(snapshot)
+            fleet, samples = split_samples(frame)
+            level = KEYFRAME_LEVEL if key else DELTA_LEVEL
+            blobs = encode_frame(fleet, level), encode_frame(samples, level)
+            del frame, fleet, samples
         if key:
             self.store.set_meta(schema=json.dumps(self._writer.schema()))
         now_on = {a.key: a for a in snapshot.alerts}
@@ -137,18 +171,16 @@ class Recorder:
         ]
         ended = [(k, t) for k in self._alerts if k not in now_on]
         self._alerts = {k: t for k in now_on}
-        fleet, samples = split_samples(frame)
-        level = KEYFRAME_LEVEL if key else DELTA_LEVEL
         self.store.append(
             t,
             KEYFRAME if key else DELTA,
-            encode_frame(fleet, level),
-            encode_frame(samples, level),
+            *blobs,
             started=started,
             ended=ended,
             audit=self._new_audit(t),
         )
         self.frames_written += 1
+        self.size_bytes = _disk_bytes(self.path)
         self._last_t = t
         if key:
             self._last_key_t = t
@@ -180,6 +212,11 @@ class Recorder:
                 ts = now
             lines.append((ts, raw))
         return lines
+
+
+def _disk_bytes(path: Path) -> int:
+    """The recording's bytes on disk: the file and its write-ahead log."""
+    return _file_size(path) + _file_size(path.with_name(path.name + "-wal"))
 
 
 def _file_size(path: Path | None) -> int:

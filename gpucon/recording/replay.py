@@ -23,6 +23,8 @@ from gpucon.recording.store import AlertSpan, RecordingStore
 SPEEDS = (1.0, 10.0, 60.0)
 # how often a playing replay hands on a snapshot (wall seconds)
 FRAME_INTERVAL_S = 0.25
+# how often the file is looked at for frames and alerts written since (wall seconds)
+FOLLOW_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,8 @@ class ReplayFeed:
         self._seek_s: float | None = None
         span = store.span()
         self._span = span
+        # when the span and alerts were last read again (a file still being written grows)
+        self._checked = clock()
         first = start_at if start_at is not None else (span[0] if span else None)
         if first is not None:
             self._show(self._timed_seek(first))
@@ -192,6 +196,17 @@ class ReplayFeed:
         if kind in ("pause", "speed") and self._latest is not None and self._on_snapshot:
             self._on_snapshot(self._latest)
 
+    def _follow(self, now: float) -> None:
+        """A recording still being written: its new end, and the alerts that started (or
+        ended) since, read at most once a second and only when the file grew."""
+        if now - self._checked < FOLLOW_S:
+            return
+        self._checked = now
+        span = self.store.span()
+        if span != self._span:
+            self._span = span
+            self.alerts = self.store.alert_spans()
+
     def _run(self) -> None:
         if self._latest is not None and self._on_snapshot is not None:
             self._on_snapshot(self._latest)
@@ -203,13 +218,13 @@ class ReplayFeed:
                 kind = ""
             if kind == "stop":
                 return
+            now = self._clock()
+            self._follow(now)
             if kind:
                 self._handle(kind, value)
-            now = self._clock()
             elapsed, last = now - last, now
             if self._paused or self._position is None or kind:
                 continue
-            self._span = self.store.span()  # a recording still being written grows
             target = self._position + elapsed * self._speed
             snapshot = self._cursor.advance(target)
             if snapshot is not None:

@@ -30,7 +30,11 @@ def rerun_alerts(
     store: RecordingStore,
     thresholds: AlertThresholds,
     slo_p95_ms_by_model: Mapping[str, float] | None = None,
+    *,
+    until: float | None = None,
 ) -> RerunResult:
+    """The alerts over the whole recording (or its frames up to ``until``). Each frame's
+    snapshot decodes only the rows that frame changed (``FrameState.snapshot``)."""
     span = store.span()
     recorded = store.alert_spans()
     if span is None:
@@ -41,11 +45,11 @@ def rerun_alerts(
     open_spans: dict[str, AlertSpan] = {}
     fired: list[AlertSpan] = []
     frames = 0
-    for t, kind, frame in store.frames(span[0]):
+    for t, kind, frame in store.frames(span[0], until):
         state.apply(t, kind, frame)
         if not state.ready:
             continue
-        history = history.append(t, state.samples())
+        history = state.append_samples(history)
         snapshot = state.snapshot(history)
         frames += 1
         slo = dict(snapshot.slo_p95_ms)

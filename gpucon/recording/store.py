@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-FORMAT = "gpucon-recording/1"
+FORMAT = "gpucon-recording/2"
+# formats this gpucon reads: 1 wrote a delta's changes an entity at a time (frames.py)
+READABLE = frozenset({"gpucon-recording/1", FORMAT})
 # waiting on a lock (another writer, a checkpoint) at most this long before an error
 BUSY_TIMEOUT_MS = 2000
 
@@ -61,10 +63,12 @@ class AlertSpan:
     end: float | None
 
 
-def encode_frame(frame: dict[str, Any], level: int = 6) -> bytes:
-    """A frame as stored: compact JSON, zlib-compressed (a keyframe of 512 GPUs, ~3.5 MB of
-    JSON, at a lower ``level``: level 6 takes four times as long as 3 for 15 % less)."""
-    return zlib.compress(json.dumps(frame, separators=(",", ":")).encode(), level)
+def encode_frame(frame: dict[str, Any], level: int = 1) -> bytes:
+    """A frame as stored: compact JSON, zlib-compressed (level 1 by default: the recorder
+    says why)."""
+    # a frame is a tree built here, never a cycle: no check for one (a set per container)
+    text = json.dumps(frame, separators=(",", ":"), check_circular=False)
+    return zlib.compress(text.encode(), level)
 
 
 def decode_frame(blob: bytes) -> dict[str, Any]:
@@ -109,10 +113,10 @@ class RecordingStore:
             raise RecordingError(f"{path}: not a gpucon recording ({exc})") from None
         if found is None and readonly:
             raise RecordingError(f"{path}: not a gpucon recording (no format in its meta table)")
-        if found is not None and found != FORMAT:
+        if found is not None and found not in READABLE:
             raise RecordingError(f"{path}: recording format {found!r}, this gpucon reads {FORMAT}")
-        if found is None:
-            self.set_meta(format=FORMAT)
+        if found != FORMAT and not readonly:
+            self.set_meta(format=FORMAT)  # what is appended now needs this gpucon to read
 
     # -- meta ------------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from gpucon.widgets.tick_prep import TickPrep, alert_counts
 
 if TYPE_CHECKING:
     from gpucon.app import GpuconApp
+    from gpucon.recording.status import RecordingStatus
     from gpucon.screens.action_runner import ActionRunner, PlanFailed, PlanReady
 
 
@@ -68,9 +69,11 @@ class FleetScreen(Screen[None]):
         noc: bool = False,
         page_s: float = 10.0,
         default_slo_ms: float = 2500.0,
+        recording: Callable[[], RecordingStatus] | None = None,
     ) -> None:
         super().__init__()
         self.badges = tuple(badges)
+        self.recording = recording
         self.fleet_name = fleet_name
         self.clock = clock
         self.noc = noc
@@ -97,6 +100,7 @@ class FleetScreen(Screen[None]):
             fleet_name=self.fleet_name,
             clock=self.clock,
             show_clock=self.noc,
+            recording=self.recording,
             id="status",
         )
         with Vertical(id="main"):

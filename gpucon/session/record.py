@@ -74,7 +74,7 @@ def record_simulated(
     demo: DemoOptions,
     start: float = 1_790_000_000.0,
     refresh_s: float = 1.0,
-    keyframe_s: float = 15.0,
+    keyframe_s: float = 60.0,
     max_bytes: int = 1 << 40,
     on_snapshot: Callable[[Snapshot], None] | None = None,
 ) -> Recorder:

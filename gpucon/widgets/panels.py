@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
@@ -21,6 +21,9 @@ from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
 from gpucon.widgets.safe_text import clean, fit, safe
 from gpucon.widgets.tick_prep import alert_counts, slot_count
+
+if TYPE_CHECKING:
+    from gpucon.recording.status import RecordingStatus
 
 _SEVERITY_LABEL = {Severity.CRITICAL: "CRIT", Severity.WARNING: "WARN", Severity.INFO: "INFO"}
 
@@ -88,10 +91,13 @@ class StatusBar(TextPanel):
         fleet_name: str = "",
         clock: Callable[[], float] = time.time,
         show_clock: bool = False,
+        recording: Callable[[], RecordingStatus] | None = None,
         id: str | None = None,
     ) -> None:
         super().__init__(id=id)
         self.badges = tuple(badges)
+        # ``--record``: the recording's state, read at each redraw (the REC badge)
+        self.recording = recording
         self.fleet_name = fleet_name
         self.clock = clock
         self.show_clock = show_clock
@@ -113,12 +119,25 @@ class StatusBar(TextPanel):
         self.snapshot = snapshot
         self.redraw()
 
+    def _rec_badge(self, status: RecordingStatus) -> Text:
+        """REC, the file and its size; behind or failed said in the alert colours."""
+        styles = {
+            "ok": "bold " + self.theme_style("latency-breach"),
+            "behind": "reverse bold " + self.theme_style("util-hot"),
+            "failed": "reverse bold " + self.theme_style("latency-breach"),
+        }
+        badge = safe(status.badge(), 48, styles[status.state])
+        badge.append("  ")
+        return badge
+
     def redraw(self) -> None:
         # most important first, so a narrow terminal cuts only the fleet counts
         text = Text(no_wrap=True, overflow="ellipsis")
         for badge in self.badges:
             text.append(f" {badge} ", style="reverse bold")
             text.append(" ")
+        if self.recording is not None:
+            text.append_text(self._rec_badge(self.recording()))
         if self.show_clock:
             text.append(time.strftime("%H:%M:%S", time.localtime(self.clock())) + " ", "bold")
         if self.page_label:

@@ -9,8 +9,9 @@ from gpucon.hub import Hub
 from gpucon.model.fleet import Gpu
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.codec import CodecRegistry, round_float
-from gpucon.recording.frames import DELTA, KEYFRAME, FrameState, FrameWriter, snapshot_samples
+from gpucon.recording.frames import DELTA, KEYFRAME, FrameState, snapshot_samples
 from gpucon.recording.store import decode_frame, encode_frame
+from gpucon.recording.writer import FrameWriter
 from gpucon.sim import DEMO_RATE_WINDOW, DEMO_SLO_P95_MS
 from gpucon.sim.source import SimSource
 from tests.ui.fleet_fixture import FrozenClock
@@ -87,11 +88,12 @@ def test_a_delta_holds_only_what_changed() -> None:
     delta = writer.delta(dataclasses.replace(snap, gpus={**snap.gpus, gpu.uuid: hotter}))
     field = Gpu.__dataclass_fields__["temperature_c"]
     index = list(Gpu.__dataclass_fields__).index(field.name)
-    assert delta["u"]["gpus"] == [[list(snap.gpus).index(gpu.uuid), index, 91.0]]
+    # a field at a time: the field, the rows' indexes, their values
+    assert delta["c"]["gpus"] == [[index, [list(snap.gpus).index(gpu.uuid)], [91.0]]]
     # and the history sample it gives (a plain value: index and value)
     (sample,) = [k for k in snapshot_samples(snap) if k == f"gpu:{gpu.uuid}:temp"]
     assert delta["v"]["samples"] == [list(snapshot_samples(snap)).index(sample), 91.0]
-    assert set(delta) == {"u", "v"}
+    assert set(delta) == {"c", "v"}
 
 
 def test_entities_that_come_and_go_between_keyframes() -> None:
@@ -130,30 +132,33 @@ def test_floats_keep_what_can_be_told_apart() -> None:
     assert round_float(float("inf")) is None
 
 
-def test_a_changed_entity_encodes_as_its_whole_row_would() -> None:
-    """Only the fields whose raw values moved are encoded; what comes out (the new row and
-    the changed fields) is what encoding the whole object and comparing rows gives."""
-    codec = CodecRegistry().codec(Gpu)
-    gpu = Gpu("GPU-1", "h", 0, name="H200", temperature_c=40.0, util_pct=12.0)
-    old_row = codec.encode(gpu)
-    # a float that moves less than the recording keeps: no change at all
-    assert codec.changes(dataclasses.replace(gpu, util_pct=12.000001), gpu, old_row) is None
-    assert codec.changes(gpu, gpu, old_row) is None
+def test_a_changed_entity_gives_its_changed_fields_as_encoding_it_whole_would() -> None:
+    """A delta takes a changed entity a field at a time; what it gives (the fields whose
+    values moved, each encoded) is what encoding the whole object and comparing rows gives.
+    A value equal to the old one in a new object, or a NaN, is no change of its own."""
+    snap = _live(None, 1)[0]
+    writer = FrameWriter()
+    writer.keyframe(snap)
+    uuid, gpu = next(iter(snap.gpus.items()))
+    assert gpu.temperature_c is not None
     moved = dataclasses.replace(
-        gpu, temperature_c=41.123456789, util_pct=12.000001, mem_used_mib=5.0
+        gpu,
+        temperature_c=float(str(gpu.temperature_c)),  # equal, another object
+        mem_used_mib=5.123456789,
+        name="H200",
     )
-    found = codec.changes(moved, gpu, old_row)
-    assert found is not None
-    row, fields = found
-    assert row == codec.encode(moved)
+    delta = writer.delta(dataclasses.replace(snap, gpus={**snap.gpus, uuid: moved}))
+    codec = CodecRegistry().codec(Gpu)
+    row = [list(snap.gpus).index(uuid)]
     expected = [
-        x
-        for i, (a, b) in enumerate(zip(codec.encode(moved), old_row, strict=True))
+        [f, row, [a]]
+        for f, (a, b) in enumerate(zip(codec.encode(moved), codec.encode(gpu), strict=True))
         if a != b
-        for x in (i, a)
     ]
-    assert fields == expected
-    named = {codec.fields[i]: v for i, v in zip(fields[::2], fields[1::2], strict=True)}
-    assert named == {"temperature_c": 41.12346, "mem_used_mib": 5.0}
-    # NaN is stored as null: a NaN where null was is no change
-    assert codec.changes(dataclasses.replace(gpu, power_w=float("nan")), gpu, old_row) is None
+    assert delta["c"]["gpus"] == expected
+    named = {codec.fields[f]: values[0] for f, _, values in delta["c"]["gpus"]}
+    assert named == {"mem_used_mib": 5.12346, "name": "H200"}
+    # a NaN is stored as null
+    nan = dataclasses.replace(moved, power_w=float("nan"))
+    delta = writer.delta(dataclasses.replace(snap, gpus={**snap.gpus, uuid: nan}))
+    assert delta["c"]["gpus"] == [[codec.fields.index("power_w"), row, [None]]]

@@ -169,3 +169,64 @@ def test_a_console_restarted_on_its_recording_starts_with_its_plots_filled(
             start_recording(other, path, demo=DemoOptions(7, None, 16))
     finally:
         other.close()
+
+
+def test_a_replay_of_a_file_still_being_written_learns_its_new_frames_and_alerts(
+    tmp_path: Path,
+) -> None:
+    from gpucon.hub import Hub
+    from gpucon.recording.recorder import Recorder, wait_written
+    from gpucon.session.record import FrozenClock
+    from gpucon.sim import DEMO_RATE_WINDOW, DEMO_SLO_P95_MS
+    from gpucon.sim.source import SimSource
+
+    path = tmp_path / "growing.sqlite"
+    clock = FrozenClock(1_790_000_000.0)
+    hub = Hub(
+        [SimSource.for_demo(7, "noisy-neighbour", None, clock=clock)],
+        clock=clock,
+        slo_p95_ms_by_model=DEMO_SLO_P95_MS,
+        rate_window=DEMO_RATE_WINDOW,
+    )
+    recorder = Recorder(path, fleet="noisy", refresh_s=1.0, block=True)
+    hub.subscribe(recorder)
+
+    ticks = [0]
+
+    def record(seconds: int) -> None:
+        for _ in range(seconds):
+            hub.poll_once()
+            hub.tick()
+            clock.now += 1.0
+        ticks[0] += seconds
+        assert wait_written(recorder, ticks[0])
+
+    record(5)
+    store = RecordingStore(path, readonly=True)
+    feed = ReplayFeed(store, paused=True)
+    feed.start(lambda _: None)
+    try:
+        before = len(feed.alerts)
+        record(85)
+        wanted = recorder.store.alert_spans()
+        assert len(wanted) > before  # the incident started after the replay opened
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            end = feed.timeline.end
+            if end is not None and end >= clock.now - 1.0 and feed.alerts == wanted:
+                break
+            time.sleep(0.05)
+        assert feed.timeline.end == clock.now - 1.0  # the newest frame
+        assert [a.key for a in feed.alerts] == [a.key for a in wanted]
+        # and "next alert" goes to one written after the replay opened
+        latest = max(a.start for a in wanted)
+        feed.seek_to(latest - 1.0)
+        feed.next_alert(1)
+        deadline = time.monotonic() + 20
+        while feed.timeline.position != latest and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert feed.timeline.position == latest
+    finally:
+        feed.stop()
+        store.close()
+        recorder.close()

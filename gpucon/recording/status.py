@@ -1,0 +1,50 @@
+"""What a console shows of its recording: the REC badge's state (file, size, behind, failed).
+
+``Recorder.status()`` gives a ``RecordingStatus``; the status bar asks for one at each redraw
+and shows ``badge()``. Pure, and light to import (the UI imports it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# snapshots waiting for the writer from which the recording is said to be behind
+BEHIND_AT = 8
+
+OK, BEHIND, FAILED = "ok", "behind", "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordingStatus:
+    """A recording as its console sees it now."""
+
+    file: str  # the file's name (not its directory: the badge is short)
+    size_bytes: int  # the file and its write-ahead log on disk
+    waiting: int  # snapshots queued for the writer
+    dropped: int  # snapshots dropped because the writer fell behind (since start)
+    error: str | None  # why the recording stopped (None: it has not)
+
+    @property
+    def state(self) -> str:
+        if self.error is not None:
+            return FAILED
+        return BEHIND if self.waiting >= BEHIND_AT or self.dropped else OK
+
+    def badge(self) -> str:
+        """``REC night.sqlite 12.3 MB``; ``REC BEHIND ... (5 dropped)``; ``REC FAILED ...``."""
+        size = _size(self.size_bytes)
+        state = self.state
+        if state == FAILED:
+            return f"REC FAILED {self.file} (stopped at {size})"
+        if state == BEHIND:
+            lost = f", {self.dropped} dropped" if self.dropped else ""
+            return f"REC BEHIND {self.file} {size} ({self.waiting} waiting{lost})"
+        return f"REC {self.file} {size}"
+
+
+def _size(n: int) -> str:
+    if n >= 1 << 30:
+        return f"{n / (1 << 30):.1f} GiB"
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.1f} MiB"
+    return f"{n / 1024:.0f} KiB"

@@ -1,0 +1,17 @@
+"""The REC badge's words: the file and size, behind (waiting, dropped), failed."""
+
+from __future__ import annotations
+
+from gpucon.recording.status import BEHIND_AT, RecordingStatus
+
+
+def test_the_badge_says_how_the_recording_goes() -> None:
+    ok = RecordingStatus("night.sqlite", 12_900_000, 0, 0, None)
+    assert ok.state == "ok" and ok.badge() == "REC night.sqlite 12.3 MiB"
+    behind = RecordingStatus("night.sqlite", 2048, BEHIND_AT, 0, None)
+    assert behind.badge() == f"REC BEHIND night.sqlite 2 KiB ({BEHIND_AT} waiting)"
+    # a snapshot dropped once: the file has a gap, said from then on
+    dropped = RecordingStatus("night.sqlite", 2048, 0, 5, None)
+    assert dropped.state == "behind" and "5 dropped" in dropped.badge()
+    failed = RecordingStatus("night.sqlite", 3 << 30, 0, 0, "recording stopped: disk full")
+    assert failed.badge() == "REC FAILED night.sqlite (stopped at 3.0 GiB)"
