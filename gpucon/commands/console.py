@@ -143,6 +143,10 @@ def _open(
         # the simulator answers in well under a millisecond: the first frame can show data
         session.hub.poll_once()
         session.hub.tick()
+    else:
+        # a live fleet's first reads (NVML's initialisation, first connections) run in the
+        # hub's workers while the UI is imported and built, not after the first frame
+        session.hub.start_reading()
     return session, recorder
 
 
@@ -203,6 +207,9 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
     session, recorder = _open(args, config, refresh_s)
 
     from gpucon.app import GpuconApp
+
+    if not session.demo:
+        session.hub.tick_if_read()  # first reads in while Textual loaded: the first frame has data
 
     # the demo's controls are built a second after start or on the first action key: they
     # touch no network, and importing them (the probe's HTTP client among them) would cost
