@@ -327,13 +327,19 @@ class Hub:
         self._started_at = self.clock()
         self._submit_due(self._started_at)
 
-    def tick_if_read(self) -> Snapshot | None:
-        """The first snapshot, made now if every source has answered its first read (so a
-        console's first frame can show data); None, without waiting, while one has not."""
-        with self._lock:
-            if any(st.last is None for st in self._states):
+    def tick_if_read(self, within_s: float = 0.0) -> Snapshot | None:
+        """The first snapshot, made as soon as every source has answered its first read (so
+        a console's first frame can show data), waiting at most until ``within_s`` after
+        ``start_reading``; None if one has not answered by then (it is then ticked later)."""
+        left = within_s - (self.clock() - self._started_at)
+        deadline = time.monotonic() + max(0.0, left)
+        while True:
+            with self._lock:
+                waiting = any(st.last is None for st in self._states)
+            if not waiting:
+                return self.tick()
+            if time.monotonic() >= deadline or self._stop.wait(0.002):
                 return None
-        return self.tick()
 
     def start(self, on_snapshot: SnapshotCallback) -> None:
         """Start reading sources and emitting snapshots from a background thread."""

@@ -196,6 +196,12 @@ def _collector_on() -> None:
     gc.enable()
 
 
+# the longest a live console's first frame waits, from the start of the first reads, for all
+# of them to answer (NVML's initialisation takes a few hundred ms); a source slower than that
+# shows on the first tick after the frame
+FIRST_DATA_WAIT_S = 0.5
+
+
 def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None) -> int:
     config = _load_config(args)
     refresh_s = _refresh(args, config.ui.refresh_s)
@@ -209,7 +215,9 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
     from gpucon.app import GpuconApp
 
     if not session.demo:
-        session.hub.tick_if_read()  # first reads in while Textual loaded: the first frame has data
+        # the first reads ran while Textual loaded: when they are in (or come in soon) the
+        # first frame shows data, as a monitor that reads before it draws would
+        session.hub.tick_if_read(within_s=FIRST_DATA_WAIT_S)
 
     # the demo's controls are built a second after start or on the first action key: they
     # touch no network, and importing them (the probe's HTTP client among them) would cost

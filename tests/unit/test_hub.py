@@ -194,14 +194,19 @@ def _until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
 def test_first_reads_start_before_the_hub_does_and_the_first_snapshot_waits_for_none() -> None:
     src = GatedSource()
     hub = Hub([src], refresh_s=0.05)
+    began = time.monotonic()
     hub.start_reading()
     try:
         # the read is in flight in a worker: no snapshot yet, and asking does not wait for one
         started = time.monotonic()
         assert hub.tick_if_read() is None
         assert time.monotonic() - started < 0.5
-        src.gate.set()
-        _until(lambda: hub.tick_if_read() is not None)
+        # a bounded wait: still nothing, and no longer than asked
+        assert hub.tick_if_read(within_s=0.3) is None
+        assert 0.29 <= time.monotonic() - began < 3.0  # counted from start_reading
+        # answered within the wait: the snapshot comes as soon as the read does
+        threading.Timer(0.05, src.gate.set).start()
+        assert hub.tick_if_read(within_s=10.0) is not None
         first = hub.latest
         assert first is not None and first.slots["h/gpu0"].activity_pct == 42.0
         got: list[Snapshot] = []
