@@ -91,7 +91,9 @@ def _first_marker_s(
 ) -> tuple[float, float]:
     """(wall, CPU) seconds until ``marker`` shows, ``argv`` started in ``cwd`` (its checkout
     imported); a start that never shows it is tried once more."""
-    own_env = {**env, "PYTHONPATH": str(cwd)}
+    # that checkout first; the rest of the path as it was (wheels carried to a device machine)
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != "."]
+    own_env = {**env, "PYTHONPATH": os.pathsep.join([str(cwd), *rest])}
     for _ in range(2):
         run = run_in_pty(
             argv, marker=marker, duration_s=20, stop_at_marker=True, env=own_env, cwd=str(cwd)
