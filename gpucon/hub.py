@@ -340,6 +340,9 @@ class Hub:
                 return self.tick()
             if time.monotonic() >= deadline or self._stop.wait(0.002):
                 return None
+            if self._thread is None and self._pool is not None:
+                # a backend checker's first read goes out once a reading names the backends
+                self._submit_due(self.clock())
 
     def start(self, on_snapshot: SnapshotCallback) -> None:
         """Start reading sources and emitting snapshots from a background thread."""

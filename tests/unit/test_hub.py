@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from gpucon.hub import MIN_RETRY_S, Hub, backoff_s
-from gpucon.model.fleet import Health, Slot, SlotKind
+from gpucon.model.fleet import Backend, Health, Slot, SlotKind
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
 
@@ -215,5 +215,55 @@ def test_first_reads_start_before_the_hub_does_and_the_first_snapshot_waits_for_
         # start() carried on from the reads already made: the source was read once, not twice
         assert src.reads == 1
         assert got[0].seq > first.seq
+    finally:
+        hub.stop()
+
+
+class NamingSource:
+    """A registry-like source naming one backend and its url."""
+
+    name = "redis"
+    cadence_s = 60.0
+    timeout_s = 5.0
+
+    def read(self) -> Reading:
+        backend = Backend(name="b0", url="http://127.0.0.1:1")
+        return Reading(self.name, Health.OK, time.time(), backends=(backend,))
+
+    def close(self) -> None:
+        pass
+
+
+class CheckingSource:
+    """A readiness-like source: checks the backends the hub tells it of."""
+
+    name = "readiness"
+    cadence_s = 60.0
+    timeout_s = 5.0
+
+    def __init__(self) -> None:
+        self.told: list[dict[str, str]] = []
+
+    def observe_backends(self, urls: Mapping[str, str]) -> None:
+        self.told.append(dict(urls))
+
+    def read(self) -> Reading:
+        return Reading(self.name, Health.OK, time.time())
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_backend_checker_reads_before_the_first_snapshot_once_the_backends_are_named() -> None:
+    checker = CheckingSource()
+    hub = Hub([checker, NamingSource()], refresh_s=60.0)
+    began = time.monotonic()
+    hub.start_reading()
+    try:
+        snapshot = hub.tick_if_read(within_s=5.0)
+        # not the whole wait: the checker was sent out as soon as the registry had answered
+        assert snapshot is not None and time.monotonic() - began < 2.5
+        assert checker.told and checker.told[-1] == {"b0": "http://127.0.0.1:1"}
+        assert snapshot.sources["readiness"].health is Health.OK
     finally:
         hub.stop()
