@@ -211,7 +211,22 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
     for collision in key_collisions(config.ui.keys)[:1]:
         _fail(f"gpucon: {collision}")
     session, recorder = _open(args, config, refresh_s)
+    try:  # a live session's first reads are under way: closed however the console ends
+        return _console(args, config, session, recorder, after_first_frame)
+    finally:
+        session.close()
+        if recorder is not None:
+            recorder.close()
 
+
+def _console(
+    args: argparse.Namespace,
+    config: GpuconConfig,
+    session: Session,
+    recorder: Recorder | None,
+    after_first_frame: Callable[[], None] | None,
+) -> int:
+    """The App on an open session, run until it exits; its exit code."""
     from gpucon.app import GpuconApp
 
     if not session.demo:
@@ -272,7 +287,4 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
         app.run()
     finally:
         watch.close()
-        session.close()
-        if recorder is not None:
-            recorder.close()
     return app.return_code or 0
