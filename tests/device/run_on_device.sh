@@ -106,7 +106,7 @@ fi
 
 # --- 6. the demo's start-up against a Textual hello-world -------------------------------------
 if want startup; then
-  timeout 200 python3 -m benchmarks.startup_cpu --startup-only --repeat 15 $STARTUP_ARGS \
+  timeout 200 python3 -m benchmarks.startup_cpu --startup-only --repeat 25 $STARTUP_ARGS \
     >"$OUT/startup.txt" 2>&1
   echo "startup rc=$?" >>"$LOG"
 fi
