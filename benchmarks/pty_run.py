@@ -67,13 +67,17 @@ def run_in_pty(
     env: dict[str, str] | None = None,
     stop_at_marker: bool = False,
     capture: list[bytes] | None = None,
+    cwd: str | None = None,
 ) -> PtyResult:
     """Start ``argv`` in a pty of cols×rows; run ``duration_s`` (or until the marker).
-    ``capture``: every chunk the program wrote is appended to it."""
+    ``capture``: every chunk the program wrote is appended to it; ``cwd``: the folder it
+    starts in (``python -m`` imports that folder's checkout: before/after comparisons)."""
     pid, fd = pty.fork()
     if pid == 0:  # child
         child_env = dict(os.environ if env is None else env)
         child_env.update(TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
+        if cwd is not None:
+            os.chdir(cwd)
         os.execvpe(argv[0], argv, child_env)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     start = time.perf_counter()

@@ -191,7 +191,7 @@ class Hub:
         if observe is None:
             return True
         urls = self._backend_urls(st.source)
-        if not urls and st.last is None and self._thread is not None:
+        if not urls and st.last is None and self._pool is not None:
             with self._lock:
                 others_waiting = any(
                     o.last is None for o in self._states if o.source is not st.source
@@ -341,16 +341,44 @@ class Hub:
 
     # -- background running ----------------------------------------------------------------
 
-    def start(self, on_snapshot: SnapshotCallback) -> None:
-        """Start reading sources and emitting snapshots from a background thread."""
-        if self._thread is not None:
+    def start_reading(self) -> None:
+        """Submit every source's first read now, in worker threads, and tick nothing: the
+        console calls it before it imports its UI, so that the first reads (NVML's
+        initialisation, a first connection) run while Textual loads. ``start`` goes on from
+        there; ``tick_if_read`` makes the first snapshot if they are in by then."""
+        if self._pool is not None:
             return
-        self._stop.clear()
         from concurrent.futures import ThreadPoolExecutor  # imported when reading starts
 
         self._pool = ThreadPoolExecutor(
             max_workers=max(1, len(self._states)), thread_name_prefix="gpucon-source"
         )
+        self._started_at = self.clock()
+        self._submit_due(self._started_at)
+
+    def tick_if_read(self, within_s: float = 0.0) -> Snapshot | None:
+        """The first snapshot, made as soon as every source has answered its first read (so
+        a console's first frame can show data), waiting at most until ``within_s`` after
+        ``start_reading``; None if one has not answered by then (it is then ticked later)."""
+        left = within_s - (self.clock() - self._started_at)
+        deadline = time.monotonic() + max(0.0, left)
+        while True:
+            with self._lock:
+                waiting = any(st.last is None for st in self._states)
+            if not waiting:
+                return self.tick()
+            if time.monotonic() >= deadline or self._stop.wait(0.002):
+                return None
+            if self._thread is None and self._pool is not None:
+                # a backend checker's first read goes out once a reading names the backends
+                self._submit_due(self.clock())
+
+    def start(self, on_snapshot: SnapshotCallback) -> None:
+        """Start reading sources and emitting snapshots from a background thread."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self.start_reading()  # reads submitted earlier stay in flight: none is sent twice
         self._thread = threading.Thread(
             target=self._run, args=(on_snapshot,), name="gpucon-hub", daemon=True
         )
@@ -383,8 +411,7 @@ class Hub:
         return self.clock() - self._started_at >= limit
 
     def _run(self, on_snapshot: SnapshotCallback) -> None:
-        self._started_at = self.clock()
-        self._submit_due(self._started_at)
+        self._submit_due(self.clock())
         # the first snapshot waits (briefly) for the first readings, so it is not an empty one
         while not self._stop.is_set() and not self._first_readings_in():
             self._stop.wait(0.005)

@@ -143,6 +143,10 @@ def _open(
         # the simulator answers in well under a millisecond: the first frame can show data
         session.hub.poll_once()
         session.hub.tick()
+    else:
+        # a live fleet's first reads (NVML's initialisation, first connections) run in the
+        # hub's workers while the UI is imported and built, not after the first frame
+        session.hub.start_reading()
     return session, recorder
 
 
@@ -192,6 +196,12 @@ def _collector_on() -> None:
     gc.enable()
 
 
+# the longest a live console's first frame waits, from the start of the first reads, for all
+# of them to answer (NVML's initialisation takes a few hundred ms); a source slower than that
+# shows on the first tick after the frame
+FIRST_DATA_WAIT_S = 0.5
+
+
 def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None) -> int:
     config = _load_config(args)
     refresh_s = _refresh(args, config.ui.refresh_s)
@@ -201,8 +211,28 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
     for collision in key_collisions(config.ui.keys)[:1]:
         _fail(f"gpucon: {collision}")
     session, recorder = _open(args, config, refresh_s)
+    try:  # a live session's first reads are under way: closed however the console ends
+        return _console(args, config, session, recorder, after_first_frame)
+    finally:
+        session.close()
+        if recorder is not None:
+            recorder.close()
 
+
+def _console(
+    args: argparse.Namespace,
+    config: GpuconConfig,
+    session: Session,
+    recorder: Recorder | None,
+    after_first_frame: Callable[[], None] | None,
+) -> int:
+    """The App on an open session, run until it exits; its exit code."""
     from gpucon.app import GpuconApp
+
+    if not session.demo:
+        # the first reads ran while Textual loaded: when they are in (or come in soon) the
+        # first frame shows data, as a monitor that reads before it draws would
+        session.hub.tick_if_read(within_s=FIRST_DATA_WAIT_S)
 
     # the demo's controls are built a second after start or on the first action key: they
     # touch no network, and importing them (the probe's HTTP client among them) would cost
@@ -258,7 +288,4 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
         app.run()
     finally:
         watch.close()
-        session.close()
-        if recorder is not None:
-            recorder.close()
     return app.return_code or 0

@@ -18,19 +18,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from gpucon.config import GpuconConfig
-from gpucon.controls.base import (
-    Controls,
-    KubeControl,
-    ReadOnlyError,
-    audit_path_for,
-    default_operator,
-    demo_audit_path,
-)
 from gpucon.errors import Refused
 from gpucon.hub import Hub
 from gpucon.model.snapshot import Snapshot
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the write side is imported when it is built, after the first frame
+    from pathlib import Path
+
+    from gpucon.controls.base import Controls, KubeControl
     from gpucon.controls.mig import MigExecutor
     from gpucon.sim.fleet import SimFleet
     from gpucon.sim.runner import DemoFleetRunner
@@ -66,9 +61,6 @@ class Session:
         self._hub: Hub | None = None
         self.read_only = read_only
         self.sim_fleet = sim_fleet
-        # the demo records its actions in a file of its own, never the live fleet's
-        demo = sim_fleet is not None
-        self.audit_path = demo_audit_path(config) if demo else audit_path_for(config)
         # None in read-only: no code path holds a way to build a writer
         self.controls_factory = None if read_only else controls_factory
         self._controls: Controls | None = None
@@ -88,12 +80,22 @@ class Session:
         return self.sim_fleet is not None
 
     @property
+    def audit_path(self) -> Path:
+        """Where this session's actions are recorded: the demo records its actions in a file
+        of its own, never the live fleet's."""
+        from gpucon.controls.base import audit_path_for, demo_audit_path
+
+        return demo_audit_path(self.config) if self.demo else audit_path_for(self.config)
+
+    @property
     def fleet_name(self) -> str:
         return SIMULATED_FLEET if self.demo else self.config.fleet.name
 
     def controls(self) -> Controls:
         """The write side, built on first use; ReadOnlyError in a read-only session."""
         if self.controls_factory is None:
+            from gpucon.controls.base import ReadOnlyError
+
             raise ReadOnlyError()
         with self._controls_lock:
             if self._controls is None:
@@ -220,6 +222,7 @@ def demo_controls(config: GpuconConfig, fleet: SimFleet) -> Controls:
     """The demo's write side: the simulated registry and prober, audited like a live one but
     in its own file (``audit-demo.jsonl``), with fleet ``simulated`` and no shared stream."""
     from gpucon.controls.audit_log import AuditLog
+    from gpucon.controls.base import Controls, default_operator, demo_audit_path
     from gpucon.sim.mig import SimMig
     from gpucon.sim.mps import demo_daemons, sim_daemons
     from gpucon.sim.probe import SimProber
@@ -242,6 +245,7 @@ def live_controls(config: GpuconConfig, kube: KubeControl | None = None) -> Cont
     A fleet without Redis has nothing an action could steer: Refused, naming the section.
     """
     from gpucon.controls.audit_log import AuditLog
+    from gpucon.controls.base import Controls, audit_path_for, default_operator
     from gpucon.controls.mps_daemons import daemons_from_config
     from gpucon.controls.probe_live import LiveProber
     from gpucon.controls.registry import RedisRegistry

@@ -9,7 +9,10 @@
 #   bench    benchmarks/nvml_bench.py
 #   probe    benchmarks/nvml_gpm_probe.py under a CUDA load (GPM answers by spacing/metric set)
 #   health   tests/device/nvml_health_probe.py: raw XID-event and clock-reason answers
-#   compare  benchmarks/nvml_console_vs_nvitop.py (needs the .whl wheels carried: textual, nvitop)
+#   compare  benchmarks/nvml_console_vs_nvitop.py (needs the .whl wheels carried: textual, nvitop);
+#            COMPARE_ARGS adds arguments (e.g. "--base DIR --starts 9")
+#   startup  benchmarks/startup_cpu.py --startup-only: the demo's first frame vs a Textual
+#            hello-world (needs the textual wheels); STARTUP_ARGS adds arguments ("--base DIR")
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 STAGES=" ${*:-mps record tests bench} "
 want() { [[ "$STAGES" == *" $1 "* ]]; }
@@ -97,7 +100,14 @@ fi
 # --- 5. gpucon live vs nvitop ---------------------------------------------------------------
 if want compare; then
   { python3 -c "import textual, nvitop, gpucon.app; print('textual', textual.__version__)"
-    timeout 200 python3 -m benchmarks.nvml_console_vs_nvitop "$OUT/console_vs_nvitop.json" \
-      --seconds 60; echo "compare rc=$?"; } >"$OUT/compare.txt" 2>&1
+    timeout 400 python3 -m benchmarks.nvml_console_vs_nvitop "$OUT/console_vs_nvitop.json" \
+      --seconds 60 $COMPARE_ARGS; echo "compare rc=$?"; } >"$OUT/compare.txt" 2>&1
+fi
+
+# --- 6. the demo's start-up against a Textual hello-world -------------------------------------
+if want startup; then
+  timeout 200 python3 -m benchmarks.startup_cpu --startup-only --repeat 25 $STARTUP_ARGS \
+    >"$OUT/startup.txt" 2>&1
+  echo "startup rc=$?" >>"$LOG"
 fi
 date -u >>"$LOG"

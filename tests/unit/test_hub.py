@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping
 
 from gpucon.hub import MIN_RETRY_S, Hub, backoff_s
-from gpucon.model.fleet import Health, Slot, SlotKind
+from gpucon.model.fleet import Backend, Health, Slot, SlotKind
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
 
@@ -160,3 +161,109 @@ def test_stop_does_not_wait_for_a_source_whose_close_hangs() -> None:
     started = time.monotonic()
     hub.stop()  # the console calls this on the UI thread when it quits
     assert time.monotonic() - started < 3.0
+
+
+class GatedSource:
+    """A source whose read waits until the test opens its gate; counts its reads."""
+
+    name = "nvml"
+    cadence_s = 60.0  # one read in this test's lifetime unless something reads twice
+    timeout_s = 5.0
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.reads = 0
+
+    def read(self) -> Reading:
+        self.gate.wait(5.0)
+        self.reads += 1
+        slot = Slot(id="h/gpu0", kind=SlotKind.GPU, gpu_uuid="GPU-0", activity_pct=42.0)
+        return Reading(self.name, Health.OK, time.time(), slots=(slot,))
+
+    def close(self) -> None:
+        self.gate.set()
+
+
+def _until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.005)
+
+
+def test_first_reads_start_before_the_hub_does_and_the_first_snapshot_waits_for_none() -> None:
+    src = GatedSource()
+    hub = Hub([src], refresh_s=0.05)
+    began = time.monotonic()
+    hub.start_reading()
+    try:
+        # the read is in flight in a worker: no snapshot yet, and asking does not wait for one
+        started = time.monotonic()
+        assert hub.tick_if_read() is None
+        assert time.monotonic() - started < 0.5
+        # a bounded wait: still nothing, and no longer than asked
+        assert hub.tick_if_read(within_s=0.3) is None
+        assert 0.29 <= time.monotonic() - began < 3.0  # counted from start_reading
+        # answered within the wait: the snapshot comes as soon as the read does
+        threading.Timer(0.05, src.gate.set).start()
+        assert hub.tick_if_read(within_s=10.0) is not None
+        first = hub.latest
+        assert first is not None and first.slots["h/gpu0"].activity_pct == 42.0
+        got: list[Snapshot] = []
+        hub.start(got.append)
+        _until(lambda: len(got) >= 2)
+        # start() carried on from the reads already made: the source was read once, not twice
+        assert src.reads == 1
+        assert got[0].seq > first.seq
+    finally:
+        hub.stop()
+
+
+class NamingSource:
+    """A registry-like source naming one backend and its url."""
+
+    name = "redis"
+    cadence_s = 60.0
+    timeout_s = 5.0
+
+    def read(self) -> Reading:
+        backend = Backend(name="b0", url="http://127.0.0.1:1")
+        return Reading(self.name, Health.OK, time.time(), backends=(backend,))
+
+    def close(self) -> None:
+        pass
+
+
+class CheckingSource:
+    """A readiness-like source: checks the backends the hub tells it of."""
+
+    name = "readiness"
+    cadence_s = 60.0
+    timeout_s = 5.0
+
+    def __init__(self) -> None:
+        self.told: list[dict[str, str]] = []
+
+    def observe_backends(self, urls: Mapping[str, str]) -> None:
+        self.told.append(dict(urls))
+
+    def read(self) -> Reading:
+        return Reading(self.name, Health.OK, time.time())
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_backend_checker_reads_before_the_first_snapshot_once_the_backends_are_named() -> None:
+    checker = CheckingSource()
+    hub = Hub([checker, NamingSource()], refresh_s=60.0)
+    began = time.monotonic()
+    hub.start_reading()
+    try:
+        snapshot = hub.tick_if_read(within_s=5.0)
+        # not the whole wait: the checker was sent out as soon as the registry had answered
+        assert snapshot is not None and time.monotonic() - began < 2.5
+        assert checker.told and checker.told[-1] == {"b0": "http://127.0.0.1:1"}
+        assert snapshot.sources["readiness"].health is Health.OK
+    finally:
+        hub.stop()
