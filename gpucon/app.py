@@ -39,8 +39,8 @@ if TYPE_CHECKING:  # not imported for the first frame: the write side is built a
 
     from gpucon.config import GpuconConfig
     from gpucon.controls.base import Controls
-    from gpucon.widgets.tick_prep import TickPrep
     from gpucon.recording.status import RecordingStatus
+    from gpucon.widgets.tick_prep import TickPrep
 
 # how long the hub's thread holds its tick after a key (the key's answer is drawn well within)
 KEY_HOLD_S = 0.15
