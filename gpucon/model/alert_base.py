@@ -192,6 +192,20 @@ def fmt_duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def fmt_elapsed(seconds: float) -> str:
+    """A time that grows every tick (since an XID, a source's last good read, a pending MIG
+    change), coarsely: ``<10s``, then 10 s steps, whole minutes, hours (floored). An alert's
+    text then changes a few times a minute at most, so a steady screen is not rewritten each
+    second for it; the alert's own age is shown beside it the same way."""
+    if seconds < 10:
+        return "<10s"
+    if seconds < 60:
+        return f"{int(seconds // 10) * 10}s"
+    if seconds < 7200:
+        return f"{int(seconds // 60)}m"
+    return f"{int(seconds // 3600)}h"
+
+
 __all__ = [
     "RULE_CAUSE",
     "Alert",
@@ -203,5 +217,6 @@ __all__ = [
     "cause_of",
     "fmt",
     "fmt_duration",
+    "fmt_elapsed",
     "fmt_ms",
 ]

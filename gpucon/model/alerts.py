@@ -29,6 +29,7 @@ from gpucon.model.alert_base import (
     Cause,
     Severity,
     cause_of,
+    fmt_elapsed,
 )
 from gpucon.model.alert_base import fmt as _fmt
 from gpucon.model.alert_order import AlertGroup, group_alerts, ordered
@@ -223,7 +224,7 @@ def _stale_source(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str
         if age is None and s.started_at is not None and i.now - s.started_at < t.stale_after_s:
             continue  # its first read is still within time
         if s.health is Health.DOWN or age is None or age > t.stale_after_s:
-            shown = "never read" if age is None else f"last good read {age:.0f}s ago"
+            shown = "never read" if age is None else f"last good read {fmt_elapsed(age)} ago"
             detail = f": {s.error}" if s.error else ""
             yield ("stale_source", name, Severity.WARNING, f"source stale, {shown}{detail}")
 
@@ -255,7 +256,7 @@ def _xid(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severit
         if gpu.xid_at is not None and i.now - gpu.xid_at > t.xid_alert_s:
             continue
         meaning = xid_meaning(code)
-        when = "" if gpu.xid_at is None else f", {_fmt(max(0.0, i.now - gpu.xid_at), 's')} ago"
+        when = "" if gpu.xid_at is None else f", {fmt_elapsed(i.now - gpu.xid_at)} ago"
         yield (
             "xid",
             gpu_target(gpu),
@@ -319,7 +320,7 @@ def _mig_config(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, 
                     "mig_config",
                     name,
                     Severity.WARNING,
-                    f"MIG reconfiguration to {config} pending for {_fmt(i.now - since, 's')} "
+                    f"MIG reconfiguration to {config} pending for {fmt_elapsed(i.now - since)} "
                     f"(> {t.mig_pending_for_s:.0f}s)",
                 )
 

@@ -52,7 +52,7 @@ def test_pending_past_its_limit_warns_failed_is_crit_success_clears(tmp_path: Pa
             assert not mig_alerts(tick(LIMIT_S - 1.0))  # not yet past its limit
             (alert,) = mig_alerts(tick(1.0))
             assert alert.severity is Severity.WARNING and alert.target == "gpu-a"
-            assert "all-1g.10gb" in alert.message and "pending for 300s" in alert.message
+            assert "all-1g.10gb" in alert.message and "pending for 5m (> 300s)" in alert.message
 
             # what the snapshot says of the nodes: JSON and text
             snapshot = hub.latest

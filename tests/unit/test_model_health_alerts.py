@@ -51,7 +51,7 @@ def test_critical_xid_is_crit_and_names_gpu_code_and_meaning() -> None:
     (alert,) = only(derive_alerts(inputs(100.0, (gpu(xid_last=79, xid_at=40.0),)), T), "xid")
     assert alert.severity is Severity.CRITICAL and alert.target == "node-a/gpu3"
     assert "XID 79" in alert.message and "fallen off the bus" in alert.message
-    assert UUID in alert.message and "60s ago" in alert.message
+    assert UUID in alert.message and "1m ago" in alert.message  # coarse: it grows every tick
 
 
 def test_other_xids_warn_and_the_critical_list_is_a_setting() -> None:
