@@ -37,6 +37,11 @@ BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
         ["--seconds", "60", "--repeat", "5"],
         ["--seconds", "15", "--repeat", "3"],
     ),
+    (
+        "benchmarks.idle_terminal",
+        ["--seconds", "40", "--repeat", "3"],
+        ["--seconds", "25", "--repeat", "1"],
+    ),
     ("benchmarks.round_trips", ["--reads", "20"], ["--reads", "5"]),
     ("benchmarks.registry_server_time", ["--ticks", "50"], ["--ticks", "10"]),
     ("benchmarks.drain_bench", ["--repeat", "20"], ["--repeat", "5"]),
@@ -67,7 +72,8 @@ def main() -> int:
         "--base",
         default=None,
         help="another checkout (e.g. `git archive` of an older commit) "
-        "that steady_state and key_latency measure beside this one, in the same run",
+        "that steady_state, key_latency and idle_terminal measure beside this one, in the same "
+        "run",
     )
     args = parser.parse_args()
     print(
@@ -82,7 +88,7 @@ def main() -> int:
         print(f"\n== {short}", flush=True)
         started = time.perf_counter()
         argv = [sys.executable, "-m", module, *(quick if args.quick else full)]
-        if args.base and short in ("steady_state", "key_latency"):
+        if args.base and short in ("steady_state", "key_latency", "idle_terminal"):
             argv += ["--base", args.base]
         rc = _run_masked(argv)
         print(f"({short}: {time.perf_counter() - started:.0f} s, exit {rc})", flush=True)
