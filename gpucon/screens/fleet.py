@@ -191,6 +191,7 @@ class FleetScreen(Screen[None]):
         banner = self.query_one("#pause-banner", Static)
         if self.paused_at is None:
             self.paused_at = self.clock()
+            self.prep.held = True
             # the rings overwrite a view's samples after a few ticks: a held table keeps a
             # copy of what it plots (TREND: the slots' activity)
             self.table.history = self.table.history.frozen({("slot", "activity")})
@@ -205,6 +206,7 @@ class FleetScreen(Screen[None]):
             banner.display = True
         else:
             self.paused_at = None
+            self.prep.held = False
             banner.display = False
             banner.update("", layout=False)
             latest = self.gpucon.snapshot

@@ -86,6 +86,8 @@ class TickPrep:
         # (alerts, the worst severity by target as a sorted tuple, rows, the rows they name)
         self._problems: tuple[object, tuple[tuple[str, int], ...], Rows | None, dict[RowKey, int]]
         self._problems = (None, (), None, {})
+        # the screen is paused: it shows nothing of the next snapshots, so nothing is prepared
+        self.held = False
         self.prepared = 0  # snapshots worked out ahead (tests and benchmarks read it)
         # rows built, by the name of the thread that built them (tests read it)
         self.builds: Counter[str] = Counter()
@@ -119,6 +121,8 @@ class TickPrep:
 
     def prepare(self, snapshot: Snapshot) -> None:
         """Work out ahead, on the calling (hub's) thread, what showing ``snapshot`` reads."""
+        if self.held:
+            return
         rows = self.rows(snapshot)
         self.problems(snapshot, rows)
         order = self.order
