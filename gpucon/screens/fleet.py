@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     from gpucon.screens.action_runner import ActionRunner, PlanFailed, PlanReady
 
 
+# when the hidden filter box is mounted (seconds after the screen): after the first frame
+FILTER_BOX_AFTER_S = 1.5
+
+
 class FleetScreen(Screen[None]):
     """Every slot with its backend, the queues and the alerts; read-only."""
 
@@ -132,6 +136,9 @@ class FleetScreen(Screen[None]):
         self._fit_width(self.size.width)
         if self.gpucon.snapshot is not None:
             self.show_snapshot(self.gpucon.snapshot)
+        # the filter box is not needed for the first frame; mounted hidden a moment later, the
+        # first `/` only shows it (mounting an Input took up to 250 ms under ticks)
+        self.set_timer(FILTER_BOX_AFTER_S, self._filter_box)
 
     def on_resize(self) -> None:
         self._fit_width(self.size.width)
@@ -277,15 +284,19 @@ class FleetScreen(Screen[None]):
         order = self.table.order
         self.table.set_sort(order.sort_key, not order.reverse)
 
-    async def action_filter(self) -> None:
-        boxes = self.query("#filter").results(Input)
-        box = next(boxes, None)
+    async def _filter_box(self) -> Input:
+        """The filter box (hidden until ``/``), mounted the first time it is asked for."""
+        box = next(self.query("#filter").results(Input), None)
         if box is None:
             box = Input(
                 placeholder="filter: host, slot, backend or model (Enter keeps, Esc clears)",
                 id="filter",
             )
             await self.query_one("#main").mount(box)
+        return box
+
+    async def action_filter(self) -> None:
+        box = await self._filter_box()
         box.add_class("-shown")
         box.focus()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gpucon.widgets.row_builder import RowBuilder
 from gpucon.widgets.row_order import SORT_VALUE, RowOrder, search_text
-from tests.ui.rig import sim_rig
+from tests.ui.rig import sim_rig, table_of
 
 
 def test_typing_a_filter_under_every_sort_matches_a_fresh_order() -> None:
@@ -55,3 +55,31 @@ def test_a_live_sort_keeps_its_order_while_values_stay_in_place_and_follows_them
     sorts, before = order.sorts, list(order.keys)
     order.update(builder.build(rig.hub.tick()))
     assert order.sorts == sorts and order.keys == before
+
+
+async def test_the_filter_box_is_mounted_hidden_after_the_first_frame_and_slash_shows_it() -> None:
+    from textual.widgets import Input
+
+    from tests.ui.rig import wait_until
+
+    app = sim_rig(size=8).app(warmup=3)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert not list(screen.query("#filter"))  # not built for the first frame
+
+        def mounted() -> bool:
+            return bool(list(screen.query("#filter")))
+
+        await wait_until(pilot, mounted)
+        box = screen.query_one("#filter", Input)
+        assert not box.display and not box.has_focus
+        await pilot.press("slash")
+        assert box.display and box.has_focus
+        table = table_of(app)
+        every = list(table.order.keys)
+        text = every[-1][0]  # one slot's id
+        await pilot.press(*text)
+        shown = table.order.keys
+        assert shown and len(shown) < len(every)
+        assert all(text in search_text(table.order.rows[k]) for k in shown)
