@@ -43,6 +43,10 @@ if TYPE_CHECKING:
     from gpucon.screens.action_runner import ActionRunner, PlanFailed, PlanReady
 
 
+# when the hidden filter box is mounted (seconds after the screen): after the first frame
+FILTER_BOX_AFTER_S = 1.5
+
+
 class FleetScreen(Screen[None]):
     """Every slot with its backend, the queues and the alerts; read-only."""
 
@@ -136,6 +140,9 @@ class FleetScreen(Screen[None]):
         self._fit_width(self.size.width)
         if self.gpucon.snapshot is not None:
             self.show_snapshot(self.gpucon.snapshot)
+        # the filter box is not needed for the first frame; mounted hidden a moment later, the
+        # first `/` only shows it (mounting an Input took up to 250 ms under ticks)
+        self.set_timer(FILTER_BOX_AFTER_S, self._filter_box)
 
     def on_resize(self) -> None:
         self._fit_width(self.size.width)
@@ -195,6 +202,7 @@ class FleetScreen(Screen[None]):
         banner = self.query_one("#pause-banner", Static)
         if self.paused_at is None:
             self.paused_at = self.clock()
+            self.prep.held = True
             # the rings overwrite a view's samples after a few ticks: a held table keeps a
             # copy of what it plots (TREND: the slots' activity)
             self.table.history = self.table.history.frozen({("slot", "activity")})
@@ -209,6 +217,7 @@ class FleetScreen(Screen[None]):
             banner.display = True
         else:
             self.paused_at = None
+            self.prep.held = False
             banner.display = False
             banner.update("", layout=False)
             latest = self.gpucon.snapshot
@@ -279,15 +288,19 @@ class FleetScreen(Screen[None]):
         order = self.table.order
         self.table.set_sort(order.sort_key, not order.reverse)
 
-    async def action_filter(self) -> None:
-        boxes = self.query("#filter").results(Input)
-        box = next(boxes, None)
+    async def _filter_box(self) -> Input:
+        """The filter box (hidden until ``/``), mounted the first time it is asked for."""
+        box = next(self.query("#filter").results(Input), None)
         if box is None:
             box = Input(
                 placeholder="filter: host, slot, backend or model (Enter keeps, Esc clears)",
                 id="filter",
             )
             await self.query_one("#main").mount(box)
+        return box
+
+    async def action_filter(self) -> None:
+        box = await self._filter_box()
         box.add_class("-shown")
         box.focus()
 

@@ -28,6 +28,10 @@ from gpucon.widgets.slot_cells import NO_LATENCY_NOW
 from gpucon.widgets.slot_rows import RowKey, RowValues
 
 _STATE_RANK = {s.value: i for i, s in enumerate(BackendState)}
+# the same, by the state itself, and the states whose p95 is not shown: an enum's ``.value``
+# is a property, read 13,000 times for one sort at 2,048 GPUs
+_RANK_OF_STATE = {s: i for i, s in enumerate(BackendState)}
+_NO_LATENCY_STATES = frozenset(s for s in BackendState if s.value in NO_LATENCY_NOW)
 
 __all__ = ["DEFAULT_SORT", "NAME_SORTS", "SORT_VALUE", "RowOrder", "SortValue", "search_text"]
 
@@ -94,45 +98,42 @@ def live_values(rows: Rows, sort_key: str) -> dict[RowKey, SortValue | None] | N
 def _live_values(rows: Rows, sort_key: str) -> dict[RowKey, SortValue | None] | None:
     """Every row's value of a live column read straight off the snapshot's entities (what
     the rows would show), so a sort by it does not work out every row; None for a column
-    of names."""
+    of names. Worked out per slot or backend, then handed to each row by its key."""
     snap = rows.snapshot
     slots, backends, latency = snap.slots, snap.backends, snap.latency
-    out: dict[RowKey, SortValue | None] = {}
+    per: dict[str, SortValue | None]
     if sort_key in ("activity", "trend"):
-        for k in rows:
-            s = slots.get(k[0])
-            out[k] = None if s is None else s.activity_pct
-    elif sort_key == "mem":
-        for k in rows:
-            s = slots.get(k[0])
-            used = None if s is None else s.mem_used_mib
-            out[k] = None if s is None or used is None else (used, s.mem_total_mib or 0.0)
-    elif sort_key in ("weight", "state", "inflight"):
-        for k in rows:
-            b = backends.get(k[1]) if k[1] else None
-            if b is None:
-                out[k] = None
-            elif sort_key == "weight":
-                out[k] = b.weight
-            elif sort_key == "state":
-                out[k] = _STATE_RANK.get(b.state.value)
-            else:
-                out[k] = b.inflight
-    elif sort_key in ("p95", "rps"):
+        per = {sid: s.activity_pct for sid, s in slots.items()}
+        return {k: per.get(k[0]) for k in rows}
+    if sort_key == "mem":
+        per = {
+            sid: None if s.mem_used_mib is None else (s.mem_used_mib, s.mem_total_mib or 0.0)
+            for sid, s in slots.items()
+        }
+        return {k: per.get(k[0]) for k in rows}
+    if sort_key == "weight":
+        per = {name: b.weight for name, b in backends.items()}
+    elif sort_key == "state":
+        per = {name: _RANK_OF_STATE.get(b.state) for name, b in backends.items()}
+    elif sort_key == "inflight":
+        per = {name: b.inflight for name, b in backends.items()}
+    elif sort_key == "rps":
+        per = {
+            name: None if (lat := latency.get(name)) is None else lat.req_per_s for name in backends
+        }
+    elif sort_key == "p95":
         slos, default = snap.slo_p95_ms, rows.default_slo_ms
-        for k in rows:
-            b = backends.get(k[1]) if k[1] else None
-            lat = latency.get(k[1]) if b is not None else None
-            if b is None or lat is None or (sort_key == "p95" and b.state.value in NO_LATENCY_NOW):
-                out[k] = None  # a drained or down backend's last p95 is shown as absent
-            elif sort_key == "rps":
-                out[k] = lat.req_per_s
+        per = {}
+        for name, b in backends.items():
+            lat = latency.get(name)
+            if lat is None or lat.p95_ms is None or b.state in _NO_LATENCY_STATES:
+                per[name] = None  # a drained or down backend's last p95 is shown as absent
             else:
-                p95, slo = lat.p95_ms, slos.get(k[1], default)
-                out[k] = None if p95 is None else (p95 / slo if slo else p95)
+                slo = slos.get(name, default)
+                per[name] = lat.p95_ms / slo if slo else lat.p95_ms
     else:
         return None
-    return out
+    return {k: per.get(k[1]) if k[1] else None for k in rows}
 
 
 class RowOrder:
@@ -152,6 +153,8 @@ class RowOrder:
         # the rows' names, kept while no row came or went and no name moved
         self._index: NameIndex | None = None
         self._names_token: tuple[object, int] | None = None  # that of the rows last taken
+        # the last order before filtering, and what it was worked out from
+        self._unfiltered: tuple[tuple[object, ...], list[RowKey]] | None = None
 
     def update(
         self, rows: Mapping[RowKey, RowValues], problems: Mapping[RowKey, int] | None = None
@@ -225,22 +228,40 @@ class RowOrder:
             live = live_values(rows, self.sort_key)
         self._live = live
         index = self.index
-        if self.sort_key == DEFAULT_SORT:
-            keys = index.default_order(self.problems)
-            if self.reverse:
-                keys = keys[::-1]
-        elif live is not None:
-            keys = ordered(index.by_key, live, self.reverse)
-        elif self.sort_key in NAME_SORTS:
-            value_of_names = SORT_VALUE[self.sort_key]
-            keys = index.by_name(self.sort_key, value_of_names, self.reverse)  # type: ignore[arg-type]
-        else:  # a live column of rows given whole (tests, a replay's plain rows)
-            value, get = SORT_VALUE[self.sort_key], rows.__getitem__
-            keys = ordered(index.by_key, lambda k: value(get(k)), self.reverse)
+        # what the unfiltered order follows: a new filter text alone re-filters, never re-sorts
+        basis = (index, self.sort_key, self.reverse, rows if live is None else live, self.problems)
+        last = self._unfiltered
+        if last is not None and _same_basis(last[0], basis):
+            keys = last[1]
+        else:
+            keys = self._sorted(index, live)
+            self._unfiltered = (basis, keys)
         if self.filter:
             matched = index.matching(self.filter)
             keys = [k for k in keys if k in matched]
         self.keys = list(keys)  # the index's lists stay its own
+
+    def _sorted(
+        self, index: NameIndex, live: dict[RowKey, SortValue | None] | None
+    ) -> list[RowKey]:
+        """Every row in this order, unfiltered."""
+        if self.sort_key == DEFAULT_SORT:
+            keys = index.default_order(self.problems)
+            return keys[::-1] if self.reverse else keys
+        if live is not None:
+            return ordered(index.by_key, live, self.reverse)
+        if self.sort_key in NAME_SORTS:
+            value_of_names = SORT_VALUE[self.sort_key]
+            return index.by_name(self.sort_key, value_of_names, self.reverse)  # type: ignore[arg-type]
+        # a live column of rows given whole (tests, a replay's plain rows)
+        value, get = SORT_VALUE[self.sort_key], self.rows.__getitem__
+        return ordered(index.by_key, lambda k: value(get(k)), self.reverse)
+
+
+def _same_basis(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """The same index, rows or values and problems (the same objects), column and direction."""
+    index, key, reverse, values, problems = a
+    return key == b[1] and reverse == b[2] and index is b[0] and values is b[3] and problems is b[4]
 
 
 def problem_rows(

@@ -83,9 +83,11 @@ class TickPrep:
         self.order: RowOrder | None = None
         self._lock = threading.Lock()
         self._rows: tuple[Snapshot | None, Rows | None] = (None, None)
-        # (alerts, the worst severity by target as a sorted tuple, rows, the rows they name)
-        self._problems: tuple[object, tuple[tuple[str, int], ...], Rows | None, dict[RowKey, int]]
-        self._problems = (None, (), None, {})
+        # (alerts, the worst severity by target, rows, the rows they name)
+        self._problems: tuple[object, dict[str, int], Rows | None, dict[RowKey, int]]
+        self._problems = (None, {}, None, {})
+        # the screen is paused: it shows nothing of the next snapshots, so nothing is prepared
+        self.held = False
         self.prepared = 0  # snapshots worked out ahead (tests and benchmarks read it)
         # rows built, by the name of the thread that built them (tests read it)
         self.builds: Counter[str] = Counter()
@@ -104,21 +106,22 @@ class TickPrep:
     def problems(self, snapshot: Snapshot, rows: Rows) -> dict[RowKey, int]:
         """The rows a warning or critical alert names; worked out again only when the
         alerts' targets and severities or the set of rows changed."""
-        alerts, key, was_rows, found = self._problems
+        alerts, was_worst, was_rows, found = self._problems
         if alerts is snapshot.alerts and was_rows is rows:
             return found
         worst: dict[str, int] = {}
         for a in snapshot.alerts:
             if a.severity >= Severity.WARNING and worst.get(a.target, -1) < a.severity:
                 worst[a.target] = int(a.severity)
-        new_key = tuple(sorted(worst.items()))
-        if new_key != key or not same_keys(rows, was_rows):
+        if worst != was_worst or not same_keys(rows, was_rows):
             found = problem_rows(rows, worst)
-        self._problems = (snapshot.alerts, new_key, rows, found)
+        self._problems = (snapshot.alerts, worst, rows, found)
         return found
 
     def prepare(self, snapshot: Snapshot) -> None:
         """Work out ahead, on the calling (hub's) thread, what showing ``snapshot`` reads."""
+        if self.held:
+            return
         rows = self.rows(snapshot)
         self.problems(snapshot, rows)
         order = self.order

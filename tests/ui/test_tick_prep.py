@@ -53,6 +53,14 @@ async def test_the_hub_thread_prepares_each_snapshot_and_the_ui_only_applies_it(
         known = [v for v in values if v is not None]
         assert known == sorted(known, reverse=True)
 
+        # paused, the screen shows none of the next snapshots: none is worked out ahead
+        await pilot.press("z")
+        prepared, seq = prep.prepared, shown.seq
+        await wait_until(pilot, lambda: app.snapshot is not None and app.snapshot.seq >= seq + 4)
+        assert prep.prepared <= prepared + 1  # one may have been under way
+        await pilot.press("z")
+        await wait_until(pilot, lambda: prep.prepared >= prepared + 3)
+
 
 async def test_a_key_makes_the_hub_and_the_collector_wait_and_then_lets_them_go_on(
     monkeypatch: pytest.MonkeyPatch,
