@@ -25,14 +25,17 @@ of benchmarks/RESULTS.md.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks.results_file import write_section
 from gpucon.model.snapshot import Snapshot
@@ -215,6 +218,38 @@ def alerts_only_ms(path: Path, minutes: float) -> tuple[float, int]:
     return took * 1000.0 / result.frames, result.frames
 
 
+_BASE_SCRIPT = """
+import json, statistics, sys, tempfile, time
+from pathlib import Path
+from benchmarks.recording import hour_of_512, seek_ms
+from gpucon.model.alerts import AlertThresholds
+from gpucon.recording.rerun import rerun_alerts
+from gpucon.recording.store import RecordingStore
+from gpucon.session import DemoOptions
+from gpucon.session.record import record_simulated
+minutes, count, rerun_s = float(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+with tempfile.TemporaryDirectory() as name:
+    took = seek_ms(hour_of_512(Path(name), minutes), count)
+    short = Path(name) / "short.sqlite"
+    record_simulated(short, seconds=rerun_s, demo=DemoOptions(7, None, 512))
+    store = RecordingStore(short, readonly=True)
+    began = time.process_time()
+    result = rerun_alerts(store, AlertThresholds())
+    per_frame = (time.process_time() - began) * 1000.0 / result.frames
+print(json.dumps({"cpu": took["cpu"], "rerun": per_frame}))
+"""
+
+
+def base_seek(base: Path, minutes: float, count: int, rerun_s: float) -> dict[str, Any]:
+    """The ``base`` checkout's seek (its own file format, made the same way) and its
+    ``--alerts-only`` per frame over ``rerun_s`` seconds recorded, in a child process."""
+    env = dict(os.environ, PYTHONPATH=str(base))
+    argv = [sys.executable, "-P", "-c", _BASE_SCRIPT, str(minutes), str(count), str(rerun_s)]
+    out = subprocess.run(argv, env=env, cwd=base, capture_output=True, text=True, check=True)
+    found: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return found
+
+
 def spread(values: list[float], unit: str = "", digits: int = 0) -> str:
     """min/median/max."""
     three = (min(values), statistics.median(values), max(values))
@@ -293,6 +328,14 @@ def main() -> None:
             f"and each frame's changed rows decoded), {per_frame * 3.6:.0f} s for the hour."
         )
         print(lines[-1], flush=True)
+        if args.base is not None:
+            base_run = base_seek(args.base.resolve(), minutes, len(took["cpu"]), rerun_min * 60)
+            lines.append(
+                f"- The checkout before these changes, made and measured the same way in this "
+                f"run: seek {spread(base_run['cpu'], ' ms')} of CPU; `--alerts-only` "
+                f"{base_run['rerun']:.0f} ms a frame ({rerun_min * 60:.0f} s recorded)."
+            )
+            print(lines[-1], flush=True)
     load = os.getloadavg()[1]
     lines.append(
         f"- Machine: {sys.platform}, {os.cpu_count()} CPUs shared with other work while "

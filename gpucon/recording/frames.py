@@ -189,7 +189,8 @@ class FrameState:
             return
         if self.t is None:
             return  # a delta before any keyframe (the file was cut): nothing to apply it to
-        dirty = self._dirty
+        # rows changed since the last snapshot() (none decoded yet, as in a seek: no need)
+        dirty: dict[str, set[int]] = self._dirty if self._decoded else {}
         for name, entries in frame.get("n", {}).items():
             section = self._section(name)
             marks = dirty.setdefault(name, set())
