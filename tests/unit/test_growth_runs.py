@@ -102,7 +102,7 @@ def test_the_hub_keeps_the_runs_at_its_history_tick() -> None:
     assert set(hub._mem_runs.ids) == set(snapshot.slots)
 
 
-def test_a_missed_tick_starts_the_runs_again_and_the_rule_walks_back_until_covered() -> None:
+def test_a_missed_tick_starts_the_runs_again_from_there() -> None:
     runs = GrowthRuns(120)
     for k in range(6):
         runs.update(k, float(k), ("s",), array("d", [float(k)]))
