@@ -81,6 +81,7 @@ async def measure(
     drawn: list[int] = []
     async with app.run_test(size=(180, 50)) as pilot:
         await pilot.pause()
+        _collector_as_the_console_sets_it()  # after the first frame, as the console does
         table = app.screen.query_one(SlotTable)
         if stale:
             clock.now += 30.0  # the source's last good reading is 30 s old from here on
@@ -118,6 +119,20 @@ def summary(samples: dict[str, Any]) -> dict[str, float]:
         },
         "drawn": statistics.median(samples["drawn"]),
     }
+
+
+def _collector_as_the_console_sets_it() -> None:
+    """What the console does to the garbage collector after its first frame (start-up's
+    objects frozen, young passes once per many allocations); an older checkout without it
+    just keeps the collector as it is."""
+    import gc
+
+    try:
+        from gpucon.commands.console import _collector_on
+    except ImportError:
+        gc.enable()
+        return
+    _collector_on()
 
 
 def _child(args: argparse.Namespace) -> None:
@@ -179,7 +194,7 @@ def main() -> None:
 
     # an older checkout (run with its gpucon first on PYTHONPATH) had a lower cap
     gpucon.sim.layout.MAX_SIZE = max(gpucon.sim.layout.MAX_SIZE, *args.sizes)
-    gc.freeze()  # as the console does after its first frame
+    gc.freeze()  # the imports (the console freezes again after its first frame: ``measure``)
     if args.child:
         _child(args)
         return

@@ -28,7 +28,8 @@ from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts, tra
 from gpucon.model.fleet import Health, SourceStatus
 from gpucon.model.growth_runs import GrowthRuns
 from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
-from gpucon.model.history_samples import history_blocks, history_samples, stale_series
+from gpucon.model.history_delta import HistoryBlocks
+from gpucon.model.history_samples import history_samples, stale_series
 from gpucon.model.liveness import LivenessPolicy, withhold_dead_targets
 from gpucon.model.liveness_book import LivenessBook
 from gpucon.model.merge import MergedFleet, merge_readings
@@ -109,6 +110,8 @@ class Hub:
         # each slot's memory growth run, kept as the history is appended (the memory trend
         # rule reads it instead of walking every slot's history back each tick)
         self._mem_runs = GrowthRuns(history_capacity)
+        # the history's blocks, read again only where entities changed
+        self._blocks = HistoryBlocks()
         self._stale_fields = StaleFieldCache()
         self._gaps: tuple[object, list[str]] = (None, [])
         self._merged: tuple[tuple[Reading, ...], MergedFleet | None] = ((), None)
@@ -313,7 +316,7 @@ class Hub:
     def _append_history(self, now: float, fleet: MergedFleet, staleness: Staleness) -> None:
         """Append this tick's samples to the history rings, and the slots' memory to their
         growth runs."""
-        blocks, single = history_blocks(fleet, staleness, self._gaps[1])
+        blocks, single = self._blocks(fleet, staleness, self._gaps[1])
         self._history = self._history.append_blocks(now, blocks, single)
         for kind, series, ids, values in blocks:
             if kind == "slot" and series == "mem_used":

@@ -173,6 +173,30 @@ class AlertInputs:
 # what a rule yields: (rule, target, severity, message)
 Found = tuple[str, str, Severity, str]
 
+# the last walk of ``p95_near_or_over``: (the rules' inputs, default SLO, fraction, found)
+_P95_WALK: list[tuple[AlertInputs, float, float, list[tuple[str, LatencyStats, float, float]]]]
+_P95_WALK = []
+
+
+def p95_near_or_over(
+    i: AlertInputs, near: float, default_slo: float
+) -> list[tuple[str, LatencyStats, float, float]]:
+    """(name, latency, p95, SLO) of every backend whose p95 is at least ``near`` of its SLO
+    (``slo_p95_ms``, else ``default_slo``) or over it, in the latency's order. The p95-over-SLO
+    and p95-trend rules both ask it of the same inputs each tick: walked once for both."""
+    lowest = min(near, 1.0)
+    last = _P95_WALK[0] if _P95_WALK else None
+    if last is not None and last[0] is i and last[1] == default_slo and last[2] == lowest:
+        return last[3]
+    slo_of = i.slo_p95_ms.get
+    found = [
+        (name, lat, p95, slo)
+        for name, lat in i.latency.items()
+        if (p95 := lat.p95_ms) is not None and p95 >= lowest * (slo := slo_of(name, default_slo))
+    ]
+    _P95_WALK[:] = [(i, default_slo, lowest, found)]
+    return found
+
 
 def fmt(value: float, unit: str) -> str:
     return f"{value:.0f}{unit}" if abs(value) >= 10 else f"{value:.1f}{unit}"
@@ -219,4 +243,5 @@ __all__ = [
     "fmt_duration",
     "fmt_elapsed",
     "fmt_ms",
+    "p95_near_or_over",
 ]

@@ -30,6 +30,7 @@ from gpucon.model.alert_base import (
     Severity,
     cause_of,
     fmt_elapsed,
+    p95_near_or_over,
 )
 from gpucon.model.alert_base import fmt as _fmt
 from gpucon.model.alert_order import AlertGroup, group_alerts, ordered
@@ -125,13 +126,9 @@ def _low_memory(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, 
 
 
 def _p95_breach(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
-    slo_of, default = i.slo_p95_ms.get, t.default_slo_p95_ms
-    # one comprehension over every backend's latency: few are over their SLO
-    over = [
-        (name, lat, p95, slo)
-        for name, lat in i.latency.items()
-        if (p95 := lat.p95_ms) is not None and p95 > (slo := slo_of(name, default))
-    ]
+    # the walk the p95 trend rule shares (it asks for the same fraction)
+    near = t.p95_near_slo_pct / 100.0
+    over = [f for f in p95_near_or_over(i, near, t.default_slo_p95_ms) if f[2] > f[3]]
     for name, lat, p95, slo in over:
         b = i.backends.get(name)
         if b is not None and b.state in _NOT_TAKING_WORK:

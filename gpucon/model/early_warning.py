@@ -25,6 +25,7 @@ from gpucon.model.alert_base import (
     fmt,
     fmt_duration,
     fmt_ms,
+    p95_near_or_over,
 )
 from gpucon.model.cotenants import foreign_memory_mib, foreign_processes
 from gpucon.model.fleet import BackendState, Slot
@@ -201,17 +202,17 @@ def p95_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
         return
     window_times = times[len(times) - n :]
     near = t.p95_near_slo_pct / 100.0
-    slo_of, default = i.slo_p95_ms.get, t.default_slo_p95_ms
-    # near its SLO, not over it (over it: the p95_slo alert says so): one pass, few are
+    # near its SLO, not over it (over it: the p95_slo alert says so): few are
     close = [
         (name, p95, slo)
-        for name, lat in i.latency.items()
-        if (p95 := lat.p95_ms) is not None and near * (slo := slo_of(name, default)) <= p95 <= slo
+        for name, _, p95, slo in p95_near_or_over(i, near, t.default_slo_p95_ms)
+        if near * slo <= p95 <= slo
     ]
+    first_of = i.history.family_back("backend", "p95", n - 1)
     for name, p95, slo in close:
         rise_ms = slo * t.p95_rise_pct / 100.0
         key = f"backend:{name}:p95"
-        first = i.history.back(key, n - 1)
+        first = i.history.back(key, n - 1) if first_of is None else first_of(name)
         # rising: above the window's first sample by the rise asked for (then the fit agrees)
         if first is None or p95 - first < rise_ms:
             continue

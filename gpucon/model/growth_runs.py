@@ -67,6 +67,10 @@ class GrowthRuns:
 
     def __init__(self, horizon: int) -> None:
         self.horizon = horizon
+        self._reset()
+
+    def _reset(self) -> None:
+        horizon = self.horizon
         self.tick = -1  # the newest tick seen
         self.first_tick = -1  # the first tick seen: windows reaching before it are not known
         self.ids: Sequence[str] = ()
@@ -107,8 +111,7 @@ class GrowthRuns:
     def update(self, tick: int, t: float, ids: Sequence[str], values: array[float]) -> None:
         """Take tick ``tick`` (time ``t``): ``values[i]`` is ``ids[i]``'s sample (NaN a gap)."""
         if self.tick >= 0 and tick != self.tick + 1:  # a tick missed: start again from here
-            fresh = GrowthRuns(self.horizon)
-            self.__dict__.update(fresh.__dict__)
+            self._reset()
         if self.first_tick < 0:
             self.first_tick = tick
         if ids != self.ids:

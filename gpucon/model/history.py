@@ -21,7 +21,7 @@ value again), so plots stop where fresh data stops and windows never count a sta
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpucon.model.history_rings import Block, Rings, Sample, default_slack
@@ -151,6 +151,31 @@ class History:
             return None
         tick = self._count - 1 - ticks
         return rings.at(key, tick) if tick >= rings.oldest() else None
+
+    def family_back(self, kind: str, series: str, ticks: int) -> Callable[[str], Sample] | None:
+        """``back`` for every entity of a family (``backend``, ``p95``) at once: a function
+        from an entity's id to its sample ``ticks`` ticks before the newest (a dict lookup and
+        an array read: a rule that asks it of thousands of entities builds no keys); None when
+        the family is not kept as one (ask ``back`` with each key)."""
+        rings = self._columns
+        family = None if rings is None else rings.families.get((kind, series))
+        if rings is None or family is None:
+            return None
+        tick = self._count - 1 - ticks
+        pos = tick % family.size
+        index, block = family.indexes[pos], family.blocks[pos]
+        held = 0 <= ticks < min(self._count, self.capacity) and tick >= rings.oldest()
+        if not held or family.ticks[pos] != tick or index is None or block is None:
+            return lambda ident: None
+
+        def sample(ident: str) -> Sample:
+            i = index.get(ident)
+            if i is None:
+                return None
+            v = block[i]
+            return None if v != v else v
+
+        return sample
 
     def newest_first(self, key: str, ticks: int) -> Iterator[Sample]:
         """``back(key, 0)``, ``back(key, 1)``, ... for the newest ``ticks`` ticks this view

@@ -155,7 +155,7 @@ def history_samples(
 _F32_MAX = 3.4028234663852886e38
 
 
-def _floats(values: Sequence[float | None]) -> array[float]:
+def floats(values: Sequence[float | None]) -> array[float]:
     """``values`` in single precision, NaN where unknown (``model.history_blocks``): built in
     C, unless some value is unknown or too large for single precision."""
     try:
@@ -188,26 +188,35 @@ def history_blocks(
     # one comprehension per series reading the field straight off each entity: at 2,048 GPUs
     # these twelve walks over ~43,000 entities are most of what a tick's history costs
     blocks: list[Block] = [
-        ("slot", "activity", slot_ids, _floats([s.activity_pct for s in slots])),
-        ("slot", "mem_used", slot_ids, _floats([s.mem_used_mib for s in slots])),
-        ("backend", "p95", names, _floats([lat.p95_ms for lat in latency])),
-        ("backend", "rps", names, _floats([lat.req_per_s for lat in latency])),
-        ("backend", "queue_ms", names, _floats([lat.queue_ms for lat in latency])),
+        ("slot", "activity", slot_ids, floats([s.activity_pct for s in slots])),
+        ("slot", "mem_used", slot_ids, floats([s.mem_used_mib for s in slots])),
+        ("backend", "p95", names, floats([lat.p95_ms for lat in latency])),
+        ("backend", "rps", names, floats([lat.req_per_s for lat in latency])),
+        ("backend", "queue_ms", names, floats([lat.queue_ms for lat in latency])),
         (
             "backend",
             "service_ms",
             names,
-            _floats(
+            floats(
                 [lat.compute_ms if lat.compute_ms is not None else lat.avg_ms for lat in latency]
             ),
         ),
-        ("gpu", "temp", uuids, _floats([g.temperature_c for g in gpus])),
-        ("gpu", "power_pct", uuids, _floats([g.power_pct for g in gpus])),
-        ("gpu", "power_capped", uuids, _floats([g.power_capped for g in gpus])),
-        ("queue", "length", streams, _floats([q.length for q in queues])),
-        ("queue", "waiting", streams, _floats([q.waiting for q in queues])),
-        ("queue", "oldest", streams, _floats([q.oldest_age_s for q in queues])),
+        ("gpu", "temp", uuids, floats([g.temperature_c for g in gpus])),
+        ("gpu", "power_pct", uuids, floats([g.power_pct for g in gpus])),
+        ("gpu", "power_capped", uuids, floats([g.power_capped for g in gpus])),
+        ("queue", "length", streams, floats([q.length for q in queues])),
+        ("queue", "waiting", streams, floats([q.waiting for q in queues])),
+        ("queue", "oldest", streams, floats([q.oldest_age_s for q in queues])),
     ]
+    samples = cotenant_samples(fleet)
+    if staleness:
+        blank_gaps(blocks, samples, stale_series(staleness) if gaps is None else gaps)
+    return blocks, samples
+
+
+def cotenant_samples(fleet: MergedFleet) -> dict[str, Sample]:
+    """``slot:ID:cotenant_mem`` of the slots whose processes include some no backend accounts
+    for (sampled only while there are some)."""
     samples: dict[str, Sample] = {}
     # backends per slot, counted in C
     serving = Counter(map(_SLOT_ID, fleet.backends.values()))
@@ -218,15 +227,13 @@ def history_blocks(
         if foreign:
             samples[_SLOT_KEYS.of("slot", sid)[2]] = foreign_memory_mib(foreign)
     _SLOT_KEYS.trim(fleet.slots)
-    if staleness:
-        _blank_gaps(blocks, samples, stale_series(staleness) if gaps is None else gaps)
-    return blocks, samples
+    return samples
 
 
 _SLOT_ID = attrgetter("slot_id")
 
 
-def _blank_gaps(blocks: list[Block], samples: dict[str, Sample], gaps: list[str]) -> None:
+def blank_gaps(blocks: list[Block], samples: dict[str, Sample], gaps: list[str]) -> None:
     """Stale series read as gaps: their number in their family's block becomes NaN."""
     where = {(kind, series): (ids, values) for kind, series, ids, values in blocks}
     positions: dict[tuple[str, str], dict[str, int]] = {}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import operator
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -240,9 +239,9 @@ def resolve_latency(
     return resolved
 
 
-def _by(items: list[T], name: str) -> dict[str, T]:
-    """``merge_by_key`` on one string field (built in C when no two items share it)."""
-    keys = list(map(operator.attrgetter(name), items))
+def _by(items: list[T], keys: list[str]) -> dict[str, T]:
+    """``merge_by_key`` on one string field, ``keys`` each item's (built in C when no two
+    items share it)."""
     merged: dict[str, T] = dict(zip(keys, items, strict=True))
     if len(merged) == len(items):
         return merged
@@ -251,6 +250,11 @@ def _by(items: list[T], name: str) -> dict[str, T]:
         existing = merged.get(k)
         merged[k] = item if existing is None else overlay(existing, item)
     return merged
+
+
+def _all(lists: list[list[str]]) -> list[str]:
+    """One list of the readings' lists, in order (the one list itself when one reading)."""
+    return lists[0] if len(lists) == 1 else [x for part in lists for x in part]
 
 
 @dataclasses.dataclass(slots=True)
@@ -319,10 +323,10 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
             # slot with that id instead of replacing it
             existing = merged_slots.get(s.id)
             merged_slots[s.id] = s if existing is None else overlay(existing, s)
-    merged_backends = _by(backends, "name")
-    merged_nodes = _by(nodes, "name")
+    merged_backends = _by(backends, _all([t.backends for t in told]))
+    merged_nodes = _by(nodes, [n.name for n in nodes])
     merged_backends = attach_pods_by_ip(merged_backends, merged_nodes.values())
-    lat_keys = [lat.key for lat in latency]
+    lat_keys = _all([t.latency for t in told])
     named = set(lat_keys)
     if len(named) == len(lat_keys) and named <= merged_backends.keys():
         # every latency names its backend (a backend label, the simulator): keyed as it is,
@@ -331,7 +335,7 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
         shape = (
             [(t.source, t.gpus, t.backends, t.backend_slots, t.queues, t.latency) for t in told],
             join_keys,
-            [s.id for s in slots],
+            list(merged_slots) if len(merged_slots) == len(slots) else [s.id for s in slots],
         )
         last = _LAST_ORIGINS[0] if _LAST_ORIGINS else None
         if last is not None and last[0] == shape:
@@ -346,10 +350,10 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
         origins = _origins(readings, told, join_keys, by_join, merged_backends, latency_name)
         resolved = resolve_latency(latency, merged_backends)
     return MergedFleet(
-        gpus=_by(gpus, "uuid"),
+        gpus=_by(gpus, _all([t.gpus for t in told])),
         slots=merged_slots,
         backends=merged_backends,
-        queues=_by(queues, "stream"),
+        queues=_by(queues, _all([t.queues for t in told])),
         latency=resolved,
         nodes=merged_nodes,
         origins=origins,

@@ -100,3 +100,12 @@ def test_the_hub_keeps_the_runs_at_its_history_tick() -> None:
         snapshot = hub.tick()
     assert hub._mem_runs.tick == snapshot.history.appended - 1
     assert set(hub._mem_runs.ids) == set(snapshot.slots)
+
+
+def test_a_missed_tick_starts_the_runs_again_from_there() -> None:
+    runs = GrowthRuns(120)
+    for k in range(6):
+        runs.update(k, float(k), ("s",), array("d", [float(k)]))
+    assert runs.runs and runs.first_tick == 0
+    runs.update(7, 7.0, ("s",), array("d", [9.0]))  # tick 6 never came
+    assert not runs.runs and runs.first_tick == 7 and runs.tick == 7

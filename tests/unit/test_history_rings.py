@@ -183,6 +183,11 @@ def test_the_hubs_family_blocks_read_as_single_series() -> None:
             }
             assert hits == frozenset(wanted)
             assert by_keys.newest_at_least(kind, series, above) is None
+        for back in (0, 2, 4, 9):
+            sample = by_blocks.family_back("backend", "p95", back)
+            assert sample is not None and by_keys.family_back("backend", "p95", back) is None
+            for name in [*merged.latency, "no-such-backend"]:
+                assert sample(name) == by_blocks.back(f"backend:{name}:p95", back)
         if tick % 3 == 0:
             assert by_blocks.last(f"slot:{slot}:activity") is None
             assert by_blocks.last(f"backend:{backend}:p95") is None
