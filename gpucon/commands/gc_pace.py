@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import gc
 
-# a tick at 2,048 GPUs allocates a few hundred thousand objects that all die by the next one;
+# young collections run once this many more container objects are alive than at the last one.
+# A tick at 2,048 GPUs allocates a few hundred thousand objects that all die by the next one;
 # at Python's default (700) most of them were promoted and walked again by full passes (20 %
-# of the CPU measured at 2,048 GPUs)
-YOUNG_THRESHOLD = 50_000
+# of the CPU measured at 2,048 GPUs). A young collection there walks what the last ticks made
+# and is still alive (~100,000 objects, 40 to 240 ms), however often it runs: at 50,000 one ran
+# every ~10 s and a key had a 1-2 % chance of landing in one; three times rarer is three times
+# less CPU, and the cyclic garbage left waiting (Textual's strips, which cache themselves) is
+# a few tens of thousands of small objects
+YOUNG_THRESHOLD = 150_000
 # young passes between middle ones, and middle ones between full ones (Python's 10)
 MIDDLE_THRESHOLD = 20
 OLD_THRESHOLD = 10
