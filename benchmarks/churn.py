@@ -13,6 +13,7 @@ new numbers each read (as a live source would), so nothing can be skipped.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import sys
 
@@ -178,6 +179,10 @@ def main() -> int:
     app = GpuconApp(hub, mode="demo")
     gc.disable()  # as the console does: on (and tuned) after the first frame
     app.after_first_frame.append(collector_on)
+    with contextlib.suppress(ImportError):  # an older checkout: the collector paces itself
+        from gpucon.commands.gc_pace import collect_between_ticks
+
+        hub.between_ticks = collect_between_ticks
     app.run()
     return 0
 

@@ -129,6 +129,9 @@ class Hub:
         # the interpreter with the tick (one lock for every Python thread)
         self.ui_idle = threading.Event()
         self.ui_idle.set()
+        # run on the hub's thread just before each tick while the UI is idle (the console's
+        # garbage collection, ``commands/gc_pace.py``): one snapshot is alive then
+        self.between_ticks: Callable[[], object] | None = None
 
     @property
     def sources(self) -> tuple[Source, ...]:
@@ -427,6 +430,9 @@ class Hub:
             self._submit_due(self.clock())
             now = self.clock()
             if now >= next_tick:
+                if self.between_ticks is not None and self.ui_idle.is_set():
+                    with contextlib.suppress(Exception):  # never the end of the hub's thread
+                        self.between_ticks()
                 on_snapshot(self.tick())
                 next_tick = now + self.refresh_s
             # wake at the next tick, or sooner to submit a read that falls due

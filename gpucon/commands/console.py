@@ -12,6 +12,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
+from gpucon.commands import gc_pace
+
 if TYPE_CHECKING:
     from gpucon.app import GpuconApp
     from gpucon.config import GpuconConfig
@@ -179,20 +181,14 @@ def run(args: argparse.Namespace) -> int:
             gc.enable()
 
 
-# the collector's first threshold while the console runs: a tick at 2,048 GPUs allocates a
-# few hundred thousand objects that all die by the next one; at Python's default (700) most of
-# them were promoted and walked again by full passes (20 % of the CPU measured at 2,048 GPUs)
-YOUNG_THRESHOLD = 50_000
-
-
 def _collector_on() -> None:
     """After the first frame: what start-up built lives as long as the console, so it moves
     to the collector's permanent generation (``gc.freeze``) and full passes walk only what
-    the ticks allocate, not Textual's modules, styles and widgets again and again; young
-    passes run once per ``YOUNG_THRESHOLD`` allocations, so a tick's garbage dies young."""
+    the ticks allocate, not Textual's modules, styles and widgets again and again. The hub's
+    thread runs the young passes between ticks (``gc_pace``); the automatic threshold is a
+    backstop."""
     gc.freeze()
-    _, middle, old = gc.get_threshold()
-    gc.set_threshold(YOUNG_THRESHOLD, max(middle, 20), old)
+    gc.set_threshold(gc_pace.BACKSTOP_YOUNG, gc_pace.MIDDLE_THRESHOLD, gc_pace.OLD_THRESHOLD)
     gc.enable()
 
 
@@ -268,6 +264,7 @@ def _console(
         app.startup_problems.extend(credential_warnings(config))
     if after_first_frame is not None:
         app.after_first_frame.append(after_first_frame)
+        session.hub.between_ticks = gc_pace.collect_between_ticks
     if recorder is not None:
         app.after_first_frame.append(lambda: _watch_recorder(app, recorder))
     from gpucon.actions import stop

@@ -52,6 +52,7 @@ ONLY = {
     "gpucon.commands": {
         *("gpucon.commands", "gpucon.commands.cli", "gpucon.commands.console"),
         "gpucon.commands.hangup",
+        "gpucon.commands.gc_pace",  # the console's collector settings (a few lines)
     },
 }
 
