@@ -289,6 +289,7 @@ class Hub:
             ),
             self.thresholds,
             previous,
+            between_rules=lambda: self.let_ui_answer(ui_deadline),
         )
         self._seq += 1
         snapshot = Snapshot(

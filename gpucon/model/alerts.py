@@ -17,7 +17,7 @@ named by the ``not_ready`` rule (critical when the signals say not ready).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TypeVar
 
@@ -340,15 +340,23 @@ RULES = (
 
 
 def derive_alerts(
-    inputs: AlertInputs, thresholds: AlertThresholds, previous: Iterable[Alert] = ()
+    inputs: AlertInputs,
+    thresholds: AlertThresholds,
+    previous: Iterable[Alert] = (),
+    between_rules: Callable[[], object] | None = None,
 ) -> tuple[Alert, ...]:
     """Alerts active now, the causes before the symptoms (``model.alert_order``); ``since``
-    carries over from ``previous``, which rules that hold an alert also read."""
+    carries over from ``previous``, which rules that hold an alert also read.
+
+    ``between_rules`` is called before each rule after the first: the hub's thread gives way
+    there while the UI answers a key (the rules over a large fleet take tens of ms in all)."""
     by_key = {a.key: a for a in previous}
     if by_key and not inputs.previous:
         inputs = replace(inputs, previous=by_key)
     alerts: list[Alert] = []
-    for rule in RULES:
+    for index, rule in enumerate(RULES):
+        if between_rules is not None and index:
+            between_rules()
         for name, target, severity, message in rule(inputs, thresholds):
             key = f"{name}:{target}"
             held = by_key.get(key)

@@ -67,3 +67,24 @@ def test_the_background_hub_keeps_ticking_while_the_ui_never_says_it_is_idle() -
     finally:
         hub.stop()
     assert len(got) >= 3
+
+
+def test_the_alert_rules_give_way_between_rules_too() -> None:
+    """A key that comes while the rules run (tens of ms at 2,048 GPUs) waits for one rule, not
+    for all of them: the tick checks ``ui_idle`` before each rule after the first."""
+    from gpucon.model import alerts
+
+    hub = Hub([OneSlot()])
+    hub.poll_once()
+    hub.tick()
+    checks: list[bool] = []
+    real = hub.let_ui_answer
+
+    def counted(deadline: float) -> None:
+        checks.append(hub.ui_idle.is_set())
+        real(deadline)
+
+    hub.let_ui_answer = counted  # type: ignore[method-assign]
+    hub.tick()
+    # two checks between the tick's phases, one before every rule but the first
+    assert len(checks) == 2 + len(alerts.RULES) - 1
