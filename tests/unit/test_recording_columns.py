@@ -90,3 +90,38 @@ def test_ids_change_and_a_delta_with_no_base() -> None:
     fresh = ColumnReader()
     fresh.apply(False, parse(writer.encode(_cols(("a", "c", "b"), [1.0, 2.0, 3.0]), {}, key=False)))
     assert fresh.samples() == {}
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "noisy-neighbour.recording.sqlite"
+
+
+def test_a_format_1_file_appended_to_reads_both_parts(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    path.write_bytes(EXAMPLE.read_bytes())
+    live: dict[float, dict[str, Sample]] = {}
+
+    def keep(snapshot: Snapshot) -> None:
+        live[snapshot.taken_at] = _recorded(snapshot.history, list(snapshot_samples(snapshot)))
+
+    record_simulated(
+        path, seconds=20, demo=DemoOptions(7, None, None), start=1_790_000_300.0, on_snapshot=keep
+    )
+    store = RecordingStore(path, readonly=True)
+    assert store.meta()["format"] == "gpucon-recording/3"
+    cursor = ReplayCursor(store)
+    cursor.seek(1_790_000_100.0)  # the format-1 part: samples as JSON
+    cursor.fill_history()
+    old_key = next(k for k in store_keys(cursor.history) if k.endswith(":activity"))
+    assert cursor.history.last(old_key) is not None
+    t = max(live)
+    cursor.seek(t)  # the part appended: samples as columns
+    cursor.fill_history()
+    key = next(k for k in live[t] if k.endswith(":activity"))
+    assert cursor.history.last(key) == live[t][key]
+    store.close()
+
+
+def store_keys(history: History) -> list[str]:
+    rings = history._columns
+    assert rings is not None
+    return rings.keys(rings.oldest(), rings.count)
