@@ -41,6 +41,7 @@ from gpucon.model.history_samples import history_samples
 from gpucon.model.merge import MergedFleet
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.codec import CodecRegistry
+from gpucon.recording.columns import COLUMNS, ColumnReader
 
 KEYFRAME = 0
 DELTA = 1
@@ -167,6 +168,8 @@ class FrameState:
         # the samples' keys split into families, for the section (and key count) they were
         # split for: (section, keys, families, single series)
         self._families: tuple[_Section, list[str], list[Any], list[Any]] | None = None
+        # format 3's samples (columns of numbers), once a keyframe gave them
+        self._cols: ColumnReader | None = None
 
     @property
     def ready(self) -> bool:
@@ -174,7 +177,12 @@ class FrameState:
         return self.t is not None
 
     def apply(self, t: float, kind: int, frame: Mapping[str, Any]) -> None:
+        cols = frame.get(COLUMNS)
         if kind == KEYFRAME:
+            self._cols = None
+            if cols is not None:
+                self._cols = ColumnReader()
+                self._cols.apply(True, cols)
             sections = frame.get("k", {})
             self._state = {
                 # keys given as another section's name: that section's keys
@@ -189,6 +197,8 @@ class FrameState:
             return
         if self.t is None:
             return  # a delta before any keyframe (the file was cut): nothing to apply it to
+        if cols is not None and self._cols is not None:
+            self._cols.apply(False, cols)
         # rows changed since the last snapshot() (none decoded yet, as in a seek: no need)
         dirty: dict[str, set[int]] = self._dirty if self._decoded else {}
         for name, entries in frame.get("n", {}).items():
@@ -253,6 +263,8 @@ class FrameState:
         return section
 
     def samples(self) -> dict[str, Sample]:
+        if self._cols is not None:
+            return self._cols.samples()
         section = self._state.get(SAMPLES)
         if section is None:
             return {}
@@ -264,6 +276,8 @@ class FrameState:
         the hub appends them live (a dictionary of ~22,000 samples a tick made a seek's
         120 ticks of plots take a second)."""
         assert self.t is not None, "no keyframe applied"
+        if self._cols is not None:
+            return self._cols.append_to(history, self.t)
         section = self._state.get(SAMPLES)
         if section is None:
             return history.append(self.t, {})

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.collector import collector_paused
-from gpucon.recording.frames import DELTA, KEYFRAME, split_samples
+from gpucon.recording.columns import ColumnWriter, fleet_columns, newest_columns
+from gpucon.recording.frames import DELTA, KEYFRAME
 from gpucon.recording.status import RecordingStatus
 from gpucon.recording.store import AlertSpan, RecordingError, RecordingStore, encode_frame
 from gpucon.recording.writer import FrameWriter
@@ -75,7 +76,9 @@ class Recorder:
         self.error: str | None = None
         # the file and its log on disk, measured after each frame (the status bar reads it)
         self.size_bytes = _disk_bytes(path)
-        self._writer = FrameWriter()
+        # the fleet a frame at a time; the history samples as columns, read from the history
+        self._writer = FrameWriter(samples=False)
+        self._columns = ColumnWriter()
         self._queue: queue.Queue[object] = queue.Queue(maxsize=QUEUE_LIMIT)
         self._last_key_t: float | None = None
         self._last_t: float | None = None
@@ -155,12 +158,7 @@ class Recorder:
         if self._last_t is not None and t <= self._last_t:
             return  # the same tick twice (a primed first frame): one frame per time
         key = self._last_key_t is None or t - self._last_key_t >= self.keyframe_s
-        with collector_paused():
-            frame = self._writer.keyframe(snapshot) if key else self._writer.delta(snapshot)
-            fleet, samples = split_samples(frame)
-            level = KEYFRAME_LEVEL if key else DELTA_LEVEL
-            blobs = encode_frame(fleet, level), encode_frame(samples, level)
-            del frame, fleet, samples
+        blobs = frame_blobs(self._writer, self._columns, snapshot, key)
         if key:
             self.store.set_meta(schema=json.dumps(self._writer.schema()))
         now_on = {a.key: a for a in snapshot.alerts}
@@ -212,6 +210,20 @@ class Recorder:
                 ts = now
             lines.append((ts, raw))
         return lines
+
+
+def frame_blobs(
+    writer: FrameWriter, columns: ColumnWriter, snapshot: Snapshot, key: bool
+) -> tuple[bytes, bytes]:
+    """One frame as stored: (the fleet, the history samples), compressed."""
+    level = KEYFRAME_LEVEL if key else DELTA_LEVEL
+    with collector_paused():
+        frame = writer.keyframe(snapshot) if key else writer.delta(snapshot)
+        fleet = encode_frame(frame, level)
+        del frame
+        # the samples the hub appended to its history this tick, read from it as columns
+        found = newest_columns(snapshot.history, snapshot.taken_at) or fleet_columns(snapshot)
+        return fleet, columns.encode(*found, key=key, level=level)
 
 
 def _disk_bytes(path: Path) -> int:

@@ -2,7 +2,8 @@
 
 Tables: ``meta`` (format version, fleet, refresh, the file's schema), ``frames`` (``t``,
 ``kind`` 0 keyframe / 1 delta, ``blob``: the fleet, zlib-compressed JSON, see ``frames``;
-``samples``: that tick's history samples, the same way, apart so that a seek reads the fleet
+``samples``: that tick's history samples (format 3: columns of numbers, ``columns``; before,
+JSON as the fleet), apart so that a seek reads the fleet
 without them and the history without the fleet), ``alerts``
 (each alert's start and end: seeking to an alert and ``--alerts-only`` read it without
 decoding frames) and ``audit`` (the audit records written while recording, as JSON lines).
@@ -24,9 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-FORMAT = "gpucon-recording/2"
-# formats this gpucon reads: 1 wrote a delta's changes an entity at a time (frames.py)
-READABLE = frozenset({"gpucon-recording/1", FORMAT})
+from gpucon.recording.columns import COLUMNS, is_columns, parse
+
+FORMAT = "gpucon-recording/3"
+# formats this gpucon reads: 1 wrote a delta's changes an entity at a time (frames.py), 2
+# its history samples as JSON (3: as columns, recording.columns)
+READABLE = frozenset({"gpucon-recording/1", "gpucon-recording/2", FORMAT})
 # waiting on a lock (another writer, a checkpoint) at most this long before an error
 BUSY_TIMEOUT_MS = 2000
 
@@ -72,6 +76,8 @@ def encode_frame(frame: dict[str, Any], level: int = 1) -> bytes:
 
 
 def decode_frame(blob: bytes) -> dict[str, Any]:
+    if is_columns(blob):  # format 3's samples: columns of numbers (recording.columns)
+        return {COLUMNS: parse(blob)}
     frame: dict[str, Any] = json.loads(zlib.decompress(blob))
     return frame
 

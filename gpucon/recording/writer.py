@@ -40,9 +40,14 @@ _SLOT_OF = operator.attrgetter("slot_id")
 class FrameWriter:
     """Turns each snapshot into a keyframe or a delta against the previous one."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, samples: bool = True) -> None:
         self.registry = CodecRegistry()
         self._sections, self._singles = _layout(self.registry)
+        # False: no samples section (the recorder takes them from the history as columns:
+        # recording.columns)
+        self.samples = samples
+        if not samples:
+            del self._sections[SAMPLES]
         self._state: dict[str, _Section] = {}
         self._single_values: dict[str, Any] = {}
         # the single values' objects last encoded: the same object is not encoded again
@@ -153,7 +158,9 @@ class FrameWriter:
     def keyframe(self, snapshot: Snapshot) -> dict[str, Any]:
         """The whole state, encoded from the snapshot (a 512-GPU keyframe every minute costs
         less than keeping ~17,000 encoded rows up to date between them)."""
-        if self._state:
+        if not self.samples:
+            pass
+        elif self._state:
             self._changed = {
                 name: self._moved(name, getattr(snapshot, name)) for name in self._codecs
             }
@@ -194,7 +201,7 @@ class FrameWriter:
         """What changed since the last frame (call ``keyframe`` first)."""
         entity_rows = {name: getattr(snapshot, name) for name in self._sections if name != SAMPLES}
         self._changed = {name: self._moved(name, entity_rows[name]) for name in self._codecs}
-        partial = self._sample_changes(snapshot)
+        partial = self._sample_changes(snapshot) if self.samples else None
         self._previous = snapshot
         frame: dict[str, Any] = {}
         columns: dict[str, list[Any]] = {}
@@ -252,7 +259,8 @@ class FrameWriter:
             if gone:
                 removed[name] = gone
             self._keep(name, mapping)
-        self._delta_samples(partial, scalars, added, removed)
+        if self.samples:
+            self._delta_samples(partial, scalars, added, removed)
         singles, parts = self._delta_singles(snapshot)
         for key, part in (
             ("c", columns),
