@@ -80,6 +80,8 @@ class ClassCodec:
         # one C call reads every field; then only floats are rounded and nested values
         # encoded (a 512-GPU tick encodes a thousand changed entities)
         self._get = operator.attrgetter(*self.fields) if len(self.fields) > 1 else None
+        # all the field values as a tuple (None for a class of one field)
+        self.row_getter = self._get
         self._floats = [i for i, e in enumerate(self._encoders) if e is _enc_float]
         # decoding: only the fields whose JSON value is not already the value (JSON gives
         # floats, ints, strings, booleans and None back as they were)

@@ -289,13 +289,27 @@ class FrameWriter:
         codec = self._codecs[name]
         index = self._state[name].index
         at = list(map(index.__getitem__, moved))
-        new = list(moved.values())
-        old = list(map(before.__getitem__, moved))
-        positions = range(len(new))
+        positions = range(len(at))
+        every = codec.row_getter
+        if every is not None and at:
+            # every field of every entity in one pass, turned into a column per field (C):
+            # a field no entity changed is then one tuple comparison, not two lists built
+            # and compared (most fields of a changed entity are unchanged)
+            now_by_field: list[Any] = list(zip(*map(every, moved.values()), strict=True))
+            was_by_field: list[Any] = list(
+                zip(*map(every, map(before.__getitem__, moved)), strict=True)
+            )
+        else:
+            new = list(moved.values())
+            old = list(map(before.__getitem__, moved))
+            now_by_field = [list(map(get, new)) for get, _, _ in codec.columns]
+            was_by_field = [list(map(get, old)) for get, _, _ in codec.columns]
         out: list[Any] = []
-        for f, (get, kind, enc) in enumerate(codec.columns):
-            now = list(map(get, new))
-            was = list(map(get, old))
+        for f, (_, kind, enc) in enumerate(codec.columns):
+            now = now_by_field[f]
+            was = was_by_field[f]
+            if now == was:  # compares by identity first: an untouched field is no change
+                continue
             hits = list(compress(positions, map(operator.is_not, now, was)))
             if not hits:
                 continue

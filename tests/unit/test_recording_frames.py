@@ -162,3 +162,36 @@ def test_a_changed_entity_gives_its_changed_fields_as_encoding_it_whole_would() 
     nan = dataclasses.replace(moved, power_w=float("nan"))
     delta = writer.delta(dataclasses.replace(snap, gpus={**snap.gpus, uuid: nan}))
     assert delta["c"]["gpus"] == [[codec.fields.index("power_w"), row, [None]]]
+
+
+def test_changed_entities_give_each_field_with_only_the_rows_it_moved_in() -> None:
+    """Several entities changed, each in other fields: a field's column names only the rows
+    whose value of it moved, in the order the entities come, and reads back as written."""
+    snap = _live(None, 1)[0]
+    writer = FrameWriter()
+    key = writer.keyframe(snap)
+    uuids = list(snap.gpus)[:3]
+    a, b, c = (snap.gpus[u] for u in uuids)
+    moved = {
+        uuids[0]: dataclasses.replace(a, power_w=111.0),
+        uuids[1]: dataclasses.replace(b, power_w=222.0, util_pct=12.5),
+        uuids[2]: dataclasses.replace(c),  # a new object, nothing moved
+    }
+    after = dataclasses.replace(snap, gpus={**snap.gpus, **moved})
+    delta = writer.delta(after)
+    fields = CodecRegistry().codec(Gpu).fields
+    where = list(snap.gpus)
+    # a field at a time, in the class's field order
+    assert delta["c"]["gpus"] == sorted(
+        [
+            [fields.index("util_pct"), [where.index(uuids[1])], [12.5]],
+            [fields.index("power_w"), [where.index(u) for u in uuids[:2]], [111.0, 222.0]],
+        ]
+    )
+    state = FrameState()
+    state.apply(0.0, KEYFRAME, decode_frame(encode_frame(key, 1)))
+    state.apply(1.0, DELTA, decode_frame(encode_frame(delta, 1)))
+    got = state.snapshot().gpus
+    assert got[uuids[0]].power_w == 111.0
+    assert (got[uuids[1]].power_w, got[uuids[1]].util_pct) == (222.0, 12.5)
+    assert got[uuids[2]] == _rounded(c)
