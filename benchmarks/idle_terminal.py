@@ -22,22 +22,10 @@ import tempfile
 import threading
 from pathlib import Path
 
+from benchmarks.nvml_console_vs_nvitop import CONFIG  # the same NVML-only read-only console
 from benchmarks.pty_run import PtyResult, run_in_pty
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG = """\
-fleet = "local"
-read_only = true
-
-[ui]
-refresh_s = 1.0
-
-[fleets.local.nvml]
-host = ""
-cadence_s = 1.0
-slow_cadence_s = 10.0
-timeout_s = 2.0
-"""
 
 # the console, its NVML source answered by the recording (``changing``: power and temperature
 # moving on every read); run with the checkout measured first on the path
