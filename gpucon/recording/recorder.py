@@ -23,7 +23,13 @@ from gpucon.recording.collector import collector_paused
 from gpucon.recording.columns import ColumnWriter, fleet_columns, newest_columns
 from gpucon.recording.frames import DELTA, KEYFRAME
 from gpucon.recording.status import RecordingStatus
-from gpucon.recording.store import AlertSpan, RecordingError, RecordingStore, encode_frame
+from gpucon.recording.store import (
+    AlertSpan,
+    RecordingError,
+    RecordingStore,
+    encode_frame,
+    unwritable,
+)
 from gpucon.recording.writer import FrameWriter
 
 # snapshots waiting for the writer; beyond this the oldest are dropped
@@ -65,15 +71,21 @@ class Recorder:
         if found is not None and found != fleet:
             self.store.close()
             raise RecordingError(
-                f"{path} records fleet {found!r}, not {fleet!r}: record this fleet to another file"
+                f"{path} records fleet {found!r}, not {fleet!r}: record this fleet to another file",
+                "it records another fleet",
             )
-        self.store.set_meta(fleet=fleet, refresh_s=repr(refresh_s))
-        span = self.store.span()
-        if span is not None:  # a console restarted on its recording: what was on ended then
-            self.store.close_open_alerts(span[1])
+        try:
+            self.store.set_meta(fleet=fleet, refresh_s=repr(refresh_s))
+            span = self.store.span()
+            if span is not None:  # a console restarted on its recording: what was on ended
+                self.store.close_open_alerts(span[1])
+        except sqlite3.Error as exc:  # a full disk, a file made read-only
+            self.store.close()
+            raise unwritable(path, exc) or RecordingError(f"{path}: {exc}") from None
         self.frames_written = 0
         self.dropped = 0
         self.error: str | None = None
+        self.reason: str | None = None  # the error, short (the REC badge's words)
         # the file and its log on disk, measured after each frame (the status bar reads it)
         self.size_bytes = _disk_bytes(path)
         # the fleet a frame at a time; the history samples as columns, read from the history
@@ -114,7 +126,12 @@ class Recorder:
     def status(self) -> RecordingStatus:
         """The REC badge's state (any thread)."""
         return RecordingStatus(
-            self.path.name, self.size_bytes, self._queue.qsize(), self.dropped, self.error
+            self.path.name,
+            self.size_bytes,
+            self._queue.qsize(),
+            self.dropped,
+            self.error,
+            self.reason,
         )
 
     def close(self, timeout_s: float = 5.0) -> None:
@@ -141,6 +158,7 @@ class Recorder:
             try:
                 self._write(item)
             except Exception as exc:  # a full disk, a file removed: say so, keep the console
+                self.reason = str(exc)
                 self.error = f"recording stopped: {exc}"
                 self._drain()
                 return

@@ -23,6 +23,10 @@ class RecordingStatus:
     waiting: int  # snapshots queued for the writer
     dropped: int  # snapshots dropped because the writer fell behind (since start)
     error: str | None  # why the recording stopped (None: it has not)
+    # the reason, short, for the badge ("No space left on device"); None: the error's words
+    reason: str | None = None
+    # False: the file could not be opened for writing, nothing was ever recorded
+    started: bool = True
 
     @property
     def state(self) -> str:
@@ -31,11 +35,13 @@ class RecordingStatus:
         return BEHIND if self.waiting >= BEHIND_AT or self.dropped else OK
 
     def badge(self) -> str:
-        """``REC night.sqlite 12.3 MB``; ``REC BEHIND ... (5 dropped)``; ``REC FAILED ...``."""
+        """``REC night.sqlite 12.3 MB``; ``REC BEHIND ... (5 dropped)``; ``REC FAILED
+        night.sqlite at 3.0 GiB: database or disk is full``."""
         size = _size(self.size_bytes)
         state = self.state
         if state == FAILED:
-            return f"REC FAILED {self.file} (stopped at {size})"
+            at = f" at {size}" if self.started else ""
+            return f"REC FAILED {self.file}{at}: {self.reason or self.error}"
         if state == BEHIND:
             lost = f", {self.dropped} dropped" if self.dropped else ""
             return f"REC BEHIND {self.file} {size} ({self.waiting} waiting{lost})"
