@@ -79,27 +79,33 @@ class RegistrationAgent:
             socket_timeout=min(TIMEOUT_S, heartbeat_s),
             socket_connect_timeout=min(TIMEOUT_S, heartbeat_s),
         )
-        self.registered = 0  # re-registrations written (each backend each time)
+        self.registered = 0  # registrations written (each backend each time)
         self._unreachable = False
+        self._beats = 0  # heartbeats that reached Redis
 
     async def beat(self) -> int:
-        """One heartbeat: the backends it registered again (0: all were there)."""
-        wrote = 0
+        """One heartbeat: the backends it registered (0: all were there)."""
+        wrote: list[str] = []
         try:
             for record in self.records:
                 if await register_if_absent(self.client, record):
-                    wrote += 1
-                    log.warning("registered %s again: its registry entry was gone", record.name)
+                    wrote.append(record.name)
         except (RedisError, OSError) as exc:
             if not self._unreachable:
                 log.warning("registry unreachable, retrying every %gs: %s", self.heartbeat_s, exc)
                 self._unreachable = True
-            return wrote
+            return 0
         if self._unreachable:
             log.warning("registry reachable again")
             self._unreachable = False
-        self.registered += wrote
-        return wrote
+        for name in wrote:
+            if self._beats:
+                log.warning("registered %s again: its registry entry was gone", name)
+            else:  # at start, beside (or before) the lab's own registration
+                log.info("registered %s", name)
+        self._beats += 1
+        self.registered += len(wrote)
+        return len(wrote)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Beat every ``heartbeat_s`` until ``stop`` is set; then close the client."""

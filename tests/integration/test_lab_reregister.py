@@ -74,6 +74,8 @@ def test_backends_register_again_after_redis_restarts_empty(tmp_path: Path) -> N
             assert client.hget(keys.backend_key("lab-b1"), "state") == b"drained"
             assert client.hget(keys.backend_key("lab-b1"), "weight") == b"0.5"
 
+            b0_log = tmp_path / "lab" / "lab-b0.log"
+            assert "again" not in b0_log.read_text()  # registered at start: not "again"
             server.kill()
             time.sleep(2 * HEARTBEAT_S)  # an outage of a couple of heartbeats
             _restart_empty(server)
@@ -84,6 +86,11 @@ def test_backends_register_again_after_redis_restarts_empty(tmp_path: Path) -> N
                 assert client.hgetall(keys.backend_key(n)) == before[n], n
                 assert client.hget(keys.INFLIGHT, n) is not None
             assert int(client.get(keys.VERSION) or 0) >= 1  # consoles re-read the registry
+            # the server's log says the outage and the return, once each
+            _until(lambda: "lab-b0 again" in b0_log.read_text(), 5.0, "the log to say so")
+            said = b0_log.read_text()
+            assert said.count("registry unreachable") == 1, said
+            assert said.count("registered lab-b0 again: its registry entry was gone") == 1, said
 
             # the console's own source sees the fleet again
             source = RedisQueueSource(server.url, streams=("gen:queue",), group="g1")
