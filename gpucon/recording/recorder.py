@@ -86,8 +86,10 @@ class Recorder:
         self.dropped = 0
         self.error: str | None = None
         self.reason: str | None = None  # the error, short (the REC badge's words)
-        # the file and its log on disk, measured after each frame (the status bar reads it)
-        self.size_bytes = _disk_bytes(path)
+        # measured after each frame (the status bar reads them): the recording (the pages its
+        # data holds: what max_bytes caps, the file once closed) and its write-ahead log
+        self.size_bytes = self.store.size_bytes()
+        self.log_bytes = _file_size(_log_path(path))
         # the fleet a frame at a time; the history samples as columns, read from the history
         self._writer = FrameWriter(samples=False)
         self._columns = ColumnWriter()
@@ -132,6 +134,7 @@ class Recorder:
             self.dropped,
             self.error,
             self.reason,
+            log_bytes=self.log_bytes,
         )
 
     def close(self, timeout_s: float = 5.0) -> None:
@@ -196,7 +199,8 @@ class Recorder:
             audit=self._new_audit(t),
         )
         self.frames_written += 1
-        self.size_bytes = _disk_bytes(self.path)
+        self.size_bytes = self.store.size_bytes()
+        self.log_bytes = _file_size(_log_path(self.path))
         self._last_t = t
         if key:
             self._last_key_t = t
@@ -244,9 +248,9 @@ def frame_blobs(
         return fleet, columns.encode(*found, key=key, level=level)
 
 
-def _disk_bytes(path: Path) -> int:
-    """The recording's bytes on disk: the file and its write-ahead log."""
-    return _file_size(path) + _file_size(path.with_name(path.name + "-wal"))
+def _log_path(path: Path) -> Path:
+    """SQLite's write-ahead log beside the recording."""
+    return path.with_name(path.name + "-wal")
 
 
 def _file_size(path: Path | None) -> int:
