@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
+
+from msgspec.structs import replace
 
 from gpucon.model.mig_profiles import (
     MigProfile,
