@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from gpucon.redact import redact
 
 if TYPE_CHECKING:
@@ -118,7 +120,10 @@ def describe_config(config: GpuconConfig) -> list[str]:
             _table(lines, config, f"fleets.{name}.probe_targets[{i}]", target)
         for i, daemon in enumerate(fleet.mps):
             _table(
-                lines, config, f"fleets.{name}.mps[{i}]", dataclasses.replace(daemon, servers=())
+                lines,
+                config,
+                f"fleets.{name}.mps[{i}]",
+                msgspec.structs.replace(daemon, servers=()),
             )
             for j, server in enumerate(daemon.servers):
                 _table(lines, config, f"fleets.{name}.mps[{i}].servers[{j}]", server)

@@ -129,7 +129,7 @@ class Session:
     def mps_daemon_params(self, target: str) -> dict[str, object] | None:
         """The MPS daemon that serves ``target`` as plan params (``gpucon.actions.mps_restart``):
         the config's ``[[fleets.NAME.mps]]``, or the simulated VM's in the demo; None: none."""
-        from dataclasses import asdict
+        from gpucon.model.records import as_dict
 
         if self.sim_fleet is not None:
             from gpucon.sim.mps import demo_daemons
@@ -138,7 +138,7 @@ class Session:
         else:
             daemons = self.config.fleet.mps
         found = next((d for d in daemons if d.target == target), None)
-        return None if found is None else asdict(found)
+        return None if found is None else as_dict(found)
 
     def mps_targets(self) -> tuple[str, ...]:
         """The targets with an MPS daemon gpucon can restart."""

@@ -9,6 +9,8 @@ import datetime
 import math
 import time
 
+import msgspec
+
 from gpucon.config import GpuconConfig
 from gpucon.config.checks import number_range
 from gpucon.config.keys import key_collisions
@@ -68,7 +70,7 @@ def check_config(config: GpuconConfig) -> None:
             )
             client.close()
         # the sources that build without IO (Redis, Prometheus, readiness) must build
-        light = dataclasses.replace(fleet, nvml=None, libvirt=None, kube=None)
+        light = msgspec.structs.replace(fleet, nvml=None, libvirt=None, kube=None)
         for built in build_sources(light):
             assert not isinstance(built, UnavailableSource), built.reason
             check_seconds(built.timeout_s)
