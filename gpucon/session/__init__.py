@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
 from msgspec.structs import replace
 
 from gpucon.config import GpuconConfig
@@ -37,8 +37,7 @@ if TYPE_CHECKING:  # the write side is imported when it is built, after the firs
 SIMULATED_FLEET = "simulated"
 
 
-@dataclass(frozen=True, slots=True)
-class DemoOptions:
+class DemoOptions(msgspec.Struct, frozen=True, gc=False):
     """Which simulated fleet a demo session runs (``--seed``, ``--scenario``, ``--size``)."""
 
     seed: int = 7
