@@ -21,8 +21,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from msgspec.structs import replace
 
 from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts, track_mig_pending
 from gpucon.model.fleet import Health, SourceStatus
@@ -465,4 +467,4 @@ class Hub:
 
 def with_status(snapshot: Snapshot, **changes: object) -> Snapshot:
     """A copy of ``snapshot`` with fields replaced (tests and the simulator use it)."""
-    return replace(snapshot, **changes)  # type: ignore[arg-type]
+    return replace(snapshot, **changes)

@@ -18,8 +18,9 @@ named by the ``not_ready`` rule (critical when the signals say not ready).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from typing import TypeVar
+
+from msgspec.structs import replace
 
 from gpucon.model import early_warning, noisy_neighbour, queue_stall
 from gpucon.model.alert_base import (

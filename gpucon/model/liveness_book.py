@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
+
+import msgspec
 
 from gpucon.model.fleet import Backend
 from gpucon.model.liveness import (
@@ -31,8 +32,7 @@ T = TypeVar("T")
 Group = tuple[str, float, Mapping[str, T]]  # (source, reading time, entries by key)
 
 
-@dataclass(frozen=True, slots=True)
-class Signals:
+class Signals(msgspec.Struct, frozen=True):
     """The liveness signals of one tick: for each reading that carries any, its source, its
     time and its entries by key (``gather``); the first reading that knows a key wins."""
 

@@ -175,7 +175,7 @@ def prom_values(snap: Snapshot) -> list[tuple[str, str]]:
         for key, entity in entities.items():
             if "prometheus" not in snap.origins.get(f"{kind}:{key}", ()):
                 continue
-            for name in type(entity).__slots__:
+            for name in type(entity).__struct_fields__:
                 value = getattr(entity, name)
                 if name not in ("id", "kind", "uuid", "key") and value not in (None, ()):
                     pairs.append((f"{kind}:{key}", name))
