@@ -114,10 +114,10 @@ def _memory_trend_runs(
     now_t = window_times[-1]
     still = t.mem_trend_window_s / 4
     warn = t.mem_full_warn_s * (1 + _SUMS_MARGIN)
-    for sid, run, newest in runs.candidates(t.mem_trend_rises, clip):
-        if now_t - runs.time_of(run.last_rise) > still:
-            continue  # stopped growing
-        slot = i.slots.get(sid)
+    slots = i.slots
+    # those that stopped growing (no rise in the last quarter of the window) are left out
+    for sid, run, newest in runs.candidates(t.mem_trend_rises, clip, now_t, still):
+        slot = slots.get(sid)
         total = None if slot is None else slot.mem_total_mib
         if slot is None or total is None:
             continue

@@ -21,7 +21,9 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from itertools import compress
+from operator import ne
 
 NAN = math.nan
 
@@ -123,7 +125,7 @@ class GrowthRuns:
         last, runs, gapped = self.last, self.runs, self.gapped
         # the series whose value moved (NaN != anything: a gap, or no value yet, "moved");
         # an equal value changes nothing unless the series is in a run or a gap
-        visit = {i for i, (v, w) in enumerate(zip(values, last, strict=True)) if v != w}
+        visit = set(compress(range(len(values)), map(ne, values, last)))  # in C
         visit.update(runs)
         visit.update(gapped)
         horizon = tick - self.horizon
@@ -142,7 +144,14 @@ class GrowthRuns:
                 if run is None:
                     t0 = times[pred % size] if pred > tick - size else NAN
                     run = runs[i] = Run(pred, t0, w)
-                run.add(t, v)
+                # ``run.add(t, v)``, inline: every slot's memory may move every tick
+                x = t - run.t0
+                y = v - run.v0
+                run.n += 1
+                run.st += x
+                run.sv += y
+                run.stt += x * x
+                run.stv += x * y
                 run.preds.append(pred)
                 run.last_rise = tick
                 if run.preds[0] < horizon:  # rises no window reaches any more
@@ -161,16 +170,27 @@ class GrowthRuns:
         """The time of one of the newest ``horizon`` ticks."""
         return self._times[tick % len(self._times)]
 
-    def candidates(self, min_rises: int, since: int) -> Iterator[tuple[str, Run, float]]:
+    def candidates(
+        self, min_rises: int, since: int, now: float = NAN, still_s: float = NAN
+    ) -> list[tuple[str, Run, float]]:
         """The series (id, run, newest value) whose newest sample is known and that rose at
         least ``min_rises`` times from tick ``since`` on (counting a rise from the sample
-        before it), in the order of ``ids``."""
+        before it), in the order of ``ids``; given ``now`` and ``still_s``, only those that
+        rose within ``still_s`` of ``now``. One loop with no call a series: with every
+        slot's memory moving (a live fleet at its worst) every slot is looked at each tick."""
         ids, last, gapped, runs = self.ids, self.last, self.gapped, self.runs
+        times = self._times
+        size = len(times)
+        check_still = still_s == still_s
+        found: list[tuple[str, Run, float]] = []
         for i in sorted(runs):
             run = runs[i]
+            preds = run.preds
             if (
-                len(run.preds) >= min_rises
+                len(preds) >= min_rises
                 and i not in gapped
-                and run.rises_since(since) >= min_rises
+                and len(preds) - bisect_left(preds, since) >= min_rises
+                and not (check_still and now - times[run.last_rise % size] > still_s)
             ):
-                yield ids[i], run, last[i]
+                found.append((ids[i], run, last[i]))
+        return found
