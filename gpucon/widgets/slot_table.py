@@ -26,7 +26,7 @@ from gpucon.model.history import History
 from gpucon.widgets import fmt
 from gpucon.widgets.row_builder import Rows, same_keys
 from gpucon.widgets.row_order import DEFAULT_SORT, RowOrder, first_row_of
-from gpucon.widgets.slot_cells import cell
+from gpucon.widgets.slot_cells import Cell
 from gpucon.widgets.slot_rows import (
     COLUMN_KEYS,
     Column,
@@ -35,7 +35,7 @@ from gpucon.widgets.slot_rows import (
     layout,
     natural_widths,
 )
-from gpucon.widgets.slot_strips import header_strip, row_strip
+from gpucon.widgets.slot_strips import header_strip, row_cells, row_strip
 
 STYLE_NAMES = ("hot", "breach", "warn", "ok", "dim", "na", "bar", "stale")
 
@@ -79,6 +79,8 @@ class SlotTable(ScrollView, can_focus=True):
         self._shown: dict[int, tuple[Any, ...]] = {}
         # TREND sparklines of the history view they were drawn from, by (slot, width)
         self._sparks: tuple[History | None, dict[tuple[str, int], str]] = (None, {})
+        # each shown row's cells: (row, TREND, columns, cells) by row key (``_cells``)
+        self._row_cells: dict[RowKey, tuple[RowValues, str, object, list[Cell]]] = {}
         self._header: tuple[tuple[Any, ...], Strip] | None = None
         self._layout: tuple[int, list[tuple[Column, int, int]]] = (-1, [])
         self._styles: dict[str, Style] | None = None
@@ -296,14 +298,30 @@ class SlotTable(ScrollView, can_focus=True):
             or shown[1].stale != line_key[1].stale
         ):
             return whole
-        old_row, old_spark = shown[1], shown[2]
-        new_row, new_spark = line_key[1], line_key[2]
-        return [
-            (x, w + 1)
-            for column, x, w in self._columns(width)
-            if cell(column.cell_key or column.key, old_row, w, old_spark)
-            != cell(column.cell_key or column.key, new_row, w, new_spark)
-        ]
+        columns = self._columns(width)
+        old = self._cells(shown[0], shown[1], shown[2], columns, keep=False)
+        new = self._cells(line_key[0], line_key[1], line_key[2], columns)
+        return [(x, w + 1) for (_, x, w), a, b in zip(columns, old, new, strict=True) if a != b]
+
+    def _cells(
+        self,
+        key: RowKey,
+        row: RowValues,
+        spark: str,
+        columns: list[tuple[Column, int, int]],
+        keep: bool = True,
+    ) -> list[Cell]:
+        """``row_cells`` of a shown row, kept per row key while its values, TREND and the
+        columns are the same: a changed line compares its cells and then draws them."""
+        hit = self._row_cells.get(key)
+        if hit is not None and hit[0] is row and hit[1] == spark and hit[2] is columns:
+            return hit[3]
+        cells = row_cells(row, spark, columns)
+        if keep:
+            if len(self._row_cells) > 4096:  # rows scrolled through long ago
+                self._row_cells.clear()
+            self._row_cells[key] = (row, spark, columns, cells)
+        return cells
 
     def render_line(self, y: int) -> Strip:
         width = self.content_width
@@ -319,13 +337,17 @@ class SlotTable(ScrollView, can_focus=True):
         cached = self._strips.get(key)
         if cached is not None and cached[0] == line_key:
             return cached[1]
-        strip = self._render_row(line_key[1], line_key[2], line_key[3], width)
+        strip = self._render_row(key, line_key[1], line_key[2], line_key[3], width)
         self._strips[key] = (line_key, strip)
         self.row_renders += 1
         return strip
 
-    def _render_row(self, row: RowValues, spark: str, is_cursor: bool, width: int) -> Strip:
-        return row_strip(row, spark, self._columns(width), self._style_map(), is_cursor, width)
+    def _render_row(
+        self, key: RowKey, row: RowValues, spark: str, is_cursor: bool, width: int
+    ) -> Strip:
+        columns = self._columns(width)
+        cells = self._cells(key, row, spark, columns)
+        return row_strip(row, spark, columns, self._style_map(), is_cursor, width, cells)
 
     def _render_header(self, width: int) -> Strip:
         header_key = (width, self.order.sort_key, self.order.reverse)
