@@ -56,7 +56,8 @@ class Run:
         return len(self.preds) - bisect_left(self.preds, tick)
 
     def rate(self) -> float | None:
-        """The least-squares slope of the run's points (per second); None under 2 times."""
+        """The least-squares slope of the run's points (per second); None under 2 times.
+        (``model.early_warning`` writes the same arithmetic out in its loop.)"""
         n = self.n
         sxx = self.stt - self.st * self.st / n
         if n < 2 or sxx <= 0.0:
