@@ -130,14 +130,16 @@ class GrowthRuns:
         visit.update(runs)
         visit.update(gapped)
         horizon = tick - self.horizon
+        before = tick - 1
         for i in visit:
             v = values[i]
             w = last[i]
             if v != v:  # a gap: the run goes on past it
                 if i not in gapped and w == w:
-                    gapped[i] = tick - 1  # not in a gap before: the last tick had a value
+                    gapped[i] = before  # not in a gap before: the last tick had a value
                 continue
-            pred = gapped.pop(i, tick - 1)  # the tick of the known sample before this one
+            # the tick of the known sample before this one (no series in a gap: the last)
+            pred = gapped.pop(i, before) if gapped else before
             run = runs.get(i)
             if w != w:  # the series' first known sample
                 pass
@@ -153,10 +155,11 @@ class GrowthRuns:
                 run.sv += y
                 run.stt += x * x
                 run.stv += x * y
-                run.preds.append(pred)
+                preds = run.preds
+                preds.append(pred)
                 run.last_rise = tick
-                if run.preds[0] < horizon:  # rises no window reaches any more
-                    del run.preds[: bisect_left(run.preds, horizon)]
+                if preds[0] < horizon:  # rises no window reaches any more
+                    del preds[: bisect_left(preds, horizon)]
             elif v < w:
                 if run is not None:
                     del runs[i]  # a drop ends the run
