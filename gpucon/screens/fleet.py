@@ -26,7 +26,7 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import Digits, Input, Label, Static
+from textual.widgets import Input, Static
 
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets.health_panel import HealthPanel
@@ -108,15 +108,17 @@ class FleetScreen(Screen[None]):
             id="status",
         )
         with Vertical(id="main"):
-            yield Static("", id="pause-banner")
+            # the pause banner (``z``) and the filter box (``/``) are mounted when first
+            # asked for: not built for the first frame
             yield SlotTable(id="slots")
-            # the filter box is mounted on the first `/`: not built for the first frame
         with Horizontal(id="bottom"):
             with Vertical(id="bottom-left"):
                 yield QueuePanel(id="queues")
                 yield HealthPanel(id="health")
             with Vertical(id="alerts-box"):
                 if self.noc:  # the wall's alerts page: counts to read from across a room
+                    from textual.widgets import Digits, Label
+
                     with Horizontal(id="noc-counts"):
                         yield Label("CRIT", classes="noc-label -crit")
                         yield Digits("0", id="noc-crit")
@@ -197,9 +199,17 @@ class FleetScreen(Screen[None]):
 
     # -- pause, alerts -----------------------------------------------------------------------
 
+    def _pause_banner(self) -> Static:
+        """The banner over the table that says the data is held, mounted the first time."""
+        banner = next(self.query("#pause-banner").results(Static), None)
+        if banner is None:
+            banner = Static("", id="pause-banner")
+            self.query_one("#main").mount(banner, before=self.table)
+        return banner
+
     def action_pause(self) -> None:
         """Hold the table's order and values (and the panels), or let them go live again."""
-        banner = self.query_one("#pause-banner", Static)
+        banner = self._pause_banner()
         if self.paused_at is None:
             self.paused_at = self.clock()
             self.prep.held = True
@@ -262,6 +272,8 @@ class FleetScreen(Screen[None]):
 
     def _show_counts(self, snapshot: Snapshot) -> None:
         crit, warn = alert_counts(snapshot.alerts)
+        from textual.widgets import Digits  # the NOC wall's alone: imported with its screen
+
         try:
             self.query_one("#noc-crit", Digits).update(str(crit))
             self.query_one("#noc-warn", Digits).update(str(warn))
