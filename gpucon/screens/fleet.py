@@ -107,24 +107,23 @@ class FleetScreen(Screen[None]):
             recording=self.recording,
             id="status",
         )
-        with Vertical(id="main"):
-            # the pause banner (``z``) and the filter box (``/``) are mounted when first
-            # asked for: not built for the first frame
-            yield SlotTable(id="slots")
+        # the pause banner (``z``) above the table and the filter box (``/``) under it are
+        # mounted when first asked for; no container holds fewer than two widgets: each
+        # widget is built, styled, laid out and drawn before the first frame
+        yield SlotTable(id="slots")
         with Horizontal(id="bottom"):
             with Vertical(id="bottom-left"):
                 yield QueuePanel(id="queues")
                 yield HealthPanel(id="health")
-            with Vertical(id="alerts-box"):
-                if self.noc:  # the wall's alerts page: counts to read from across a room
-                    from textual.widgets import Digits, Label
+            if self.noc:  # the wall's alerts page: counts to read from across a room
+                from textual.widgets import Digits, Label
 
-                    with Horizontal(id="noc-counts"):
-                        yield Label("CRIT", classes="noc-label -crit")
-                        yield Digits("0", id="noc-crit")
-                        yield Label("WARN", classes="noc-label -warn")
-                        yield Digits("0", id="noc-warn")
-                yield AlertsPanel(id="alerts")
+                with Horizontal(id="noc-counts"):
+                    yield Label("CRIT", classes="noc-label -crit")
+                    yield Digits("0", id="noc-crit")
+                    yield Label("WARN", classes="noc-label -warn")
+                    yield Digits("0", id="noc-warn")
+            yield AlertsPanel(id="alerts")
         yield KeyBar()
 
     @property
@@ -204,7 +203,7 @@ class FleetScreen(Screen[None]):
         banner = next(self.query("#pause-banner").results(Static), None)
         if banner is None:
             banner = Static("", id="pause-banner")
-            self.query_one("#main").mount(banner, before=self.table)
+            self.mount(banner, before=self.table)
         return banner
 
     def action_pause(self) -> None:
@@ -222,13 +221,13 @@ class FleetScreen(Screen[None]):
                 Text(f" PAUSED — live data held since {held}, {key} to resume ", "bold reverse"),
                 layout=False,  # one line whatever it says; showing it lays the screen out
             )
-            # the banner's own display, not a class on the screen: a screen class restyles
-            # every widget on it (~10 ms at 2,048 GPUs, while a key waits)
-            banner.display = True
+            # a class on the banner, not on the screen: a screen class restyles every widget
+            # on it (~10 ms at 2,048 GPUs, while a key waits)
+            banner.add_class("-shown")
         else:
             self.paused_at = None
             self.prep.held = False
-            banner.display = False
+            banner.remove_class("-shown")
             banner.update("", layout=False)
             latest = self.gpucon.snapshot
             if latest is not None:
@@ -308,7 +307,7 @@ class FleetScreen(Screen[None]):
                 placeholder="filter: host, slot, backend or model (Enter keeps, Esc clears)",
                 id="filter",
             )
-            await self.query_one("#main").mount(box)
+            await self.mount(box, after=self.table)
         return box
 
     async def action_filter(self) -> None:
