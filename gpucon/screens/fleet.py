@@ -270,9 +270,9 @@ class FleetScreen(Screen[None]):
             )
 
     def _show_counts(self, snapshot: Snapshot) -> None:
-        crit, warn = alert_counts(snapshot.alerts)
         from textual.widgets import Digits  # the NOC wall's alone: imported with its screen
 
+        crit, warn = alert_counts(snapshot.alerts)
         try:
             self.query_one("#noc-crit", Digits).update(str(crit))
             self.query_one("#noc-warn", Digits).update(str(warn))
