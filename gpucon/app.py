@@ -106,6 +106,9 @@ class GpuconApp(ReplayKeys, App[int]):
         audit_file: Path | None = None,
         recording: Callable[[], RecordingStatus] | None = None,
     ) -> None:
+        # Textual's own __init__ works out the CSS variables of its default theme, which
+        # gpucon replaces a moment later: not worked out at all until gpucon's theme is set
+        self._theme_chosen = False
         super().__init__()
         # ``--record``: the recording's state for the status bar's REC badge
         self.recording = recording
@@ -141,6 +144,7 @@ class GpuconApp(ReplayKeys, App[int]):
         self._gc_held = False  # the collector waits while a key is answered
         for t in THEMES.values():
             self.register_theme(t)
+        self._theme_chosen = True
         self._set_theme(theme or ("gpucon-noc" if noc else "gpucon-dark"))
 
     @property
@@ -200,6 +204,11 @@ class GpuconApp(ReplayKeys, App[int]):
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(VARIABLE_DEFAULTS)
+
+    def get_css_variables(self) -> dict[str, str]:
+        if not self._theme_chosen:  # asked by App.__init__: its theme is about to be replaced
+            return {}
+        return super().get_css_variables()
 
     # -- start and stop --------------------------------------------------------------------
 

@@ -17,38 +17,54 @@ A leaf module (standard library only), below every other layer, so each can use 
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from typing import Any
 
 MASK = "***"
 
-# scheme://userinfo@ : the userinfo runs up to the last "@" before the host part ends
-_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<netloc>[^\s/?#\"'<>]*)")
-# user:password@host without a scheme, as client libraries quote a host (host='ops:pw@h')
-_BARE_USERINFO = re.compile(
-    r"(?<![\w/:.%+-])(?P<user>[A-Za-z_][A-Za-z0-9._%+-]*):(?P<password>[^\s@/'\"<>]+)@(?=[A-Za-z0-9\[])"
-)
 _PARAM_NAMES = (
     "password|passwd|pwd|pass|token|access_token|refresh_token|id_token|auth_token|api_token"
     "|apikey|api_key|key|secret|client_secret|secret_key|access_key|auth|authorization"
     "|signature|sig|x-amz-signature|x-goog-signature|credential|credentials|session_token"
 )
-# in a query string: ?NAME=VALUE / &NAME=VALUE / ;NAME=VALUE
-_QUERY_PARAM = re.compile(
-    rf"(?P<lead>[?&;](?:{_PARAM_NAMES}))=(?P<value>[^&;#\s\"'<>]*)", re.IGNORECASE
-)
-# outside a query string (a library's repr of its arguments): password='x', token=x
-_BARE_PARAM = re.compile(
-    r"(?P<lead>\b(?:password|passwd|secret|client_secret|token|access_token|api_key|apikey"
-    r"|bearer_token|auth_token))(?P<sep>\s*=\s*)(?P<value>'[^']*'|\"[^\"]*\"|[^\s,;)&'\"\\]+)",
-    re.IGNORECASE,
-)
-_AUTH_HEADER = re.compile(
-    r"(?P<lead>\bBearer\s+|\bAuthorization['\"]?\s*[:=]\s*['\"]?(?:[A-Za-z]+\s+)?)"
-    r"(?P<value>[A-Za-z0-9._~+/=-]+)",
-    re.IGNORECASE,
-)
+
+
+class _Patterns:
+    """The masking patterns, compiled on first use: compiling them took a few milliseconds of
+    every start, before anything needed masking."""
+
+    def __init__(self) -> None:
+        # scheme://userinfo@ : the userinfo runs up to the last "@" before the host part ends
+        self.url_userinfo = re.compile(
+            r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<netloc>[^\s/?#\"'<>]*)"
+        )
+        # user:password@host without a scheme, as client libraries quote a host (host='ops:pw@h')
+        self.bare_userinfo = re.compile(
+            r"(?<![\w/:.%+-])(?P<user>[A-Za-z_][A-Za-z0-9._%+-]*):(?P<password>[^\s@/'\"<>]+)@(?=[A-Za-z0-9\[])"
+        )
+        # in a query string: ?NAME=VALUE / &NAME=VALUE / ;NAME=VALUE
+        self.query_param = re.compile(
+            rf"(?P<lead>[?&;](?:{_PARAM_NAMES}))=(?P<value>[^&;#\s\"'<>]*)", re.IGNORECASE
+        )
+        # outside a query string (a library's repr of its arguments): password='x', token=x
+        self.bare_param = re.compile(
+            r"(?P<lead>\b(?:password|passwd|secret|client_secret|token|access_token|api_key|apikey"
+            r"|bearer_token|auth_token))(?P<sep>\s*=\s*)(?P<value>'[^']*'|\"[^\"]*\"|[^\s,;)&'\"\\]+)",
+            re.IGNORECASE,
+        )
+        self.auth_header = re.compile(
+            r"(?P<lead>\bBearer\s+|\bAuthorization['\"]?\s*[:=]\s*['\"]?(?:[A-Za-z]+\s+)?)"
+            r"(?P<value>[A-Za-z0-9._~+/=-]+)",
+            re.IGNORECASE,
+        )
+
+
+@functools.cache
+def _patterns() -> _Patterns:
+    return _Patterns()
+
 
 _secrets: set[str] = set()
 _secrets_lock = threading.Lock()
@@ -82,14 +98,15 @@ def redact(text: str) -> str:
     for secret in known:  # the longest first: one secret may contain another
         if secret in text:
             text = text.replace(secret, MASK)
+    patterns = _patterns()
     if "://" in text:
-        text = _URL_USERINFO.sub(_userinfo, text)
+        text = patterns.url_userinfo.sub(_userinfo, text)
     if "@" in text:
-        text = _BARE_USERINFO.sub(lambda m: f"{m.group('user')}:{MASK}@", text)
+        text = patterns.bare_userinfo.sub(lambda m: f"{m.group('user')}:{MASK}@", text)
     if "=" in text:
-        text = _QUERY_PARAM.sub(lambda m: f"{m.group('lead')}={MASK}", text)
-        text = _BARE_PARAM.sub(lambda m: f"{m.group('lead')}{m.group('sep')}{MASK}", text)
-    return _AUTH_HEADER.sub(lambda m: f"{m.group('lead')}{MASK}", text)
+        text = patterns.query_param.sub(lambda m: f"{m.group('lead')}={MASK}", text)
+        text = patterns.bare_param.sub(lambda m: f"{m.group('lead')}{m.group('sep')}{MASK}", text)
+    return patterns.auth_header.sub(lambda m: f"{m.group('lead')}{MASK}", text)
 
 
 def redact_tree(value: Any) -> Any:

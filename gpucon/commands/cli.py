@@ -228,10 +228,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser(args_list)
         args = parser.parse_args(args_list)
         module = command_module(args.module)
+        # the config's records and the alert model under them: long-lived objects, imported
+        # with the collector off like the rest (a few milliseconds of collections otherwise)
+        from gpucon.config import ConfigError
     finally:
         if gc_was_on:
             gc.enable()
-    from gpucon.config import ConfigError  # pure and light: the dataclasses only
 
     try:
         result: int = module.run(args)

@@ -35,6 +35,15 @@ class ConfigError(ValueError):
 class ConfigMissing(ConfigError):
     """There is no config file; the message says how to write one."""
 
+    def __init__(self, path: Path) -> None:
+        # written (and masked) when read: the demo meets this on every start and never shows
+        # it, and masking it compiled every redaction pattern before the first frame
+        ValueError.__init__(self, path)
+        self.path = path
+
+    def __str__(self) -> str:
+        return redact(missing_config_message(self.path))
+
 
 class RedisConfig(msgspec.Struct, frozen=True, gc=False):
     """The Redis registry and request streams a fleet uses (``[fleets.NAME.redis]``)."""
@@ -289,7 +298,7 @@ def load_config(
     elif env_names_a_source(env):
         config = GpuconConfig(path=None, fleets={"default": FleetConfig()}, origins={})
     else:
-        raise ConfigMissing(missing_config_message(path))
+        raise ConfigMissing(path)
     config = apply_env(config, env)
     if fleet is not None:
         origins = dict(config.origins)

@@ -220,6 +220,32 @@ def backend_lines(
 class DetailScreen(Screen[None]):
     """History and facts of one slot."""
 
+    # here, not in gpucon.tcss: parsed when the screen is first shown, not before the first frame
+    DEFAULT_CSS = """
+    DetailScreen #detail-body {
+        height: 1fr;
+        padding: 0 1;
+    }
+    DetailScreen .plot {
+        height: auto;
+        margin-bottom: 1;
+    }
+    DetailScreen #detail-info {
+        height: auto;
+    }
+    DetailScreen #detail-health {
+        height: auto;
+        margin-bottom: 1;
+    }
+    DetailScreen #backend-plots {
+        height: auto;
+    }
+    DetailScreen #detail-backends {
+        height: auto;
+        margin-bottom: 1;
+    }
+    """
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "app.pop_screen", "Back", id="back"),
     ]

@@ -26,7 +26,7 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import Digits, Input, Label, Static
+from textual.widgets import Input, Static
 
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets.health_panel import HealthPanel
@@ -107,22 +107,23 @@ class FleetScreen(Screen[None]):
             recording=self.recording,
             id="status",
         )
-        with Vertical(id="main"):
-            yield Static("", id="pause-banner")
-            yield SlotTable(id="slots")
-            # the filter box is mounted on the first `/`: not built for the first frame
+        # the pause banner (``z``) above the table and the filter box (``/``) under it are
+        # mounted when first asked for; no container holds fewer than two widgets: each
+        # widget is built, styled, laid out and drawn before the first frame
+        yield SlotTable(id="slots")
         with Horizontal(id="bottom"):
             with Vertical(id="bottom-left"):
                 yield QueuePanel(id="queues")
                 yield HealthPanel(id="health")
-            with Vertical(id="alerts-box"):
-                if self.noc:  # the wall's alerts page: counts to read from across a room
-                    with Horizontal(id="noc-counts"):
-                        yield Label("CRIT", classes="noc-label -crit")
-                        yield Digits("0", id="noc-crit")
-                        yield Label("WARN", classes="noc-label -warn")
-                        yield Digits("0", id="noc-warn")
-                yield AlertsPanel(id="alerts")
+            if self.noc:  # the wall's alerts page: counts to read from across a room
+                from textual.widgets import Digits, Label
+
+                with Horizontal(id="noc-counts"):
+                    yield Label("CRIT", classes="noc-label -crit")
+                    yield Digits("0", id="noc-crit")
+                    yield Label("WARN", classes="noc-label -warn")
+                    yield Digits("0", id="noc-warn")
+            yield AlertsPanel(id="alerts")
         yield KeyBar()
 
     @property
@@ -197,9 +198,17 @@ class FleetScreen(Screen[None]):
 
     # -- pause, alerts -----------------------------------------------------------------------
 
+    def _pause_banner(self) -> Static:
+        """The banner over the table that says the data is held, mounted the first time."""
+        banner = next(self.query("#pause-banner").results(Static), None)
+        if banner is None:
+            banner = Static("", id="pause-banner")
+            self.mount(banner, before=self.table)
+        return banner
+
     def action_pause(self) -> None:
         """Hold the table's order and values (and the panels), or let them go live again."""
-        banner = self.query_one("#pause-banner", Static)
+        banner = self._pause_banner()
         if self.paused_at is None:
             self.paused_at = self.clock()
             self.prep.held = True
@@ -212,13 +221,13 @@ class FleetScreen(Screen[None]):
                 Text(f" PAUSED — live data held since {held}, {key} to resume ", "bold reverse"),
                 layout=False,  # one line whatever it says; showing it lays the screen out
             )
-            # the banner's own display, not a class on the screen: a screen class restyles
-            # every widget on it (~10 ms at 2,048 GPUs, while a key waits)
-            banner.display = True
+            # a class on the banner, not on the screen: a screen class restyles every widget
+            # on it (~10 ms at 2,048 GPUs, while a key waits)
+            banner.add_class("-shown")
         else:
             self.paused_at = None
             self.prep.held = False
-            banner.display = False
+            banner.remove_class("-shown")
             banner.update("", layout=False)
             latest = self.gpucon.snapshot
             if latest is not None:
@@ -261,6 +270,8 @@ class FleetScreen(Screen[None]):
             )
 
     def _show_counts(self, snapshot: Snapshot) -> None:
+        from textual.widgets import Digits  # the NOC wall's alone: imported with its screen
+
         crit, warn = alert_counts(snapshot.alerts)
         try:
             self.query_one("#noc-crit", Digits).update(str(crit))
@@ -296,7 +307,7 @@ class FleetScreen(Screen[None]):
                 placeholder="filter: host, slot, backend or model (Enter keeps, Esc clears)",
                 id="filter",
             )
-            await self.query_one("#main").mount(box)
+            await self.mount(box, after=self.table)
         return box
 
     async def action_filter(self) -> None:

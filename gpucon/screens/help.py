@@ -92,6 +92,22 @@ def help_text(
 
 
 class HelpScreen(ModalScreen[None]):
+    # here, not in gpucon.tcss: parsed when the screen is first shown, not before the first frame
+    DEFAULT_CSS = """
+    HelpScreen {
+        align: center middle;
+    }
+    HelpScreen #help-box {
+        width: 90%;
+        max-width: 110;
+        height: auto;
+        max-height: 90%;
+        border: thick $primary;
+        background: $surface;
+        padding: 1 2;
+    }
+    """
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,question_mark", "app.pop_screen", "Close", id="close_help"),
     ]

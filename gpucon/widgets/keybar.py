@@ -44,24 +44,42 @@ class KeyBar(Static):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id)
         self._shown: tuple[str, tuple[object, ...]] | None = None
+        # (keys, command-palette key), built from the screen's bindings; None: not built yet
         self._parts: tuple[Text, Text] | None = None
+        self._text = Text()
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
-        self._bindings_changed(self.screen)
+        # not built here: the first render builds it, once, however many binding changes come
+        # before the first frame (mounting the screen and focusing its table are two)
 
     def _theme_changed(self, _theme: Theme) -> None:
+        self._parts = None
         self._shown = None
-        self._bindings_changed(self.screen)
+        self.refresh()
+
+    def _bindings_changed(self, screen: Screen[object]) -> None:
+        if not self.is_attached or screen is not self.screen:
+            return
+        if self._parts is None:  # not drawn yet: the next render builds it
+            self.refresh()
+            return
+        self._parts = self._build(screen)
+        self._show_parts()
+
+    def render(self) -> Text:
+        if self._parts is None and self.is_attached:
+            self._parts = self._build(self.screen)
+            self._text = self._fit(self._parts)
+            self._shown = (self._text.plain, tuple(self._text.spans))
+        return self._text
 
     def _style(self, variable: str, bold: bool = False) -> Style:
         colour = self.app.theme_variables.get(variable)
         return Style.parse(f"{'bold ' if bold else ''}{colour or ''}".strip() or "none")
 
-    def _bindings_changed(self, screen: Screen[object]) -> None:
-        if not self.is_attached or screen is not self.screen:
-            return
+    def _build(self, screen: Screen[object]) -> tuple[Text, Text]:
         key_style = self._style("footer-key-foreground", bold=True)
         text_style = self._style("footer-description-foreground")
         keys = Text(no_wrap=True, overflow="ellipsis", end="")
@@ -84,17 +102,14 @@ class KeyBar(Static):
             commands.append("▏", text_style)
             commands.append(f"{self.app.get_key_display(binding)} ", key_style)
             commands.append(f"{binding.description or 'Commands'} ", text_style)
-        self._parts = (keys, commands)
-        self._show_parts()
+        return keys, commands
 
     def on_resize(self) -> None:
         self._show_parts()
 
-    def _show_parts(self) -> None:
+    def _fit(self, parts: tuple[Text, Text]) -> Text:
         """The keys on the left, the command palette's key on the right (as Footer docks it)."""
-        if self._parts is None:
-            return
-        keys, commands = self._parts
+        keys, commands = parts
         width = self.size.width
         gap = width - keys.cell_len - commands.cell_len
         text = keys.copy()
@@ -103,7 +118,15 @@ class KeyBar(Static):
                 text.truncate(max(0, width - commands.cell_len), overflow="ellipsis")
             text.append(" " * max(gap, 0))
             text.append_text(commands)
+        return text
+
+    def _show_parts(self) -> None:
+        """Repaint the bar when what it shows changed (its size never does: one line)."""
+        if self._parts is None:
+            return
+        text = self._fit(self._parts)
         shown = (text.plain, tuple(text.spans))
         if shown != self._shown:
             self._shown = shown
-            self.update(text)
+            self._text = text
+            self.refresh()
