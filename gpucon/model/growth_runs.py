@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import compress
 from operator import ne
 
@@ -126,9 +126,15 @@ class GrowthRuns:
         last, runs, gapped = self.last, self.runs, self.gapped
         # the series whose value moved (NaN != anything: a gap, or no value yet, "moved");
         # an equal value changes nothing unless the series is in a run or a gap
-        visit = set(compress(range(len(values)), map(ne, values, last)))  # in C
-        visit.update(runs)
-        visit.update(gapped)
+        count = len(values)
+        moved = list(compress(range(count), map(ne, values, last)))  # in C
+        visit: Iterable[int]
+        if len(moved) == count:  # every series moved (a live fleet at its worst): all of them
+            visit = range(count)
+        else:
+            visit = set(moved)
+            visit.update(runs)
+            visit.update(gapped)
         horizon = tick - self.horizon
         before = tick - 1
         for i in visit:

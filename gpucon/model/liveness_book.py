@@ -157,20 +157,32 @@ class LivenessBook:
         cached = cache.get
         prom_age, registry_age = p.prom_max_age_s, p.registry_max_age_s
         out: dict[str, BackendLiveness] = {}
+        # one source of checks (the usual case): its lookup bound once, no loop a backend
+        only = groups[0] if len(groups) == 1 else None
+        only_get = only[3].get if only is not None else None
+        up: tuple[TargetUp, str, float] | None = None
+        u: TargetUp | None = None
+        u_fresh = False
         for name, b in backends.items():
             # the first group that checked this backend (its check's tuple is made only for
             # a backend judged again: most keep their verdict)
             found = None
             c: ReadyCheck | None = None
-            for group in groups:
-                c = group[3].get(name)
+            if only_get is not None:
+                c = only_get(name)
                 if c is not None:
-                    found = group
-                    break
+                    found = only
+            else:
+                for group in groups:
+                    c = group[3].get(name)
+                    if c is not None:
+                        found = group
+                        break
             c_fresh = found is not None and found[2]
-            up = ups.get(name) if ups else None
-            u = None if up is None else up[0]
-            u_fresh = up is not None and now - up[2] <= prom_age
+            if ups:
+                up = ups.get(name)
+                u = None if up is None else up[0]
+                u_fresh = up is not None and now - up[2] <= prom_age
             ready_at = b.ready_at
             r_fresh = ready_at is not None and now - ready_at <= registry_age
             hit = cached(name)

@@ -153,6 +153,47 @@ def test_the_book_keeps_an_unchanged_verdict_and_notices_time_passing() -> None:
     assert later["b1"].serving is None
 
 
+def test_the_book_judges_each_backend_as_judge_does_with_one_or_two_check_sources() -> None:
+    """Many backends, some checked by one source, some by the other or neither, some with
+    ``up``: the book's verdicts are ``judge``'s on each backend's first check and its up."""
+    names = [f"b{i}" for i in range(12)]
+    backends = {
+        n: Backend(n, url=f"http://10.0.0.{i}:8000", ready=i % 3 != 0, ready_at=NOW - i)
+        for i, n in enumerate(names)
+    }
+    first = {
+        n: ReadyCheck(n, i % 2 == 0, None if i % 2 == 0 else "refused")
+        for i, n in enumerate(names)
+        if i % 4 != 3
+    }
+    second = {n: ReadyCheck(n, True) for n in names}
+    ups = tuple(TargetUp(f"10.0.0.{i}:8000", i % 5 != 0) for i in range(0, 12, 2))
+    for checks in (
+        (("readiness", NOW - 1.0, first),),
+        (("readiness", NOW - 1.0, first), ("other", NOW - 4.0, second)),
+        (),
+    ):
+        for with_up in (False, True):
+            signals = Signals(
+                checks=checks,
+                ups=(("prometheus", NOW - 2.0, {u.instance: u for u in ups}),) if with_up else (),
+            )
+            book = LivenessBook(P)
+            for now in (NOW, NOW + 1.0, NOW + 3.0):  # kept verdicts, and time passing
+                verdicts = book.judge_all(backends, signals, now)
+                for n, b in backends.items():
+                    check = next(((by[n], src, at) for src, at, by in checks if n in by), None)
+                    u = next(
+                        (
+                            (x, "prometheus", NOW - 2.0)
+                            for x in ups
+                            if with_up and x.instance == (b.url or "").split("//")[1]
+                        ),
+                        None,
+                    )
+                    assert verdicts[n] == judge(b, check, u, now, P), (checks, with_up, n)
+
+
 def test_rates_of_a_dead_scrape_target_are_withheld() -> None:
     lat = {
         "dead": LatencyStats("dead", req_per_s=2.1, p95_ms=40.0, pending=1.0),
