@@ -15,6 +15,7 @@ so a tick at fleet size costs one or two dict lookups per series.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable
 
 from gpucon.model.alert_base import (
@@ -116,10 +117,27 @@ def _memory_trend_runs(
     warn = t.mem_full_warn_s * (1 + _SUMS_MARGIN)
     slots = i.slots
     least = t.min_free_mem_mib
-    # those that stopped growing (no rise in the last quarter of the window) are left out;
-    # with every slot's memory moving each tick every slot comes here, so the loop makes no
-    # call it can avoid (``max`` and ``Run.rate`` written out)
-    for sid, run, newest in runs.candidates(t.mem_trend_rises, clip, now_t, still):
+    min_rises = t.mem_trend_rises
+    ids, last, gapped, by_pos = runs.ids, runs.last, runs.gapped, runs.runs
+    times = runs.ring_times
+    size = len(times)
+    # the runs looked at in one loop, in the order of ``ids``: with every slot's memory
+    # moving each tick every slot comes here, so the loop makes no call it can avoid (the
+    # rises in the window by bisection, ``max`` and ``Run.rate`` written out). Those that rose
+    # too seldom in the window or stopped growing (no rise in the last quarter of the window)
+    # are left out.
+    for pos in sorted(by_pos):
+        run = by_pos[pos]
+        preds = run.preds
+        if (
+            len(preds) < min_rises
+            or pos in gapped
+            or now_t - times[run.last_rise % size] > still
+            or len(preds) - bisect_left(preds, clip) < min_rises
+        ):
+            continue
+        sid = ids[pos]
+        newest = last[pos]
         slot = slots.get(sid)
         total = None if slot is None else slot.mem_total_mib
         if slot is None or total is None:

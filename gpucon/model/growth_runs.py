@@ -176,31 +176,12 @@ class GrowthRuns:
                     run.add(t, v)
             last[i] = v
 
+    @property
+    def ring_times(self) -> array[float]:
+        """The times of the newest ticks, tick ``k``'s at ``k % len(ring_times)`` (a rule's
+        loop over every run reads them without a call a run)."""
+        return self._times
+
     def time_of(self, tick: int) -> float:
         """The time of one of the newest ``horizon`` ticks."""
         return self._times[tick % len(self._times)]
-
-    def candidates(
-        self, min_rises: int, since: int, now: float = NAN, still_s: float = NAN
-    ) -> list[tuple[str, Run, float]]:
-        """The series (id, run, newest value) whose newest sample is known and that rose at
-        least ``min_rises`` times from tick ``since`` on (counting a rise from the sample
-        before it), in the order of ``ids``; given ``now`` and ``still_s``, only those that
-        rose within ``still_s`` of ``now``. One loop with no call a series: with every
-        slot's memory moving (a live fleet at its worst) every slot is looked at each tick."""
-        ids, last, gapped, runs = self.ids, self.last, self.gapped, self.runs
-        times = self._times
-        size = len(times)
-        check_still = still_s == still_s
-        found: list[tuple[str, Run, float]] = []
-        for i in sorted(runs):
-            run = runs[i]
-            preds = run.preds
-            if (
-                len(preds) >= min_rises
-                and i not in gapped
-                and len(preds) - bisect_left(preds, since) >= min_rises
-                and not (check_still and now - times[run.last_rise % size] > still_s)
-            ):
-                found.append((ids[i], run, last[i]))
-        return found

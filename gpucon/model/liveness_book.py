@@ -131,7 +131,7 @@ class LivenessBook:
 
     def __init__(self, policy: LivenessPolicy | None = None) -> None:
         self.policy = policy or LivenessPolicy()
-        # name -> (backend, its readiness fields, check, up, the three freshnesses, verdict)
+        # name -> (backend, check, up, the three freshnesses, verdict, its readiness fields)
         self._cache: dict[str, tuple[Any, ...]] = {}
         self._disputed_since: dict[str, float] = {}
         self._memo: dict[int, tuple[object, dict[str, object]]] = {}
@@ -190,14 +190,16 @@ class LivenessBook:
             # check and up (the same objects) and each signal's freshness are unchanged
             if (
                 hit is not None
-                and hit[2] is c
-                and hit[3] is u
-                and hit[4] is c_fresh
-                and hit[5] is u_fresh
-                and hit[6] is r_fresh
-                and (hit[0] is b or hit[1] == (b.ready, ready_at, b.url))
+                and hit[1] is c
+                and hit[2] is u
+                and hit[3] is c_fresh
+                and hit[4] is u_fresh
+                and hit[5] is r_fresh
+                # a new object with the same fields (a live source's every read): compared
+                # field by field, no tuple built a backend
+                and (hit[0] is b or (hit[7] == b.ready and hit[8] == ready_at and hit[9] == b.url))
             ):
-                kept = hit[7]
+                kept = hit[6]
                 # a disputed verdict changes with time alone: judged again every tick
                 if not kept.disputed:
                     out[name] = kept
@@ -210,7 +212,7 @@ class LivenessBook:
             else:
                 self._disputed_since.pop(name, None)
             # the backend by what the verdict reads of it: a new inflight count changes nothing
-            cache[name] = (b, (b.ready, ready_at, b.url), c, u, c_fresh, u_fresh, r_fresh, verdict)
+            cache[name] = (b, c, u, c_fresh, u_fresh, r_fresh, verdict, b.ready, ready_at, b.url)
             out[name] = verdict
         if len(cache) > 2 * len(out) + 64:
             self._cache = {k: v for k, v in cache.items() if k in out}

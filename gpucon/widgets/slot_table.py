@@ -274,13 +274,19 @@ class SlotTable(ScrollView, can_focus=True):
         count = len(self.order.keys)
         width = self.content_width
         trend = self._trend_width(width)
+        # one refresh with every changed span: a refresh a span costs Textual's dirty-region
+        # bookkeeping (content offset, styles cache) each time, ~80 times a tick at worst
+        regions: list[Region] = []
         for y in range(1, height):
             index = top + y - 1
             line_key = self._line_key(index, width, trend) if index < count else ("blank",)
             shown = self._shown.get(y)
             if shown != line_key:
-                for x, span in self._changed_spans(shown, line_key, width):
-                    self.refresh(Region(x, y, span, 1))
+                regions += [
+                    Region(x, y, span, 1) for x, span in self._changed_spans(shown, line_key, width)
+                ]
+        if regions:
+            self.refresh(*regions)
 
     def _changed_spans(
         self, shown: tuple[Any, ...] | None, line_key: tuple[Any, ...], width: int
