@@ -55,13 +55,16 @@ def row_strip(
             else:
                 style = style + cursor
         text = pad(text, w, column.right)
+        # the same Style object most often (the theme's, by name): an identity test first,
+        # as ``Style.__eq__`` is a Python call
         if texts:
-            if seg_styles[-1] == blank:
+            last = seg_styles[-1]
+            if last is blank or last == blank:
                 texts[-1] += " "
             else:
                 texts.append(" ")
                 seg_styles.append(blank)
-        if seg_styles and seg_styles[-1] == style:
+        if seg_styles and ((last := seg_styles[-1]) is style or last == style):
             texts[-1] += text
         else:
             texts.append(text)
