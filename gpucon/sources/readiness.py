@@ -74,7 +74,8 @@ class ReadinessSource:
                 k = self._start % len(targets)
                 targets = targets[k:] + targets[:k]
             begun: list[str] = []
-            answers = self._run(targets, begun) if targets else {}
+            # no backends but connections still kept: one run closes them
+            answers = self._run(targets, begun) if targets or self._pool.kept() else {}
             if len(answers) < len(targets):  # next time, first those that never got a turn
                 self._start += len(begun)
             checks = tuple(self._keep(name, *answers[name]) for name in sorted(answers))
@@ -127,11 +128,12 @@ class ReadinessSource:
         tasks = [asyncio.create_task(one(n, u)) for n, u in targets]
         # room left under timeout_s for handing the read to the loop's thread and back
         deadline = max(0.05, self.timeout_s - 0.02)
-        _, pending = await asyncio.wait(tasks, timeout=deadline)
+        _, pending = await asyncio.wait(tasks, timeout=deadline) if tasks else ((), set())
         for t in pending:
             t.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
+        self._pool.retain([url.rstrip("/") + self.path for _, url in targets])
         return answers
 
     async def _check(self, url: str) -> tuple[bool, str | None]:

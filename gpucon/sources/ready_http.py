@@ -31,7 +31,8 @@ from urllib.parse import SplitResult, unquote, urlsplit
 T = TypeVar("T")
 MAX_HEAD_BYTES = 16 * 1024
 MAX_KEPT_BODY_BYTES = 64 * 1024  # a longer answer is read no further: its connection is closed
-IDLE_PER_HOST = 4
+# several backends may share a server (one per model it serves): as many as check at once
+IDLE_PER_HOST = 16
 
 
 class CheckError(Exception):
@@ -56,6 +57,8 @@ def reason_of(exc: BaseException) -> str:
         return "connection dropped"
     if isinstance(exc, ConnectionRefusedError):
         return "refused"
+    if isinstance(exc, ssl.SSLError):  # an untrusted certificate, a failed handshake
+        return "tls"
     text = str(exc).lower()
     if isinstance(exc, OSError):
         # several addresses (::1 and 127.0.0.1), every one refused: asyncio says so in a list
@@ -225,6 +228,17 @@ class CheckPool:
             if len(self._requests) > 100_000:  # the registry churns names: never unbounded
                 self._requests.clear()
         return known
+
+    def retain(self, urls: list[str]) -> None:
+        """On the loop: close the kept connections to servers no url here names (a backend the
+        registry no longer lists, or one that moved)."""
+        wanted = set()
+        for url in urls:
+            with contextlib.suppress(CheckError):
+                wanted.add(self._request(url)[0])
+        for key in [k for k in self._idle if k not in wanted]:
+            for conn in self._idle.pop(key):
+                conn.close()
 
     def close(self) -> None:
         """Close every kept connection and stop the loop."""

@@ -63,6 +63,10 @@ def test_a_killed_backend_is_refused_on_the_next_check_not_hidden_by_a_kept_conn
             wait_for(lambda: _ready(b1.url), 20, "restarted backend")
             assert answers(source) == {b0.name: (True, None), b1.name: (True, None)}
             assert source.kept_connections == 2
+            # a backend no longer named: its kept connection is closed on the next read
+            source.observe_backends({b0.name: b0.url})
+            assert answers(source) == {b0.name: (True, None)}
+            assert source.kept_connections == 1
         finally:
             source.close()
         assert source.kept_connections == 0
@@ -137,3 +141,39 @@ def test_servers_that_close_kept_connections_are_ready_on_every_check(
         assert 1 <= source.kept_connections <= 2
     finally:
         source.close()
+
+
+def test_an_https_backend_is_checked_over_tls_and_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TLS with the system's trust (``SSL_CERT_FILE`` names a test CA here): trusted, ready and
+    its connection kept; a server whose certificate no CA vouches for is not ready."""
+    import ssl
+
+    import trustme
+
+    ca, stranger = trustme.CA(), trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    servers: list[ThreadingHTTPServer] = []
+    urls = {}
+    for name, issuer in (("trusted", ca), ("untrusted", stranger)):
+        handler = type("H", (_Handler,), {"protocol_version": "HTTP/1.1"})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        issuer.issue_cert("127.0.0.1").configure_cert(context)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        urls[name] = f"https://127.0.0.1:{server.server_address[1]}"
+    source = ReadinessSource(timeout_s=1.0, request_timeout_s=0.8)
+    try:
+        source.observe_backends(urls)
+        for _ in range(3):
+            assert answers(source) == {"trusted": (True, None), "untrusted": (False, "tls")}
+        assert source.kept_connections == 1
+    finally:
+        source.close()
+        for server in servers:
+            server.shutdown()
+            server.server_close()
