@@ -95,6 +95,9 @@ class ReadyBackends:
         counter = self
 
         class Handler(BaseHTTPRequestHandler):
+            # keep-alive, as a KServe backend (Triton, the lab's) answers
+            protocol_version = "HTTP/1.1"
+
             def do_GET(self) -> None:
                 counter.checks += 1
                 ready = self.path.endswith("/v2/health/ready")

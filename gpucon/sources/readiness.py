@@ -9,8 +9,11 @@ signal this round, and the next round starts with it). Each answer becomes a
 ("refused", "timeout", "status 503"). An unchanged answer is the same object as last read,
 so the hub's liveness judge sees nothing new.
 
-The checks run on httpx's asyncio client inside the worker thread (one event loop per read),
-so a slow backend costs a coroutine, not a thread.
+The checks run on one event loop kept for the source's life in its own thread, over keep-alive
+connections kept between reads (``gpucon.sources.ready_http``): a slow backend costs a
+coroutine, not a thread, and a check a socket write and read, not a new connection. A killed
+or restarted backend is seen as on a new connection: its pooled one is dropped when the peer
+closes it, and a request that fails on a reused connection is tried once on a fresh one.
 """
 
 from __future__ import annotations
@@ -18,43 +21,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Coroutine, Mapping
-from typing import TypeVar
-
-import httpx
+from collections.abc import Mapping
 
 from gpucon.model.fleet import Health
 from gpucon.model.liveness import ReadyCheck
 from gpucon.model.reading import Reading
-from gpucon.sources.base import describe_error
+from gpucon.sources.ready_http import CheckPool, reason_of
 
 READY_PATH = "/v2/health/ready"
-T = TypeVar("T")
-
-
-def _reason(exc: BaseException) -> str:
-    """A failed check's reason in a few words (the full error is rarely more useful)."""
-    if isinstance(exc, httpx.TimeoutException):
-        return "timeout"
-    text = str(exc).lower()
-    if isinstance(exc, httpx.ConnectError):
-        if "refused" in text or "all connection attempts failed" in text:
-            return "refused"
-        return "cannot connect"
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return "connection dropped"
-    return describe_error(exc)[:80]
-
-
-def _run(coro: Coroutine[object, object, T]) -> T:
-    """Run ``coro`` on a fresh event loop without waiting, at the end, for lookups still in
-    the executor (``asyncio.run`` would: a host whose DNS hangs would hold the read)."""
-    loop = asyncio.new_event_loop()
-    try:
-        return loop.run_until_complete(coro)
-    finally:
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()  # its executor shuts down without waiting
 
 
 class ReadinessSource:
@@ -80,6 +54,12 @@ class ReadinessSource:
         self._last_checks: tuple[ReadyCheck, ...] = ()
         self._lock = threading.Lock()
         self._start = 0  # rotates, so a deadline never starves the same backends
+        self._pool = CheckPool()
+
+    @property
+    def kept_connections(self) -> int:
+        """Connections kept open between reads, for the next checks."""
+        return self._pool.kept()
 
     def observe_backends(self, urls: Mapping[str, str]) -> None:
         """The backends to check on the next read (name -> base url)."""
@@ -94,7 +74,8 @@ class ReadinessSource:
                 k = self._start % len(targets)
                 targets = targets[k:] + targets[:k]
             begun: list[str] = []
-            answers = _run(self._check_all(targets, begun)) if targets else {}
+            # no backends but connections still kept: one run closes them
+            answers = self._run(targets, begun) if targets or self._pool.kept() else {}
             if len(answers) < len(targets):  # next time, first those that never got a turn
                 self._start += len(begun)
             checks = tuple(self._keep(name, *answers[name]) for name in sorted(answers))
@@ -124,39 +105,48 @@ class ReadinessSource:
             return last
         return ReadyCheck(name, ready, error)
 
+    def _run(
+        self, targets: list[tuple[str, str]], begun: list[str]
+    ) -> dict[str, tuple[bool, str | None]]:
+        try:  # the loop's own deadline ends it; this margin is for a loop held up elsewhere
+            return self._pool.run(self._check_all(targets, begun), self.timeout_s + 1.0)
+        except TimeoutError:
+            return {}
+
     async def _check_all(
         self, targets: list[tuple[str, str]], begun: list[str]
     ) -> dict[str, tuple[bool, str | None]]:
         """Answers by backend name; ``begun`` collects the checks that got a turn."""
         answers: dict[str, tuple[bool, str | None]] = {}
         gate = asyncio.Semaphore(self.concurrency)
-        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=0)
-        timeout = httpx.Timeout(self.request_timeout_s)
-        async with httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False) as client:
 
-            async def one(name: str, url: str) -> None:
-                async with gate:
-                    begun.append(name)
-                    answers[name] = await self._check(client, url)
+        async def one(name: str, url: str) -> None:
+            async with gate:
+                begun.append(name)
+                answers[name] = await self._check(url)
 
-            tasks = [asyncio.create_task(one(n, u)) for n, u in targets]
-            # room left under timeout_s for the event loop and client to start and close
-            deadline = max(0.05, self.timeout_s - 0.05)
-            _, pending = await asyncio.wait(tasks, timeout=deadline) if tasks else ((), ())
-            for t in pending:
-                t.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
+        tasks = [asyncio.create_task(one(n, u)) for n, u in targets]
+        # room left under timeout_s for handing the read to the loop's thread and back
+        deadline = max(0.05, self.timeout_s - 0.02)
+        _, pending = await asyncio.wait(tasks, timeout=deadline) if tasks else ((), set())
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        self._pool.retain([url.rstrip("/") + self.path for _, url in targets])
         return answers
 
-    async def _check(self, client: httpx.AsyncClient, url: str) -> tuple[bool, str | None]:
+    async def _check(self, url: str) -> tuple[bool, str | None]:
         try:
-            r = await client.get(url.rstrip("/") + self.path)
+            async with asyncio.timeout(self.request_timeout_s):
+                status = await self._pool.get(url.rstrip("/") + self.path)
         except Exception as exc:  # a malformed url from the registry is a failed check too
-            return False, _reason(exc)
-        if r.status_code == 200:
+            return False, reason_of(exc)
+        if status == 200:
             return True, None
-        return False, f"status {r.status_code}"
+        return False, f"status {status}"
 
     def close(self) -> None:
-        """Nothing held between reads: each read opens and closes its own client."""
+        """Close the kept connections and stop the checks' event loop."""
+        with self._lock:
+            self._pool.close()
