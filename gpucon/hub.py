@@ -83,6 +83,20 @@ def backoff_s(cadence_s: float, failures: int) -> float:
     return max(cadence_s, MIN_RETRY_S)
 
 
+def next_read_at(cadence_s: float, failures: int, started: float | None, now: float) -> float:
+    """When a source whose read (started at ``started``) ended at ``now`` is read next.
+
+    A good read's next one is due a cadence after this one *started*, so a source keeps its
+    cadence however long its reads take (counted from the end, a 0.5 s readiness check whose
+    read takes 30 ms would run every 0.53 s); a read that took most of its cadence still
+    leaves the source a quarter cadence of rest. A failed source is retried on
+    ``backoff_s`` from now.
+    """
+    if failures > 0 or started is None:
+        return now + backoff_s(cadence_s, failures)
+    return max(started + cadence_s, now + cadence_s / 4)
+
+
 class Hub:
     """Reads sources in worker threads and builds one Snapshot per tick."""
 
@@ -163,14 +177,16 @@ class Hub:
         with self._lock:
             for st in self._states:
                 if st.source.name == reading.source:
+                    started, st.in_flight_since = st.in_flight_since, None
                     st.last = reading
-                    st.in_flight_since = None
                     if reading.health is Health.DOWN:
                         st.failures += 1
                     else:
                         st.failures = 0
                         st.last_good = reading
-                    st.next_due = self.clock() + backoff_s(st.source.cadence_s, st.failures)
+                    st.next_due = next_read_at(
+                        st.source.cadence_s, st.failures, started, self.clock()
+                    )
                     return
 
     def poll_once(self) -> None:

@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from gpucon.hub import MIN_RETRY_S, Hub, backoff_s
+from gpucon.hub import MIN_RETRY_S, Hub, backoff_s, next_read_at
 from gpucon.model.fleet import Backend, Health, Slot, SlotKind
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
@@ -97,6 +97,54 @@ class BlockingSource:
 
     def close(self) -> None:
         self.release.set()
+
+
+def test_a_good_read_is_followed_a_cadence_after_it_started_not_after_it_ended() -> None:
+    # a 0.5 s readiness read that took 30 ms: the next is due 0.5 s after the start
+    assert next_read_at(0.5, 0, started=100.0, now=100.03) == 100.5
+    # a read that took most of its cadence still leaves the source a quarter cadence of rest
+    assert next_read_at(1.0, 0, started=100.0, now=100.9) == 101.15
+    assert next_read_at(1.0, 0, started=100.0, now=103.0) == 103.25  # a read past its cadence
+    # a failed read is retried on the backoff from its end; a read no one scheduled likewise
+    assert next_read_at(5.0, 2, started=100.0, now=101.0) == 106.0
+    assert next_read_at(1.0, 0, started=None, now=50.0) == 51.0
+
+
+class SteadySource:
+    """A source whose every read takes ``read_s`` of wall time (a real sleep)."""
+
+    def __init__(self, cadence_s: float, read_s: float) -> None:
+        self.name = "steady"
+        self.cadence_s = cadence_s
+        self.timeout_s = 5.0
+        self.read_s = read_s
+        self.starts: list[float] = []
+
+    def read(self) -> Reading:
+        self.starts.append(time.monotonic())
+        time.sleep(self.read_s)
+        return Reading(self.name, Health.OK, time.time())
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_source_whose_reads_take_a_fifth_of_its_cadence_keeps_its_cadence() -> None:
+    source = SteadySource(cadence_s=0.25, read_s=0.05)
+    hub = Hub([source], refresh_s=0.05)
+    hub.start(lambda _snapshot: None)
+    try:
+        deadline = time.monotonic() + 10.0
+        while len(source.starts) < 9 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        hub.stop()
+    gaps = [b - a for a, b in zip(source.starts[1:], source.starts[2:], strict=False)]
+    assert len(gaps) >= 7
+    # counted from each read's end the gaps would be 0.30 s; the hub's loop may start a read
+    # up to one refresh (0.05 s) late on a loaded machine, so the median sits below 0.30
+    gaps.sort()
+    assert gaps[len(gaps) // 2] < 0.29, gaps
 
 
 def test_background_hub_keeps_ticking_while_a_source_hangs() -> None:
