@@ -22,6 +22,8 @@ from typing import Any
 
 from gpucon.recording.codec import FLOAT, PLAIN, ClassCodec, round_all
 
+# a hot field given for every changed entity unread is compared again this often (frames)
+RECHECK = 16
 # one changed field: [field index, [row index, ...], [value, ...]]
 Column = list[Any]
 
@@ -49,6 +51,10 @@ class FieldDiff:
         self._cache: list[Any] | None = None
         # True: the other fields changed (a field became hot), the cache is to be refilled
         self.refill = False
+        # hot fields that moved in most changed entities when last compared: given for all
+        # of them without comparing, but every ``RECHECK``-th frame
+        self._always: set[int] = set()
+        self._frames = 0
 
     @property
     def hot(self) -> tuple[str, ...]:
@@ -90,6 +96,7 @@ class FieldDiff:
         if set(self._hot) == fields:
             return False
         self._hot = sorted(fields)
+        self._always &= fields
         self._cold = [f for f in range(len(self.codec.fields)) if f not in fields]
         self._cold_get = _tuple_getter([self.codec.fields[f] for f in self._cold])
         if self._cache is not None:
@@ -105,6 +112,7 @@ class FieldDiff:
         the entities' positions in the section (as ``fill`` was given them)."""
         if not at:
             return []
+        self._frames += 1
         out = self._compare(self._hot, at, new, old, whole=True)
         cold_get = self._cold_get
         if cold_get is not None:
@@ -145,16 +153,21 @@ class FieldDiff:
         positions = range(len(at))
         columns = self.codec.columns
         many = len(at) - len(at) // 4
+        always = self._always if whole and self._frames % RECHECK else set()
         for f in fields:
             get, kind, enc = columns[f]
             now = list(map(get, new))
-            was = list(map(get, old))
-            if now == was:  # compares by identity first: an untouched field is no change
-                continue
-            self._moved.add(f)
-            if whole and list(map(operator.is_not, now, was)).count(True) >= many:
+            if f in always:  # it moves in most changed entities: all of them, unread
                 where, values = at, now
+            elif (was := list(map(get, old))) == now:
+                # compares by identity first: an untouched field is no change
+                self._always.discard(f)
+                continue
+            elif whole and list(map(operator.is_not, now, was)).count(True) >= many:
+                where, values = at, now
+                self._always.add(f)
             else:
+                self._always.discard(f)
                 hits = list(compress(positions, map(operator.is_not, now, was)))
                 values = list(map(now.__getitem__, hits))
                 # an equal value in a new object is no change (a NaN always is one)
@@ -165,6 +178,7 @@ class FieldDiff:
                         continue
                     values = list(compress(values, differs))
                 where = list(map(at.__getitem__, hits))
+            self._moved.add(f)
             if kind == FLOAT:
                 values = round_all(values)
             elif kind != PLAIN:
