@@ -65,6 +65,7 @@ class FieldDiff:
         they are not those of before)."""
         changed = self._set_hot(self._moved)
         self._moved = set()
+        self._always = set()  # compared again: a field written unread is not known to move
         return changed
 
     def update(self, where: list[int], objects: list[Any]) -> bool:
