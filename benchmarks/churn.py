@@ -37,7 +37,7 @@ class ChurnSource:
         n = next(self._tick)
         step = 0.1 * (n % 7 + 1)  # a different small change on every read
         # each entity built with its constructor from the values read, as a live source
-        # builds its entities from what it parsed (not copied with ``dataclasses.replace``)
+        # builds its entities from what it parsed (not copied with ``msgspec.structs.replace``)
         return Reading(
             source=r.source,
             health=r.health,

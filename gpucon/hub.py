@@ -21,11 +21,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from msgspec.structs import replace
+
 from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts, track_mig_pending
-from gpucon.model.fleet import Health, SourceStatus
+from gpucon.model.fleet import Backend, Health, SourceStatus
 from gpucon.model.growth_runs import GrowthRuns
 from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
 from gpucon.model.history_delta import HistoryBlocks
@@ -115,6 +117,8 @@ class Hub:
         self._stale_fields = StaleFieldCache()
         self._gaps: tuple[object, list[str]] = (None, [])
         self._merged: tuple[tuple[Reading, ...], MergedFleet | None] = ((), None)
+        self._slo: tuple[object, list[str], list[str | None], dict[str, float]]
+        self._slo = (None, [], [], {})  # (SLOs by model, backends, their models, the SLOs)
         self._snapshot: Snapshot | None = None
         self._seq = 0
         self._stop = threading.Event()
@@ -263,11 +267,7 @@ class Hub:
         if self._gaps[0] is not staleness.fields:  # the same stale values: the same gaps
             self._gaps = (staleness.fields, stale_series(staleness))
         self._append_history(now, fleet, staleness)
-        slo = {
-            name: self.slo_p95_ms_by_model[b.model]
-            for name, b in fleet.backends.items()
-            if b.model is not None and b.model in self.slo_p95_ms_by_model
-        }
+        slo = self._slo_of(fleet.backends)
         self.let_ui_answer(ui_deadline)
         previous = self._snapshot.alerts if self._snapshot else ()
         self._mig_pending_since = track_mig_pending(self._mig_pending_since, fleet.nodes, now)
@@ -325,6 +325,20 @@ class Hub:
         for kind, series, ids, values in blocks:
             if kind == "slot" and series == "mem_used":
                 self._mem_runs.update(self._history.appended - 1, now, ids, values)
+
+    def _slo_of(self, backends: Mapping[str, Backend]) -> dict[str, float]:
+        """Each backend's p95 SLO by its model; last tick's dict while the same backends
+        serve the same models (one list of models compared, not a dict built)."""
+        names, models = list(backends), [b.model for b in backends.values()]
+        by_model = self.slo_p95_ms_by_model
+        memo = self._slo
+        # the SLOs by model compared too (a few models): a caller may change them in place
+        if memo[1] == names and memo[2] == models and memo[0] == by_model:
+            return memo[3]
+        pairs = zip(names, models, strict=True)
+        slo = {n: by_model[m] for n, m in pairs if m is not None and m in by_model}
+        self._slo = (dict(by_model), names, models, slo)
+        return slo
 
     def let_ui_answer(self, deadline: float) -> None:
         """Wait while the UI answers a key (``ui_idle`` cleared), at most until ``deadline``
@@ -465,4 +479,4 @@ class Hub:
 
 def with_status(snapshot: Snapshot, **changes: object) -> Snapshot:
     """A copy of ``snapshot`` with fields replaced (tests and the simulator use it)."""
-    return replace(snapshot, **changes)  # type: ignore[arg-type]
+    return replace(snapshot, **changes)

@@ -15,7 +15,6 @@ A failed step stops the run; the outcome and the audit name the step and the sta
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict
 from typing import Any
 
 from gpucon.actions.backends import (
@@ -45,6 +44,7 @@ from gpucon.errors import (
     shown,
 )
 from gpucon.model.fleet import Backend, BackendState
+from gpucon.model.records import as_dict
 from gpucon.model.snapshot import Snapshot
 
 DEFAULT_REASON = "MPS restart with gpucon"
@@ -57,7 +57,7 @@ PROBE_BOUNDS = ProbeBounds(count=2, rate_per_s=2.0, concurrency=2, duration_s=30
 
 def daemon_params(config: MpsDaemonConfig) -> dict[str, Any]:
     """The daemon's config as plan params (JSON-compatible, part of the plan's digest)."""
-    return asdict(config)
+    return as_dict(config)
 
 
 def daemon_from_params(params: Mapping[str, Any]) -> MpsDaemonConfig:

@@ -145,10 +145,10 @@ def mps_params(session: Session, snapshot: Any, params: dict[str, Any]) -> None:
         known = ", ".join(session.mps_targets()) or "none configured"
         raise BadParams("target", f"no MPS daemon for {shown(target)} (known: {known})")
     params["daemon"] = daemon
-    from dataclasses import asdict
+    from gpucon.model.records import as_dict
 
     if not session.demo:
-        params["probe_targets"] = [asdict(t) for t in session.config.fleet.probe_targets]
+        params["probe_targets"] = [as_dict(t) for t in session.config.fleet.probe_targets]
         return
     servers = [str(s["backend"]) for s in daemon.get("servers") or ()]  # type: ignore[attr-defined]
     params["probe_targets"] = [

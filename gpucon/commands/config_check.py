@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from gpucon.redact import redact
 
 if TYPE_CHECKING:
@@ -49,25 +51,27 @@ def _table(
     lines: list[str], config: GpuconConfig, key: str, obj: Any, skip: tuple[str, ...] = ()
 ) -> None:
     lines.append(f"[{key}]")
+    # a msgspec Struct (the alert thresholds) names its fields itself; a dataclass through fields()
+    names = getattr(obj, "__struct_fields__", None) or [f.name for f in dataclasses.fields(obj)]
     fields = [
-        f
-        for f in dataclasses.fields(obj)
-        if f.name not in skip
-        and not (f.name in CREDENTIAL_FIELDS and getattr(obj, f.name) in (None, False))
+        name
+        for name in names
+        if name not in skip
+        and not (name in CREDENTIAL_FIELDS and getattr(obj, name) in (None, False))
     ]
-    width = max((len(f.name) for f in fields), default=0)
-    for f in fields:
-        value = getattr(obj, f.name)
+    width = max((len(name) for name in fields), default=0)
+    for name in fields:
+        value = getattr(obj, name)
         if isinstance(value, dict):
             continue
         shown = redact(_value(value))  # before padding: the columns stay aligned
-        lines.append(f"{f.name:<{width}} = {shown:<40} # {config.origin(f'{key}.{f.name}')}")
-    for f in fields:
-        value = getattr(obj, f.name)
+        lines.append(f"{name:<{width}} = {shown:<40} # {config.origin(f'{key}.{name}')}")
+    for name in fields:
+        value = getattr(obj, name)
         if isinstance(value, dict) and value:
-            lines.append(f"[{key}.{f.name}]")
+            lines.append(f"[{key}.{name}]")
             for k, v in value.items():
-                lines.append(f"{k} = {_value(v)}  # {config.origin(f'{key}.{f.name}.{k}')}")
+                lines.append(f"{k} = {_value(v)}  # {config.origin(f'{key}.{name}.{k}')}")
     lines.append("")
 
 
@@ -116,7 +120,10 @@ def describe_config(config: GpuconConfig) -> list[str]:
             _table(lines, config, f"fleets.{name}.probe_targets[{i}]", target)
         for i, daemon in enumerate(fleet.mps):
             _table(
-                lines, config, f"fleets.{name}.mps[{i}]", dataclasses.replace(daemon, servers=())
+                lines,
+                config,
+                f"fleets.{name}.mps[{i}]",
+                msgspec.structs.replace(daemon, servers=()),
             )
             for j, server in enumerate(daemon.servers):
                 _table(lines, config, f"fleets.{name}.mps[{i}].servers[{j}]", server)

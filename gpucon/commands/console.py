@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from gpucon.config import GpuconConfig
     from gpucon.recording.recorder import Recorder
     from gpucon.session import Session
+    from gpucon.session.record import NotRecording
 
 
 def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
@@ -115,9 +116,10 @@ def _load_config(args: argparse.Namespace) -> GpuconConfig:
 
 def _open(
     args: argparse.Namespace, config: GpuconConfig, refresh_s: float
-) -> tuple[Session, Recorder | None]:
+) -> tuple[Session, Recorder | NotRecording | None]:
     """The session the console runs on and its recorder (``--record``); a usage error when
-    either cannot be opened."""
+    the session cannot be opened. A recording that cannot be opened is not one: the console
+    starts without it (``NotRecording``: its badge says REC FAILED and why)."""
     from gpucon.errors import Refused
     from gpucon.session import DemoOptions, open_session
 
@@ -129,18 +131,22 @@ def _open(
         _fail(f"gpucon demo: {exc}")
     except Refused as exc:
         _fail(f"gpucon: {exc}")
-    recorder = None
+    recorder: Recorder | NotRecording | None = None
     if args.record:
         from pathlib import Path
 
         from gpucon.recording.store import RecordingError
-        from gpucon.session.record import start_recording
+        from gpucon.session.record import NotRecording, start_recording
 
+        path = Path(args.record)
         try:  # before the demo's first tick: restored history comes before it
-            recorder = start_recording(session, Path(args.record), demo=demo)
+            recorder = start_recording(session, path, demo=demo)
         except (RecordingError, OSError) as exc:
-            session.close()
-            _fail(f"gpucon: --record: {exc}")
+            # the console matters more than its recording: it starts, and says REC FAILED
+            # with the reason (on screen once, and on the terminal when it exits)
+            if not isinstance(exc, RecordingError):
+                exc = RecordingError(f"{path}: {exc}", exc.strerror)
+            recorder = NotRecording(path, exc)
     if demo is not None:
         # the simulator answers in well under a millisecond: the first frame can show data
         session.hub.poll_once()
@@ -152,8 +158,9 @@ def _open(
     return session, recorder
 
 
-def _watch_recorder(app: GpuconApp, recorder: Recorder) -> None:
-    """Say once, on screen, if the recording stops (a full disk, the file removed)."""
+def _watch_recorder(app: GpuconApp, recorder: Recorder | NotRecording) -> None:
+    """Say once, on screen, if the recording stops (a full disk, the file removed) or never
+    started (the file could not be opened for writing)."""
     told: list[str] = []
 
     def check() -> None:
@@ -161,6 +168,7 @@ def _watch_recorder(app: GpuconApp, recorder: Recorder) -> None:
             told.append(recorder.error)
             app.notify(recorder.error, title="gpucon --record", severity="error", markup=False)
 
+    check()
     app.set_interval(2.0, check)
 
 
@@ -213,13 +221,17 @@ def _run(args: argparse.Namespace, after_first_frame: Callable[[], None] | None)
         session.close()
         if recorder is not None:
             recorder.close()
+            if recorder.error:  # said on screen; said again where the terminal keeps it
+                from gpucon.redact import redact
+
+                print(f"gpucon: --record: {redact(recorder.error)}", file=sys.stderr)
 
 
 def _console(
     args: argparse.Namespace,
     config: GpuconConfig,
     session: Session,
-    recorder: Recorder | None,
+    recorder: Recorder | NotRecording | None,
     after_first_frame: Callable[[], None] | None,
 ) -> int:
     """The App on an open session, run until it exits; its exit code."""

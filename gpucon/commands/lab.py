@@ -63,6 +63,19 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
         parser.add_argument(
             "--seed", type=int, default=None, help="jitter seed (default: not reproducible)"
         )
+        parser.add_argument(
+            "--register", metavar="URL", default=None,
+            help="Redis URL of the scheduler registry: keep this backend registered there "
+            "(a heartbeat writes its entry again whenever it is gone)",
+        )  # fmt: skip
+        parser.add_argument("--slot", default=None, help="with --register: its slot id")
+        parser.add_argument(
+            "--weight", type=float, default=1.0, help="with --register: its weight (1)"
+        )
+        parser.add_argument(
+            "--heartbeat", type=float, default=2.0, metavar="S",
+            help="with --register: seconds between registry checks (2)",
+        )  # fmt: skip
     elif command_name == "lab":
         parser.add_argument("--backends", type=int, default=3, help="backend servers (1-32)")
         parser.add_argument(
@@ -81,6 +94,11 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
             help="fixed service time (default: the simulator's model on A100 3g/2g/1g slices)",
         )  # fmt: skip
         parser.add_argument("--dir", default=None, help="lab directory (default: a temp dir)")
+        parser.add_argument(
+            "--heartbeat", type=float, default=2.0, metavar="S",
+            help="seconds between each backend's registry checks: one whose entry is gone "
+            "(Redis restarted empty) registers again (2; 0: never)",
+        )  # fmt: skip
         parser.add_argument("--no-prometheus", action="store_true", help="do not start it")
 
 
@@ -184,9 +202,31 @@ async def _run_backend(args: argparse.Namespace) -> int:
     loop.add_signal_handler(signal.SIGUSR1, toggle_ready)
     await server.start()
     print(f"backend {args.name}: serving {', '.join(models)} on {server.url}", flush=True)
+    agent = None
+    if args.register:
+        agent = asyncio.create_task(_registration_agent(args, models, server.url, stop))
     await stop.wait()
+    if agent is not None:
+        await agent
     await server.close()
     return 0
+
+
+async def _registration_agent(
+    args: argparse.Namespace, models: tuple[str, ...], url: str, stop: asyncio.Event
+) -> None:
+    import logging
+
+    from gpucon.lab.agent import RegistrationAgent
+    from gpucon.lab.registration import BackendRecord, backend_name
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    slot = args.slot or f"{args.name}/gpu0"
+    records = [
+        BackendRecord(backend_name(args.name, m, len(models)), url, m, slot, args.weight)
+        for m in models
+    ]
+    await RegistrationAgent(args.register, records, args.heartbeat).run(stop)
 
 
 def _run_lab(args: argparse.Namespace) -> int:
@@ -209,6 +249,7 @@ def _run_lab(args: argparse.Namespace) -> int:
         sm_counts=sms,
         directory=Path(args.dir) if args.dir else None,
         prometheus=not args.no_prometheus,
+        heartbeat_s=args.heartbeat if args.heartbeat > 0 else None,
     )
     if args.rate < 0 or args.duration <= 0 or args.count < 1:
         print("gpucon lab: --rate must be >= 0, --duration > 0, --count >= 1", file=sys.stderr)

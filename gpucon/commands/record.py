@@ -3,8 +3,10 @@
 Runs the session's hub (the configured fleet, or ``--demo``) and its recorder and nothing
 else; SIGTERM or SIGINT stops it cleanly (the queued snapshots are written, the alerts still
 on are closed, the log is checkpointed into the file). The session is read-only: recording
-never needs a write. Exit status 0 on a clean stop, 1 when the recorder failed (a full disk),
-2 on a usage or config error.
+never needs a write. Exit status 0 on a clean stop, 1 when the recorder failed or the file
+cannot be written at start (a missing directory, no permission, a full disk: said with the
+file and the OS error), 2 on a usage or config error (a file that is not this fleet's
+recording included).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from gpucon.config import ConfigError
     from gpucon.config.checks import MAX_DURATION_S, MIN_REFRESH_S
     from gpucon.errors import BadParams, Refused, finite_number
-    from gpucon.recording.store import RecordingError
+    from gpucon.recording.store import RecordingError, RecordingUnwritable
     from gpucon.session import DemoOptions, open_session
     from gpucon.session.record import start_recording
 
@@ -71,9 +73,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         recorder = start_recording(session, path, demo=demo)
     except (RecordingError, OSError) as exc:
+        # recording is all this command does: a file it cannot write ends it at once
         session.close()
+        if isinstance(exc, OSError):
+            exc = RecordingUnwritable(path, exc)
         print(f"gpucon record: {exc}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(exc, RecordingUnwritable) else 2
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -17,11 +17,14 @@ if TYPE_CHECKING:
 
 
 def jsonable(value: Any) -> Any:
-    """Dataclasses, enums, tuples and mappings as plain JSON values."""
+    """Records (msgspec Structs), dataclasses, enums, tuples and mappings as plain JSON values."""
     if isinstance(value, enum.IntEnum):
         return value.name.lower()
     if isinstance(value, enum.Enum):
         return value.value
+    names = getattr(value.__class__, "__struct_fields__", None)  # a model record (msgspec)
+    if names is not None:
+        return {name: jsonable(getattr(value, name)) for name in names}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):

@@ -1,8 +1,9 @@
 """Configuration: TOML at ``$XDG_CONFIG_HOME/gpucon/config.toml`` (or ``--config``).
 
-The dataclasses below are the contract other modules build on. ``load_config`` reads the file
-with tomllib, validates it strictly (unknown keys, wrong types, negative cadences, bad URLs)
-and applies environment overrides (see ``gpucon.config.env``). Every error is a ConfigError
+The records below (msgspec Structs; the whole config a dataclass) are the contract other
+modules build on. ``load_config`` reads the file with tomllib, validates it strictly (unknown
+keys, wrong types, negative cadences, bad URLs) and applies environment overrides (see
+``gpucon.config.env``). Every error is a ConfigError
 whose message names the file, the key path (``fleets.prod.redis.url``) and what was expected.
 A missing file is ConfigMissing, whose message says how to write one and offers ``gpucon demo``.
 The effective config remembers where each value came from (``origins``: file, env or default).
@@ -15,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from gpucon.config.mps import MpsDaemonConfig
 from gpucon.model.alerts import AlertThresholds
@@ -33,8 +36,7 @@ class ConfigMissing(ConfigError):
     """There is no config file; the message says how to write one."""
 
 
-@dataclass(frozen=True, slots=True)
-class RedisConfig:
+class RedisConfig(msgspec.Struct, frozen=True, gc=False):
     """The Redis registry and request streams a fleet uses (``[fleets.NAME.redis]``)."""
 
     url: str = "redis://127.0.0.1:6379/0"
@@ -54,8 +56,7 @@ class RedisConfig:
     insecure_skip_verify: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class PrometheusConfig:
+class PrometheusConfig(msgspec.Struct, frozen=True, gc=False):
     """Where to read DCGM and backend metrics (``[fleets.NAME.prometheus]``)."""
 
     url: str = "http://127.0.0.1:9090"
@@ -63,7 +64,7 @@ class PrometheusConfig:
     timeout_s: float = 4.0
     # PromQL templates by metric family; defaults for dcgm-exporter and Triton
     # (gpucon.sources.promql.DEFAULT_QUERIES); ``{window}`` is replaced by ``rate_window``
-    queries: dict[str, str] = field(default_factory=dict)
+    queries: dict[str, str] = msgspec.field(default_factory=dict)
     rate_window: str = "1m"
     # labels that name a DCGM series' host, first found wins (Kubernetes: e.g. ["node", ...])
     host_labels: tuple[str, ...] = ("Hostname", "hostname")
@@ -80,8 +81,7 @@ class PrometheusConfig:
     insecure_skip_verify: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class NvmlConfig:
+class NvmlConfig(msgspec.Struct, frozen=True, gc=False):
     """Reading this host's GPUs through NVML (``[fleets.NAME.nvml]``)."""
 
     host: str = ""  # the name this host has in slot ids; "" = socket.gethostname()
@@ -93,8 +93,7 @@ class NvmlConfig:
     mig_executor: str = "nvml"
 
 
-@dataclass(frozen=True, slots=True)
-class LibvirtConfig:
+class LibvirtConfig(msgspec.Struct, frozen=True, gc=False):
     """Reading KVM guests through libvirt (``[fleets.NAME.libvirt]``)."""
 
     uri: str = "qemu:///system"
@@ -102,8 +101,7 @@ class LibvirtConfig:
     timeout_s: float = 4.0
 
 
-@dataclass(frozen=True, slots=True)
-class KubeConfig:
+class KubeConfig(msgspec.Struct, frozen=True, gc=False):
     """Reading nodes and pods from Kubernetes (``[fleets.NAME.kube]``)."""
 
     kubeconfig: str | None = None
@@ -112,8 +110,7 @@ class KubeConfig:
     timeout_s: float = 5.0
 
 
-@dataclass(frozen=True, slots=True)
-class ReadinessConfig:
+class ReadinessConfig(msgspec.Struct, frozen=True, gc=False):
     """Asking each backend ``GET {url}{path}`` (``[fleets.NAME.readiness]``); on by default
     for a fleet with a registry (Redis or Kubernetes), off with ``enabled = false``."""
 
@@ -129,8 +126,7 @@ class ReadinessConfig:
     registry_max_age_s: float = 5.0
 
 
-@dataclass(frozen=True, slots=True)
-class ProbeTarget:
+class ProbeTarget(msgspec.Struct, frozen=True, gc=False):
     """An endpoint the load probe may send requests to, and its limits."""
 
     name: str
@@ -142,8 +138,7 @@ class ProbeTarget:
     max_duration_s: float = 60.0
 
 
-@dataclass(frozen=True, slots=True)
-class FleetConfig:
+class FleetConfig(msgspec.Struct, frozen=True, gc=False):
     """One named fleet: which sources to read and how."""
 
     name: str = "default"
@@ -171,18 +166,16 @@ def readiness_of(fleet: FleetConfig) -> ReadinessConfig | None:
     return ReadinessConfig() if fleet.redis is not None or fleet.kube is not None else None
 
 
-@dataclass(frozen=True, slots=True)
-class UiConfig:
+class UiConfig(msgspec.Struct, frozen=True, gc=False):
     """How the console looks and answers keys (``[ui]``)."""
 
     refresh_s: float = 1.0
     theme: str = "gpucon-dark"
     # binding id -> key(s), e.g. {"filter": "/", "drain": "d"}
-    keys: dict[str, str] = field(default_factory=dict)
+    keys: dict[str, str] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class RecordConfig:
+class RecordConfig(msgspec.Struct, frozen=True, gc=False):
     """Recordings (``[record]``): ``gpucon live --record``, ``gpucon record``."""
 
     # a keyframe (the whole fleet) this often; deltas in between. Seeking decodes one
@@ -194,6 +187,8 @@ class RecordConfig:
     max_age_h: float = 168.0
 
 
+# a dataclass, not a msgspec Struct like the tables it holds: ``origins`` is left out of
+# equality (a Struct compares every field), and there is one per process
 @dataclass(frozen=True, slots=True)
 class GpuconConfig:
     """The effective config: fleets, alerts, SLOs, UI, audit, and where each value came from."""

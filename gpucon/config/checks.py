@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import msgspec
+
 from gpucon.config import (
     ConfigError,
     NvmlConfig,
@@ -215,20 +217,20 @@ class Checker:
     # -- dataclasses -----------------------------------------------------------------------
 
     def build(self, cls: type[T], value: object, key: str, **fixed: Any) -> T:
-        """An instance of dataclass ``cls`` from a TOML table, each field checked by its type."""
+        """An instance of record ``cls`` (a dataclass or a msgspec Struct) from a TOML table,
+        each field checked by its type."""
         table = self.table(value, key)
         hints = typing.get_type_hints(cls)
-        fields = [f for f in dataclasses.fields(cls) if f.name not in fixed]  # type: ignore[arg-type]
-        self.no_unknown(table, tuple(f.name for f in fields), key)
+        fields = [(n, required) for n, required in _fields(cls) if n not in fixed]
+        self.no_unknown(table, tuple(n for n, _ in fields), key)
         kwargs: dict[str, Any] = dict(fixed)
-        for f in fields:
-            sub = f"{key}.{f.name}"
-            if f.name not in table:
-                no_default = dataclasses.MISSING
-                if f.default is no_default and f.default_factory is no_default:
-                    self.fail(sub, f"a value ({_describe(hints[f.name])})", got="nothing")
+        for name, required in fields:
+            sub = f"{key}.{name}"
+            if name not in table:
+                if required:
+                    self.fail(sub, f"a value ({_describe(hints[name])})", got="nothing")
                 continue
-            kwargs[f.name] = self.field_value(cls, f.name, hints[f.name], table[f.name], sub)
+            kwargs[name] = self.field_value(cls, name, hints[name], table[name], sub)
             self.origins[sub] = "file"
         return cls(**kwargs)
 
@@ -323,3 +325,14 @@ def _describe(hint: object) -> str:
         bool: "true or false",
     }
     return names.get(hint, "a value")
+
+
+def _fields(cls: type) -> list[tuple[str, bool]]:
+    """(name, required) of each field of a msgspec Struct or a dataclass, in order."""
+    if hasattr(cls, "__struct_fields__"):
+        return [(f.name, f.required) for f in msgspec.structs.fields(cls)]  # type: ignore[arg-type]
+    missing = dataclasses.MISSING
+    return [
+        (f.name, f.default is missing and f.default_factory is missing)
+        for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+    ]

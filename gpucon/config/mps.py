@@ -10,13 +10,12 @@ start and ask it whether it is ready, and its own share of the GPU (60/40).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 TRANSPORTS = ("local", "ssh", "kube")
 
 
-@dataclass(frozen=True, slots=True)
-class MpsServerConfig:
+class MpsServerConfig(msgspec.Struct, frozen=True, gc=False):
     """An inference server that is a client of the daemon (an MPS client)."""
 
     backend: str  # its name in the scheduler registry: drained before, undrained after
@@ -31,8 +30,7 @@ class MpsServerConfig:
     ready_timeout_s: float = 60.0
 
 
-@dataclass(frozen=True, slots=True)
-class MpsDaemonConfig:
+class MpsDaemonConfig(msgspec.Struct, frozen=True, gc=False):
     """One CUDA MPS control daemon and how gpucon reaches it."""
 
     target: str

@@ -9,10 +9,11 @@ shape (fleets, ``[[fleets.NAME.mps]]``, ``[slo]``, ``[keys]``).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from gpucon.config import (
     ConfigError,
@@ -137,7 +138,7 @@ def parse_document(document: Mapping[str, Any], path: Path | None) -> GpuconConf
 
     for collision in key_collisions(keys)[:1]:
         raise ConfigError(f"{path or '(no file)'}: {collision}")
-    ui = dataclasses.replace(ui, keys=keys)
+    ui = msgspec.structs.replace(ui, keys=keys)
     slo = {
         model: check.number(ms, f"slo.{model}", field="slo_ms")
         for model, ms in check.table(document.get("slo", {}), "slo").items()

@@ -2,7 +2,9 @@
 
 Starts ``redis-server`` (or uses a given one), N KServe v2 backend servers registered in the
 scheduler registry (a server serving several models registers one backend per model, all at
-its url, as a Triton server serving several models does), the reference scheduler, and
+its url, as a Triton server serving several models does; each server's registration agent
+writes its entries again when they are gone, as after a Redis restarted empty: ``agent``),
+the reference scheduler, and
 ``prometheus`` scraping the backends when it is installed; writes a config TOML that
 ``gpucon --config`` opens. Every child runs in its own process group and ``stop`` ends them
 all, whatever state the start reached.
@@ -20,7 +22,7 @@ import httpx
 import redis
 
 from gpucon.lab.processes import ManagedProcess, free_port, gpucon_argv, wait_until
-from gpucon.lab.registration import BackendRecord, register_backends
+from gpucon.lab.registration import BackendRecord, backend_name, register_backends
 
 START_TIMEOUT_S = 20.0
 
@@ -43,6 +45,9 @@ class LabOptions:
     stream: str = "gen:queue"
     group: str = "g1"
     scheduler_args: tuple[str, ...] = ()
+    # each backend's registration agent checks its registry entry this often and writes it
+    # again when it is gone (a Redis restarted empty); None: no agent
+    heartbeat_s: float | None = 2.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.backends <= 32:
@@ -63,6 +68,8 @@ class LabOptions:
                     ServiceTimeModel.from_sim(model, sms)  # refuses an unknown model here
         if not self.service_ms >= 0:
             raise ValueError(f"service_ms: expected >= 0, got {self.service_ms}")
+        if self.heartbeat_s is not None and not 0.05 <= self.heartbeat_s <= 3600:
+            raise ValueError(f"heartbeat_s: expected 0.05..3600 s, got {self.heartbeat_s}")
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -171,16 +178,22 @@ class LabStack:
                 if o.sm_counts
                 else ["--service-ms", repr(o.service_ms), "--slots", str(o.slots)]
             )
-            argv = gpucon_argv(
-                "backend", "--port", str(port), "--name", name,
-                "--model", ",".join(o.models), *timing, "--seed", str(i),
-            )  # fmt: skip
-            proc = self._spawn(name, argv)
             # with SM counts: MIG slices, three to an A100; without: whole GPUs
             slot = f"lab/gpu{i // 3}/gi{i % 3 + 1}" if o.sm_counts else f"lab/gpu{i}"
+            agent = (
+                []
+                if o.heartbeat_s is None
+                else ["--register", self.redis_url, "--slot", slot, "--weight", repr(weight),
+                      "--heartbeat", repr(o.heartbeat_s)]
+            )  # fmt: skip
+            argv = gpucon_argv(
+                "backend", "--port", str(port), "--name", name,
+                "--model", ",".join(o.models), *timing, "--seed", str(i), *agent,
+            )  # fmt: skip
+            proc = self._spawn(name, argv)
             url = f"http://127.0.0.1:{port}"
             served = [
-                LabBackend(name if len(o.models) == 1 else f"{name}-{m}", url, slot, weight, m)
+                LabBackend(backend_name(name, m, len(o.models)), url, slot, weight, m)
                 for m in o.models
             ]
             started.append((proc, served))

@@ -7,8 +7,9 @@ The rules live in ``model.alerts`` (state now), ``model.early_warning`` (trends)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
+
+import msgspec
 
 from gpucon.model.fleet import (
     Backend,
@@ -42,8 +43,7 @@ class Cause(StrEnum):
     SYMPTOM = "symptom"
 
 
-@dataclass(frozen=True, slots=True)
-class AlertThresholds:
+class AlertThresholds(msgspec.Struct, frozen=True, gc=False):
     """When the alert rules fire (config ``[alerts]``)."""
 
     # a backend's own queue time (Triton's, in ms), and the age of a shared queue's oldest
@@ -97,8 +97,7 @@ class AlertThresholds:
     noisy_rise_pct: float = 10.0
 
 
-@dataclass(frozen=True, slots=True)
-class Alert:
+class Alert(msgspec.Struct, frozen=True, gc=False):
     """One firing rule on one target, with how bad it is and since when.
 
     ``cause`` places it between cause and symptom (it follows from ``rule``); alerts order by
@@ -115,7 +114,7 @@ class Alert:
 
     def __post_init__(self) -> None:
         if self.cause is None:
-            object.__setattr__(self, "cause", cause_of(self.rule))
+            msgspec.structs.force_setattr(self, "cause", cause_of(self.rule))
 
 
 # the rules and where they stand; a rule not listed is a symptom
@@ -144,8 +143,7 @@ def cause_of(rule: str) -> Cause:
     return RULE_CAUSE.get(rule, Cause.SYMPTOM)
 
 
-@dataclass(frozen=True, slots=True)
-class AlertInputs:
+class AlertInputs(msgspec.Struct, frozen=True):
     """What the rules look at; the hub builds it from the merged fleet."""
 
     now: float
@@ -155,15 +153,15 @@ class AlertInputs:
     queues: Mapping[str, QueueStats]
     sources: Mapping[str, SourceStatus]
     history: History
-    slo_p95_ms: Mapping[str, float] = field(default_factory=dict)
-    gpus: Mapping[str, Gpu] = field(default_factory=dict)
-    nodes: Mapping[str, NodeInfo] = field(default_factory=dict)
+    slo_p95_ms: Mapping[str, float] = msgspec.field(default_factory=dict)
+    gpus: Mapping[str, Gpu] = msgspec.field(default_factory=dict)
+    nodes: Mapping[str, NodeInfo] = msgspec.field(default_factory=dict)
     # node name -> since when its mig.config.state has been "pending" (see track_mig_pending)
-    mig_pending_since: Mapping[str, float] = field(default_factory=dict)
-    liveness: Mapping[str, BackendLiveness] = field(default_factory=dict)
+    mig_pending_since: Mapping[str, float] = msgspec.field(default_factory=dict)
+    liveness: Mapping[str, BackendLiveness] = msgspec.field(default_factory=dict)
     # the alerts of the previous tick by key (derive_alerts fills it): a rule that measured
     # something once (a correlation) holds its alert while what it named is still there
-    previous: Mapping[str, Alert] = field(default_factory=dict)
+    previous: Mapping[str, Alert] = msgspec.field(default_factory=dict)
     # each slot's memory growth run, kept by the hub as it appends the history (the memory
     # trend rule's shortcut; without it, or when it is not at this history's tick, the rule
     # walks the history back)

@@ -14,7 +14,8 @@ panel can show one line per target ("sdxl-c0 backend down (+2)").
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+import msgspec
 
 from gpucon.model.alert_base import Alert, Cause, Severity
 
@@ -31,8 +32,7 @@ def ordered(alerts: Iterable[Alert]) -> tuple[Alert, ...]:
     return tuple(sorted(alerts, key=alert_order))
 
 
-@dataclass(frozen=True, slots=True)
-class AlertGroup:
+class AlertGroup(msgspec.Struct, frozen=True, gc=False):
     """Every alert on one target, the leading one first."""
 
     target: str

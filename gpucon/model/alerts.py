@@ -18,8 +18,9 @@ named by the ``not_ready`` rule (critical when the signals say not ready).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from typing import TypeVar
+
+from msgspec.structs import replace
 
 from gpucon.model import early_warning, noisy_neighbour, queue_stall
 from gpucon.model.alert_base import (
@@ -216,6 +217,10 @@ def _not_ready(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, S
 
 
 def _stale_source(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
+    """A source down or stale: WARN, its values are shown dimmed with their age. The queue's
+    source (Redis) is CRIT: it holds the request queue, so while it is out nobody can tell
+    how many requests wait, for how long, or whether they are served at all (the queue
+    rules fall silent), and the registry's states are as of its last read."""
     for name, s in i.sources.items():
         age = s.age_s(i.now)
         if age is None and s.started_at is not None and i.now - s.started_at < t.stale_after_s:
@@ -223,7 +228,25 @@ def _stale_source(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str
         if s.health is Health.DOWN or age is None or age > t.stale_after_s:
             shown = "never read" if age is None else f"last good read {fmt_elapsed(age)} ago"
             detail = f": {s.error}" if s.error else ""
-            yield ("stale_source", name, Severity.WARNING, f"source stale, {shown}{detail}")
+            if name == queue_stall.QUEUE_SOURCE:
+                yield (
+                    "stale_source",
+                    name,
+                    Severity.CRITICAL,
+                    f"queue depth and wait unknown{_streams(i)}; registry not current: "
+                    f"source stale, {shown}{detail}",
+                )
+            else:
+                yield ("stale_source", name, Severity.WARNING, f"source stale, {shown}{detail}")
+
+
+def _streams(i: AlertInputs) -> str:
+    """`` (gen:queue)``: the streams whose queue is unknown; ``""`` when none was ever read."""
+    names = sorted(i.queues)
+    if not names:
+        return ""
+    more = f", +{len(names) - 2}" if len(names) > 2 else ""
+    return f" ({', '.join(names[:2])}{more})"
 
 
 def gpu_target(gpu: Gpu) -> str:

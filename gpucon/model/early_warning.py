@@ -114,20 +114,28 @@ def _memory_trend_runs(
     now_t = window_times[-1]
     still = t.mem_trend_window_s / 4
     warn = t.mem_full_warn_s * (1 + _SUMS_MARGIN)
-    for sid, run, newest in runs.candidates(t.mem_trend_rises, clip):
-        if now_t - runs.time_of(run.last_rise) > still:
-            continue  # stopped growing
-        slot = i.slots.get(sid)
+    slots = i.slots
+    least = t.min_free_mem_mib
+    # those that stopped growing (no rise in the last quarter of the window) are left out;
+    # with every slot's memory moving each tick every slot comes here, so the loop makes no
+    # call it can avoid (``max`` and ``Run.rate`` written out)
+    for sid, run, newest in runs.candidates(t.mem_trend_rises, clip, now_t, still):
+        slot = slots.get(sid)
         total = None if slot is None else slot.mem_total_mib
         if slot is None or total is None:
             continue
-        free = max(0.0, total - newest)
-        if free < t.min_free_mem_mib:
+        free = total - newest
+        if not free > 0.0:
+            free = 0.0
+        if free < least:
             continue
         if run.begin >= clip:  # the run lies in the window: its sums are the fit's points
-            rate = run.rate()
-            if rate is not None and rate > 0.0 and free / rate >= warn:
-                continue
+            count, st = run.n, run.st
+            sxx = run.stt - st * st / count
+            if count >= 2 and sxx > 0.0:
+                rate = (run.stv - st * run.sv / count) / sxx
+                if rate > 0.0 and free / rate >= warn:
+                    continue
         key = _mem_key(sid)
         first = history.back(key, n - 1)
         if first is None or not newest > first:

@@ -1,4 +1,5 @@
-"""The fleet's parts as frozen dataclasses: GPUs, slots, VMs, backends, queues, latency.
+"""The fleet's parts as frozen records (msgspec Structs): GPUs, slots, VMs, backends, queues,
+latency.
 
 A field that a source cannot read is ``None`` and is shown as "n/a" — never as 0.
 Sizes are MiB, times are seconds unless the name says ``_ms``, shares are percent (0–100).
@@ -6,8 +7,9 @@ Sizes are MiB, times are seconds unless the name says ``_ms``, shares are percen
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import StrEnum
+
+import msgspec
 
 from gpucon.model.mig_profiles import ProfileTable
 from gpucon.redact import redact
@@ -32,8 +34,7 @@ class BackendState(StrEnum):
     DOWN = "down"
 
 
-@dataclass(frozen=True, slots=True)
-class ComputeProcess:
+class ComputeProcess(msgspec.Struct, frozen=True, gc=False):
     """A process using a GPU or slot, as NVML lists it."""
 
     pid: int
@@ -41,8 +42,7 @@ class ComputeProcess:
     used_memory_mib: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Gpu:
+class Gpu(msgspec.Struct, frozen=True, gc=False):
     """One physical GPU."""
 
     uuid: str
@@ -80,8 +80,7 @@ class Gpu:
         return 100.0 * self.power_w / self.power_limit_w
 
 
-@dataclass(frozen=True, slots=True)
-class MpsState:
+class MpsState(msgspec.Struct, frozen=True, gc=False):
     """CUDA MPS inside a VM or on a host: is the control daemon up, and how is the GPU split."""
 
     daemon_running: bool | None = None
@@ -93,8 +92,7 @@ class MpsState:
     clients_by_server: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class VmInfo:
+class VmInfo(msgspec.Struct, frozen=True, gc=False):
     """A KVM guest that a GPU is passed through to."""
 
     name: str
@@ -108,8 +106,7 @@ class VmInfo:
     mps: MpsState | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Slot:
+class Slot(msgspec.Struct, frozen=True, gc=False):
     """The unit of compute one or more backends run on: a MIG instance, a whole GPU or a VM."""
 
     id: str
@@ -143,8 +140,7 @@ class Slot:
         return self.mem_total_mib - self.mem_used_mib
 
 
-@dataclass(frozen=True, slots=True)
-class Backend:
+class Backend(msgspec.Struct, frozen=True, gc=False):
     """One inference server registered with the scheduler (the Redis registry contract)."""
 
     name: str
@@ -163,8 +159,7 @@ class Backend:
     node: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class QueueStats:
+class QueueStats(msgspec.Struct, frozen=True, gc=False):
     """A Redis Stream request queue and its consumer group."""
 
     stream: str
@@ -191,8 +186,7 @@ class QueueStats:
         return (self.lag or 0) + (self.pending or 0)
 
 
-@dataclass(frozen=True, slots=True)
-class LatencyStats:
+class LatencyStats(msgspec.Struct, frozen=True, gc=False):
     """What users see of one backend: rate, quantiles, errors, queue vs compute time.
 
     ``key`` is the backend's name, or the ``host:port`` its metrics were scraped from; the
@@ -220,8 +214,7 @@ class LatencyStats:
     rate_window_s: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class SourceStatus:
+class SourceStatus(msgspec.Struct, frozen=True, gc=False):
     """One source's health as the hub last saw it."""
 
     name: str
@@ -236,21 +229,20 @@ class SourceStatus:
 
     def __post_init__(self) -> None:
         if self.error:  # shown in the status bar and snapshots: credentials masked
-            object.__setattr__(self, "error", redact(self.error))
+            msgspec.structs.force_setattr(self, "error", redact(self.error))
 
     def age_s(self, now: float) -> float | None:
         return None if self.last_ok_at is None else max(0.0, now - self.last_ok_at)
 
 
-@dataclass(frozen=True, slots=True)
-class NodeInfo:
+class NodeInfo(msgspec.Struct, frozen=True, gc=False):
     """A Kubernetes node carrying GPUs."""
 
     name: str
     mig_config: str | None = None
     mig_config_state: str | None = None
     unschedulable: bool = False
-    allocatable: tuple[tuple[str, str], ...] = field(default=())
+    allocatable: tuple[tuple[str, str], ...] = ()
     # "namespace/name" of the pods on this node that request GPU or MIG resources
     gpu_pods: tuple[str, ...] = ()
     # (pod IP, "namespace/name") of those pods: backends whose url host is the IP get the pod

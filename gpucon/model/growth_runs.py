@@ -21,7 +21,9 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from itertools import compress
+from operator import ne
 
 NAN = math.nan
 
@@ -54,7 +56,8 @@ class Run:
         return len(self.preds) - bisect_left(self.preds, tick)
 
     def rate(self) -> float | None:
-        """The least-squares slope of the run's points (per second); None under 2 times."""
+        """The least-squares slope of the run's points (per second); None under 2 times.
+        (``model.early_warning`` writes the same arithmetic out in its loop.)"""
         n = self.n
         sxx = self.stt - self.st * self.st / n
         if n < 2 or sxx <= 0.0:
@@ -123,18 +126,20 @@ class GrowthRuns:
         last, runs, gapped = self.last, self.runs, self.gapped
         # the series whose value moved (NaN != anything: a gap, or no value yet, "moved");
         # an equal value changes nothing unless the series is in a run or a gap
-        visit = {i for i, (v, w) in enumerate(zip(values, last, strict=True)) if v != w}
+        visit = set(compress(range(len(values)), map(ne, values, last)))  # in C
         visit.update(runs)
         visit.update(gapped)
         horizon = tick - self.horizon
+        before = tick - 1
         for i in visit:
             v = values[i]
             w = last[i]
             if v != v:  # a gap: the run goes on past it
                 if i not in gapped and w == w:
-                    gapped[i] = tick - 1  # not in a gap before: the last tick had a value
+                    gapped[i] = before  # not in a gap before: the last tick had a value
                 continue
-            pred = gapped.pop(i, tick - 1)  # the tick of the known sample before this one
+            # the tick of the known sample before this one (no series in a gap: the last)
+            pred = gapped.pop(i, before) if gapped else before
             run = runs.get(i)
             if w != w:  # the series' first known sample
                 pass
@@ -142,11 +147,19 @@ class GrowthRuns:
                 if run is None:
                     t0 = times[pred % size] if pred > tick - size else NAN
                     run = runs[i] = Run(pred, t0, w)
-                run.add(t, v)
-                run.preds.append(pred)
+                # ``run.add(t, v)``, inline: every slot's memory may move every tick
+                x = t - run.t0
+                y = v - run.v0
+                run.n += 1
+                run.st += x
+                run.sv += y
+                run.stt += x * x
+                run.stv += x * y
+                preds = run.preds
+                preds.append(pred)
                 run.last_rise = tick
-                if run.preds[0] < horizon:  # rises no window reaches any more
-                    del run.preds[: bisect_left(run.preds, horizon)]
+                if preds[0] < horizon:  # rises no window reaches any more
+                    del preds[: bisect_left(preds, horizon)]
             elif v < w:
                 if run is not None:
                     del runs[i]  # a drop ends the run
@@ -161,16 +174,27 @@ class GrowthRuns:
         """The time of one of the newest ``horizon`` ticks."""
         return self._times[tick % len(self._times)]
 
-    def candidates(self, min_rises: int, since: int) -> Iterator[tuple[str, Run, float]]:
+    def candidates(
+        self, min_rises: int, since: int, now: float = NAN, still_s: float = NAN
+    ) -> list[tuple[str, Run, float]]:
         """The series (id, run, newest value) whose newest sample is known and that rose at
         least ``min_rises`` times from tick ``since`` on (counting a rise from the sample
-        before it), in the order of ``ids``."""
+        before it), in the order of ``ids``; given ``now`` and ``still_s``, only those that
+        rose within ``still_s`` of ``now``. One loop with no call a series: with every
+        slot's memory moving (a live fleet at its worst) every slot is looked at each tick."""
         ids, last, gapped, runs = self.ids, self.last, self.gapped, self.runs
+        times = self._times
+        size = len(times)
+        check_still = still_s == still_s
+        found: list[tuple[str, Run, float]] = []
         for i in sorted(runs):
             run = runs[i]
+            preds = run.preds
             if (
-                len(run.preds) >= min_rises
+                len(preds) >= min_rises
                 and i not in gapped
-                and run.rises_since(since) >= min_rises
+                and len(preds) - bisect_left(preds, since) >= min_rises
+                and not (check_still and now - times[run.last_rise % size] > still_s)
             ):
-                yield ids[i], run, last[i]
+                found.append((ids[i], run, last[i]))
+        return found

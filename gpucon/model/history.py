@@ -31,6 +31,8 @@ DEFAULT_CAPACITY = 120
 __all__ = ["DEFAULT_CAPACITY", "Block", "History", "Sample", "last_known", "sustained"]
 
 
+# a dataclass, not a msgspec Struct like the rest of the model: views share one mutable ring
+# store and compare by the samples they show (its own ``__eq__``), and only a few are built
 @dataclass(frozen=True, slots=True, eq=False)
 class History:
     """A view of the history rings: the last ``capacity`` samples of every series."""

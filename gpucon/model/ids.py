@@ -10,7 +10,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 VM_PREFIX = "vm:"
 
@@ -28,8 +29,7 @@ def vm_slot_id(vm_name: str, gpu: int | None = None) -> str:
     return f"{VM_PREFIX}{vm_name}" if gpu is None else f"{VM_PREFIX}{vm_name}/{gpu}"
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedSlotId:
+class ParsedSlotId(msgspec.Struct, frozen=True, gc=False):
     """The parts of a slot id; ``kind`` is ``mig``, ``gpu`` or ``vm``."""
 
     kind: str

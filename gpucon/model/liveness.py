@@ -23,16 +23,15 @@ unchanged backend keeps the same ``BackendLiveness`` object from tick to tick (s
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from gpucon.model.fleet import Backend, LatencyStats
 from gpucon.redact import redact
 
 
-@dataclass(frozen=True, slots=True)
-class ReadyCheck:
+class ReadyCheck(msgspec.Struct, frozen=True, gc=False):
     """One backend's answer to ``GET /v2/health/ready`` (its time is its reading's)."""
 
     backend: str
@@ -43,11 +42,10 @@ class ReadyCheck:
     def __post_init__(self) -> None:
         # the text is shown (detail, alerts): a url it quotes keeps no credentials
         if self.error:
-            object.__setattr__(self, "error", redact(self.error))
+            msgspec.structs.force_setattr(self, "error", redact(self.error))
 
 
-@dataclass(frozen=True, slots=True)
-class TargetUp:
+class TargetUp(msgspec.Struct, frozen=True, gc=False):
     """Prometheus's ``up`` for one scrape target (``instance`` is its host:port)."""
 
     instance: str
@@ -55,8 +53,7 @@ class TargetUp:
     job: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class LivenessPolicy:
+class LivenessPolicy(msgspec.Struct, frozen=True, gc=False):
     """How old each signal may be and still count (seconds)."""
 
     http_max_age_s: float = 5.0
@@ -66,8 +63,7 @@ class LivenessPolicy:
     dispute_after_s: float = 5.0
 
 
-@dataclass(frozen=True, slots=True)
-class BackendLiveness:
+class BackendLiveness(msgspec.Struct, frozen=True, gc=False):
     """What each signal says of one backend, and the verdict drawn from them.
 
     ``http_source`` / ``prom_source`` name the sources whose readings gave the http check and
@@ -196,7 +192,7 @@ def withhold_dead_targets(
         stats = out.get(name)
         if stats is None:
             continue
-        out[name] = dataclasses.replace(
+        out[name] = msgspec.structs.replace(
             stats,
             req_per_s=None,
             p50_ms=None,

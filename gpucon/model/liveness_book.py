@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
+
+import msgspec
 
 from gpucon.model.fleet import Backend
 from gpucon.model.liveness import (
@@ -31,8 +32,7 @@ T = TypeVar("T")
 Group = tuple[str, float, Mapping[str, T]]  # (source, reading time, entries by key)
 
 
-@dataclass(frozen=True, slots=True)
-class Signals:
+class Signals(msgspec.Struct, frozen=True):
     """The liveness signals of one tick: for each reading that carries any, its source, its
     time and its entries by key (``gather``); the first reading that knows a key wins."""
 
@@ -158,14 +158,16 @@ class LivenessBook:
         prom_age, registry_age = p.prom_max_age_s, p.registry_max_age_s
         out: dict[str, BackendLiveness] = {}
         for name, b in backends.items():
-            check: tuple[ReadyCheck, str, float] | None = None
+            # the first group that checked this backend (its check's tuple is made only for
+            # a backend judged again: most keep their verdict)
+            found = None
             c: ReadyCheck | None = None
-            c_fresh = False
-            for src, at, fresh, by_name in groups:
-                c = by_name.get(name)
+            for group in groups:
+                c = group[3].get(name)
                 if c is not None:
-                    check, c_fresh = (c, src, at), fresh
+                    found = group
                     break
+            c_fresh = found is not None and found[2]
             up = ups.get(name) if ups else None
             u = None if up is None else up[0]
             u_fresh = up is not None and now - up[2] <= prom_age
@@ -189,6 +191,7 @@ class LivenessBook:
                     out[name] = kept
                     continue
             since = self._disputed_since.get(name, now)
+            check = None if found is None or c is None else (c, found[0], found[1])
             verdict = judge(b, check, up, now, p, now - since)
             if verdict.disputed:
                 self._disputed_since.setdefault(name, now)

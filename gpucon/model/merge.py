@@ -15,6 +15,8 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import msgspec
+
 from gpucon.model.fleet import Backend, Gpu, LatencyStats, MpsState, NodeInfo, QueueStats, Slot
 from gpucon.model.reading import Reading
 
@@ -26,14 +28,14 @@ def _is_unknown(value: object) -> bool:
 
 
 def overlay(base: T, extra: T) -> T:
-    """``base`` with each unknown field filled from ``extra`` (both the same dataclass)."""
+    """``base`` with each unknown field filled from ``extra`` (both the same record)."""
     changes: dict[str, Any] = {}
-    for f in dataclasses.fields(base):  # type: ignore[arg-type]
-        if _is_unknown(getattr(base, f.name)):
-            value = getattr(extra, f.name)
+    for name in base.__struct_fields__:  # type: ignore[attr-defined]
+        if _is_unknown(getattr(base, name)):
+            value = getattr(extra, name)
             if not _is_unknown(value):
-                changes[f.name] = value
-    return dataclasses.replace(base, **changes) if changes else base  # type: ignore[type-var]
+                changes[name] = value
+    return msgspec.structs.replace(base, **changes) if changes else base  # type: ignore[type-var]
 
 
 def merge_by_key(items: Iterable[T], key: Callable[[T], Hashable]) -> dict[Hashable, T]:
@@ -101,8 +103,7 @@ def slot_join_key(slot: Slot) -> Hashable:
     return slot.id
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class MergedFleet:
+class MergedFleet(msgspec.Struct, frozen=True):
     """Every source's readings merged into one view, keyed by id, with who told of what."""
 
     gpus: dict[str, Gpu]
@@ -115,7 +116,7 @@ class MergedFleet:
     # the sources that told of it
     origins: dict[str, frozenset[str]]
     # MPS daemons read directly, by the target the config names (the first source wins)
-    mps: dict[str, MpsState] = dataclasses.field(default_factory=dict)
+    mps: dict[str, MpsState] = msgspec.field(default_factory=dict)
 
 
 @functools.lru_cache(maxsize=16384)
@@ -140,7 +141,7 @@ def attach_pods_by_ip(
         host = _url_host(b.url) if b.pod is None else None
         hit = pod_by_ip.get(host) if host else None
         attached[name] = (
-            b if hit is None else dataclasses.replace(b, pod=hit[0], node=b.node or hit[1])
+            b if hit is None else msgspec.structs.replace(b, pod=hit[0], node=b.node or hit[1])
         )
     return attached
 
@@ -233,7 +234,7 @@ def resolve_latency(
     for stats in pending:
         name = name_of(stats)
         if name != stats.key:
-            stats = dataclasses.replace(stats, key=name)
+            stats = msgspec.structs.replace(stats, key=name)
         existing = resolved.get(name)
         resolved[name] = stats if existing is None else overlay(existing, stats)
     return resolved
@@ -257,6 +258,7 @@ def _all(lists: list[list[str]]) -> list[str]:
     return lists[0] if len(lists) == 1 else [x for part in lists for x in part]
 
 
+# mutable and private to one merge: a plain dataclass
 @dataclasses.dataclass(slots=True)
 class _Told:
     """What one reading names, by kind, in its order: the ids the origins are noted for."""

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+import msgspec
 
 MAX_LAYOUT_CHARS = 512
 MAX_ITEMS = 16  # no MIG GPU has more than 7 instances; 16 leaves room to be told why not
@@ -24,8 +25,7 @@ class LayoutError(ValueError):
     """A layout that cannot be read; the message names the item and what was expected."""
 
 
-@dataclass(frozen=True, slots=True)
-class LayoutItem:
+class LayoutItem(msgspec.Struct, frozen=True, gc=False):
     """One GPU instance wanted: its profile's name and, if pinned, its start slice."""
 
     profile: str

@@ -19,8 +19,9 @@ and the choice says so). Pure: the YAML text is parsed here, the file is read by
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gpucon.model.mig_layout import MAX_ITEMS, LayoutError, LayoutItem, parse_layout
 
@@ -31,8 +32,7 @@ class MigPartedError(ValueError):
     """A config file or config name gpucon cannot use; the message names the key."""
 
 
-@dataclass(frozen=True, slots=True)
-class PartedChoice:
+class PartedChoice(msgspec.Struct, frozen=True, gc=False):
     """The entry of a named config that applies to one GPU, as a layout."""
 
     name: str

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from gpucon.model.mig_layout import LayoutItem, describe_counts
 from gpucon.model.mig_profiles import MigProfile, ProfileTable
 
 
-@dataclass(frozen=True, slots=True)
-class PlacedInstance:
+class PlacedInstance(msgspec.Struct, frozen=True, gc=False):
     """One GPU instance of a layout, where it goes (``start`` None: placements not known)."""
 
     profile: MigProfile
@@ -37,8 +37,7 @@ class PlacedInstance:
         return frozenset(range(self.start, self.start + self.size))
 
 
-@dataclass(frozen=True, slots=True)
-class LayoutFit:
+class LayoutFit(msgspec.Struct, frozen=True, gc=False):
     """The placements found (in start order), or the problems that stop the layout."""
 
     placed: tuple[PlacedInstance, ...] = ()

@@ -13,13 +13,13 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 MIB_PER_GIB = 1024
 
 
-@dataclass(frozen=True, slots=True)
-class MigProfile:
+class MigProfile(msgspec.Struct, frozen=True, gc=False):
     """One GPU-instance profile as NVML describes it."""
 
     name: str  # "3g.40gb", "1g.18gb+me" (NVML's name without its "MIG " prefix)
@@ -55,8 +55,7 @@ def strip_mig_prefix(name: str) -> str:
     return name[4:] if name.startswith("MIG ") else name
 
 
-@dataclass(frozen=True, slots=True)
-class ProfileTable:
+class ProfileTable(msgspec.Struct, frozen=True, gc=False):
     """The profiles one GPU model offers, in NVML's order."""
 
     profiles: tuple[MigProfile, ...]

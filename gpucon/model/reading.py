@@ -6,7 +6,7 @@ exception: a failed read is a Reading whose health is ``down`` and whose ``error
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from gpucon.model.fleet import (
     Backend,
@@ -22,8 +22,7 @@ from gpucon.model.liveness import ReadyCheck, TargetUp
 from gpucon.redact import redact
 
 
-@dataclass(frozen=True, slots=True)
-class Reading:
+class Reading(msgspec.Struct, frozen=True, gc=False):
     """What one source read in one pass: its health and the entities it saw."""
 
     source: str
@@ -49,7 +48,7 @@ class Reading:
         # every source's error is kept and shown (status bar, snapshot, notifications): the
         # credentials an error may quote are masked here, whichever source built the text
         if self.error:
-            object.__setattr__(self, "error", redact(self.error))
+            msgspec.structs.force_setattr(self, "error", redact(self.error))
 
 
 def failed_reading(source: str, taken_at: float, duration_s: float, error: str) -> Reading:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+
+import msgspec
 
 from gpucon.model.alerts import Alert
 from gpucon.model.fleet import (
@@ -22,35 +23,34 @@ from gpucon.model.liveness import BackendLiveness
 from gpucon.model.staleness import FRESH, Staleness
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(msgspec.Struct, frozen=True):
     """The whole fleet at one tick: merged entities, sources' health, alerts, history."""
 
     taken_at: float
     seq: int = 0
-    gpus: Mapping[str, Gpu] = field(default_factory=dict)
-    slots: Mapping[str, Slot] = field(default_factory=dict)
-    backends: Mapping[str, Backend] = field(default_factory=dict)
-    queues: Mapping[str, QueueStats] = field(default_factory=dict)
-    latency: Mapping[str, LatencyStats] = field(default_factory=dict)
-    nodes: Mapping[str, NodeInfo] = field(default_factory=dict)
-    sources: Mapping[str, SourceStatus] = field(default_factory=dict)
+    gpus: Mapping[str, Gpu] = msgspec.field(default_factory=dict)
+    slots: Mapping[str, Slot] = msgspec.field(default_factory=dict)
+    backends: Mapping[str, Backend] = msgspec.field(default_factory=dict)
+    queues: Mapping[str, QueueStats] = msgspec.field(default_factory=dict)
+    latency: Mapping[str, LatencyStats] = msgspec.field(default_factory=dict)
+    nodes: Mapping[str, NodeInfo] = msgspec.field(default_factory=dict)
+    sources: Mapping[str, SourceStatus] = msgspec.field(default_factory=dict)
     alerts: tuple[Alert, ...] = ()
-    history: History = field(default_factory=History)
+    history: History = msgspec.field(default_factory=History)
     # entity key ("slot:ID", "backend:NAME", ...) -> names of the sources that told of it
-    origins: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    origins: Mapping[str, frozenset[str]] = msgspec.field(default_factory=dict)
     # SLO for p95 latency per backend name (from the config's per-model SLOs)
-    slo_p95_ms: Mapping[str, float] = field(default_factory=dict)
+    slo_p95_ms: Mapping[str, float] = msgspec.field(default_factory=dict)
     # the window req/s and the quantiles are taken over ("1m"); None: no rate source
     rate_window: str | None = None
     # node name -> since when this console has seen its mig.config.state "pending"
-    mig_pending_since: Mapping[str, float] = field(default_factory=dict)
+    mig_pending_since: Mapping[str, float] = msgspec.field(default_factory=dict)
     # the values that are stale now: by entity and field, with their source and its age
     staleness: Staleness = FRESH
     # backend name -> what each readiness signal says and whether it is serving
-    liveness: Mapping[str, BackendLiveness] = field(default_factory=dict)
+    liveness: Mapping[str, BackendLiveness] = msgspec.field(default_factory=dict)
     # MPS daemons gpucon reads directly: target (slot id, GPU UUID, VM name) -> their state
-    mps: Mapping[str, MpsState] = field(default_factory=dict)
+    mps: Mapping[str, MpsState] = msgspec.field(default_factory=dict)
 
     def backends_on(self, slot_id: str) -> tuple[Backend, ...]:
         return tuple(b for b in self.backends.values() if b.slot_id == slot_id)

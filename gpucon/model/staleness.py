@@ -14,11 +14,11 @@ backend the latency was resolved to), ``queue:STREAM``, ``node:NAME``.
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from gpucon.model.fleet import Backend, NodeInfo
 from gpucon.model.merge import MergedFleet, latency_name_resolver, slot_join_key
@@ -33,15 +33,14 @@ def stale_after_s(cadence_s: float) -> float:
     return STALE_CADENCES * cadence_s
 
 
-@dataclass(frozen=True, slots=True)
-class Staleness:
+class Staleness(msgspec.Struct, frozen=True):
     """The stale values of one snapshot: by entity and field, the stale source each came from,
     and each stale source's age (seconds since its last good reading was taken)."""
 
     # stale source name -> age (s) of its last good reading
-    sources: Mapping[str, float] = field(default_factory=dict)
+    sources: Mapping[str, float] = msgspec.field(default_factory=dict)
     # entity key -> field name -> the stale source that gave it (stale values only)
-    fields: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    fields: Mapping[str, Mapping[str, str]] = msgspec.field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.fields)
@@ -78,7 +77,7 @@ def _known_fields(item: object) -> list[str]:
     entry = _GETTERS.get(cls)
     if entry is None:
         identity = _IDENTITY | ({"name"} if cls in (Backend, NodeInfo) else set())
-        names = tuple(f.name for f in dataclasses.fields(cls) if f.name not in identity)  # type: ignore[arg-type]
+        names = tuple(n for n in cls.__struct_fields__ if n not in identity)  # type: ignore[attr-defined]
         getter = operator.attrgetter(*names) if len(names) > 1 else _one(names[0])
         entry = _GETTERS[cls] = (names, getter)
     names, getter = entry

@@ -1,11 +1,12 @@
-"""Model values as compact JSON values and back, driven by the dataclasses' own type hints.
+"""Model values as compact JSON values and back, driven by the records' own type hints.
 
-A dataclass becomes a list of its field values in declaration order (the recording's schema
-names the fields, so a file written before a field was added or after one was removed still
-reads: a missing field takes its default, an unknown one is ignored). Enums become their
-values, tuples and frozensets lists, mappings objects. Floats keep five decimals
-(``DECIMALS``; 10 µs for epoch times): more than a person or an alert rule can tell apart, and
-far shorter than ``repr`` of a computed value. Nothing here reads or writes a file.
+A record (a msgspec Struct or a dataclass) becomes a list of its field values in declaration
+order (the recording's schema names the fields, so a file written before a field was added
+or after one was removed still reads: a missing field takes its default, an unknown one is
+ignored). Enums become their values, tuples and frozensets lists, mappings objects. Floats
+keep five decimals (``DECIMALS``; 10 µs for epoch times): more than a person or an alert rule
+can tell apart, and far shorter than ``repr`` of a computed value.
+Nothing here reads or writes a file.
 """
 
 from __future__ import annotations
@@ -85,16 +86,16 @@ def _enc_float(value: Any) -> Any:
 
 
 class ClassCodec:
-    """Encodes one dataclass as a list of its fields' values, and decodes such a list."""
+    """Encodes one record as a list of its fields' values, and decodes such a list."""
 
     def __init__(self, cls: type, registry: CodecRegistry) -> None:
         self.cls = cls
         self.name = f"{cls.__module__}.{cls.__qualname__}"
         hints = typing.get_type_hints(cls)
-        fields = [f for f in dataclasses.fields(cls) if f.init]
-        self.fields: tuple[str, ...] = tuple(f.name for f in fields)
-        self._encoders = [registry.encoder(hints[f.name]) for f in fields]
-        self._decoders = [registry.decoder(hints[f.name]) for f in fields]
+        fields = _init_fields(cls)
+        self.fields: tuple[str, ...] = fields
+        self._encoders = [registry.encoder(hints[name]) for name in fields]
+        self._decoders = [registry.decoder(hints[name]) for name in fields]
         self._plain_enc = all(e is _identity for e in self._encoders)
         # one C call reads every field; then only floats are rounded and nested values
         # encoded (a 512-GPU tick encodes a thousand changed entities)
@@ -118,7 +119,7 @@ class ClassCodec:
         # a nested model value (a GPU's MIG profile table, a slot's processes) is decoded
         # once per distinct value: the same table on 512 GPUs is one object, not 512
         self._dec_others = [
-            (i, _memoised(d) if _is_model_value(hints[fields[i].name]) else d)
+            (i, _memoised(d) if _is_model_value(hints[fields[i]]) else d)
             for i, d in self._dec_others
         ]
         self._build = _builder(cls, self.fields)
@@ -260,12 +261,32 @@ _ENCODED_LIMIT = 4096
 
 
 def _is_model_value(hint: Any) -> bool:
-    """A frozen dataclass, or a tuple of them (immutable: one decoded value can be shared)."""
+    """A frozen record or dataclass, or a tuple of them (immutable: one decoded value can be
+    shared)."""
     hint = _optional_inner(hint) or hint
     if typing.get_origin(hint) is tuple:
         return all(a is Ellipsis or _is_model_value(a) for a in typing.get_args(hint))
-    params = getattr(hint, "__dataclass_params__", None)
-    return isinstance(hint, type) and params is not None and bool(params.frozen)
+    if not isinstance(hint, type):
+        return False
+    config = getattr(hint, "__struct_config__", None)  # a model record (msgspec Struct)
+    params = config if config is not None else getattr(hint, "__dataclass_params__", None)
+    return params is not None and bool(params.frozen)
+
+
+def _is_struct(cls: Any) -> bool:
+    return isinstance(cls, type) and hasattr(cls, "__struct_fields__")
+
+
+def _is_record(hint: Any) -> bool:
+    """A class encoded field by field: a model record (msgspec Struct) or a dataclass."""
+    return isinstance(hint, type) and (_is_struct(hint) or dataclasses.is_dataclass(hint))
+
+
+def _init_fields(cls: type) -> tuple[str, ...]:
+    """The names of the fields ``cls`` is built from, in declaration order."""
+    if _is_struct(cls):
+        return tuple(cls.__struct_fields__)  # type: ignore[attr-defined]
+    return tuple(f.name for f in dataclasses.fields(cls) if f.init)  # type: ignore[arg-type]
 
 
 def _builder(cls: type, fields: tuple[str, ...]) -> Callable[..., Any]:
@@ -274,6 +295,8 @@ def _builder(cls: type, fields: tuple[str, ...]) -> Callable[..., Any]:
     ``object.__setattr__``, a slotted class's slots can be set directly (a third less per
     object; a seek builds ~17,000). ``cls`` itself for a class that validates or derives
     anything on construction (``__post_init__``, a field not in ``__init__``)."""
+    if _is_struct(cls):  # a msgspec Struct's own constructor is already this, in C
+        return cls
     slots = cls.__dict__.get("__slots__")
     own = [f.name for f in dataclasses.fields(cls)]
     if (
@@ -327,7 +350,7 @@ class CodecRegistry:
         if isinstance(hint, type) and issubclass(hint, enum.Enum):
             # a str or int enum is its value to json already (and cheaper left as it is)
             return _identity if issubclass(hint, str | int) else _enc_enum
-        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if _is_record(hint):
             codec = self.codec(hint)
             return codec.encode
         origin = typing.get_origin(hint)
@@ -359,7 +382,7 @@ class CodecRegistry:
             return _identity  # a float field holding an int held an int when written
         if isinstance(hint, type) and issubclass(hint, enum.Enum):
             return _EnumMembers(hint).__getitem__
-        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if _is_record(hint):
             codec = self.codec(hint)
             return codec.decode
         origin = typing.get_origin(hint)

@@ -24,7 +24,6 @@ Pure.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import operator
 import typing
@@ -56,16 +55,16 @@ def _layout(registry: CodecRegistry) -> tuple[dict[str, Any], dict[str, Any]]:
     hints = typing.get_type_hints(Snapshot)
     sections: dict[str, Any] = {}
     singles: dict[str, Any] = {}
-    for f in dataclasses.fields(Snapshot):
-        if f.name in _NOT_RECORDED:
+    for name in Snapshot.__struct_fields__:
+        if name in _NOT_RECORDED:
             continue
-        hint = hints[f.name]
+        hint = hints[name]
         origin = typing.get_origin(hint)
         if origin is not None and isinstance(origin, type) and issubclass(origin, Mapping):
             value_hint = typing.get_args(hint)[1]
-            sections[f.name] = (registry.encoder(value_hint), registry.decoder(value_hint))
+            sections[name] = (registry.encoder(value_hint), registry.decoder(value_hint))
         else:
-            singles[f.name] = (registry.encoder(hint), registry.decoder(hint))
+            singles[name] = (registry.encoder(hint), registry.decoder(hint))
     sections[SAMPLES] = (registry.encoder(float), _sample)
     return sections, singles
 

@@ -23,7 +23,13 @@ from gpucon.recording.collector import collector_paused
 from gpucon.recording.columns import ColumnWriter, fleet_columns, newest_columns
 from gpucon.recording.frames import DELTA, KEYFRAME
 from gpucon.recording.status import RecordingStatus
-from gpucon.recording.store import AlertSpan, RecordingError, RecordingStore, encode_frame
+from gpucon.recording.store import (
+    AlertSpan,
+    RecordingError,
+    RecordingStore,
+    encode_frame,
+    unwritable,
+)
 from gpucon.recording.writer import FrameWriter
 
 # snapshots waiting for the writer; beyond this the oldest are dropped
@@ -65,17 +71,25 @@ class Recorder:
         if found is not None and found != fleet:
             self.store.close()
             raise RecordingError(
-                f"{path} records fleet {found!r}, not {fleet!r}: record this fleet to another file"
+                f"{path} records fleet {found!r}, not {fleet!r}: record this fleet to another file",
+                "it records another fleet",
             )
-        self.store.set_meta(fleet=fleet, refresh_s=repr(refresh_s))
-        span = self.store.span()
-        if span is not None:  # a console restarted on its recording: what was on ended then
-            self.store.close_open_alerts(span[1])
+        try:
+            self.store.set_meta(fleet=fleet, refresh_s=repr(refresh_s))
+            span = self.store.span()
+            if span is not None:  # a console restarted on its recording: what was on ended
+                self.store.close_open_alerts(span[1])
+        except sqlite3.Error as exc:  # a full disk, a file made read-only
+            self.store.close()
+            raise unwritable(path, exc) or RecordingError(f"{path}: {exc}") from None
         self.frames_written = 0
         self.dropped = 0
         self.error: str | None = None
-        # the file and its log on disk, measured after each frame (the status bar reads it)
-        self.size_bytes = _disk_bytes(path)
+        self.reason: str | None = None  # the error, short (the REC badge's words)
+        # measured after each frame (the status bar reads them): the recording (the pages its
+        # data holds: what max_bytes caps, the file once closed) and its write-ahead log
+        self.size_bytes = self.store.size_bytes()
+        self.log_bytes = _file_size(_log_path(path))
         # the fleet a frame at a time; the history samples as columns, read from the history
         self._writer = FrameWriter(samples=False)
         self._columns = ColumnWriter()
@@ -114,7 +128,13 @@ class Recorder:
     def status(self) -> RecordingStatus:
         """The REC badge's state (any thread)."""
         return RecordingStatus(
-            self.path.name, self.size_bytes, self._queue.qsize(), self.dropped, self.error
+            self.path.name,
+            self.size_bytes,
+            self._queue.qsize(),
+            self.dropped,
+            self.error,
+            self.reason,
+            log_bytes=self.log_bytes,
         )
 
     def close(self, timeout_s: float = 5.0) -> None:
@@ -141,6 +161,7 @@ class Recorder:
             try:
                 self._write(item)
             except Exception as exc:  # a full disk, a file removed: say so, keep the console
+                self.reason = str(exc)
                 self.error = f"recording stopped: {exc}"
                 self._drain()
                 return
@@ -178,7 +199,8 @@ class Recorder:
             audit=self._new_audit(t),
         )
         self.frames_written += 1
-        self.size_bytes = _disk_bytes(self.path)
+        self.size_bytes = self.store.size_bytes()
+        self.log_bytes = _file_size(_log_path(self.path))
         self._last_t = t
         if key:
             self._last_key_t = t
@@ -226,9 +248,9 @@ def frame_blobs(
         return fleet, columns.encode(*found, key=key, level=level)
 
 
-def _disk_bytes(path: Path) -> int:
-    """The recording's bytes on disk: the file and its write-ahead log."""
-    return _file_size(path) + _file_size(path.with_name(path.name + "-wal"))
+def _log_path(path: Path) -> Path:
+    """SQLite's write-ahead log beside the recording."""
+    return path.with_name(path.name + "-wal")
 
 
 def _file_size(path: Path | None) -> int:

@@ -27,6 +27,7 @@ from typing import Any
 
 import msgspec
 
+from gpucon.recording import writable
 from gpucon.recording.columns import COLUMNS, is_columns, parse
 
 FORMAT = "gpucon-recording/3"
@@ -52,6 +53,28 @@ CREATE TABLE IF NOT EXISTS audit (ts REAL NOT NULL, line TEXT NOT NULL);
 
 class RecordingError(Exception):
     """The file is not a gpucon recording, or cannot be opened."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message  # short: the REC badge's words
+
+
+class RecordingUnwritable(RecordingError):
+    """The file cannot be written: a missing directory, no permission, a full disk."""
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        self.path = path
+        self.error = error
+        super().__init__(
+            f"cannot record to {path}: {writable.describe(path, error)}",
+            error.strerror or str(error),
+        )
+
+
+def unwritable(path: Path, exc: sqlite3.Error) -> RecordingError | None:
+    """``exc`` (met writing ``path`` before the first frame) as the OS error behind it."""
+    found = writable.os_error(path, exc)
+    return None if found is None else RecordingUnwritable(path, found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +130,7 @@ class RecordingStore:
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = path
         self.readonly = readonly
+        created = False  # this opening made the file (removed again if it fails)
         try:
             if readonly:
                 if not path.is_file():
@@ -115,6 +139,10 @@ class RecordingStore:
                     f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
                 )
             else:
+                try:
+                    created = writable.probe(path)
+                except OSError as exc:
+                    raise RecordingUnwritable(path, exc) from None
                 self.db = sqlite3.connect(path, check_same_thread=False)
                 # auto_vacuum must be chosen before the first table exists
                 self.db.execute("PRAGMA auto_vacuum=INCREMENTAL")
@@ -126,7 +154,14 @@ class RecordingStore:
                 self.db.commit()
             found = self.meta().get("format")
         except sqlite3.DatabaseError as exc:
-            raise RecordingError(f"{path}: not a gpucon recording ({exc})") from None
+            if hasattr(self, "db"):
+                self.db.close()
+            cause = None if readonly else unwritable(path, exc)
+            if not readonly:
+                writable.discard(path, created)
+            raise cause or RecordingError(
+                f"{path}: not a gpucon recording ({exc})", "not a gpucon recording"
+            ) from None
         if found is None and readonly:
             raise RecordingError(f"{path}: not a gpucon recording (no format in its meta table)")
         if found is not None and found not in READABLE:

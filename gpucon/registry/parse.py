@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.ids import parse_slot_id
@@ -30,8 +31,7 @@ FALSE_WORDS = frozenset({"0", "false", "no", "not-ready"})
 STATE_WORDS = "active, draining, drained or down"
 
 
-@dataclass(frozen=True, slots=True)
-class BackendRecord:
+class BackendRecord(msgspec.Struct, frozen=True, gc=False):
     """A backend as a write sees it: the parsed Backend plus what only writers use."""
 
     backend: Backend

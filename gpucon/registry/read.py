@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gpucon.model.fleet import Backend
 from gpucon.registry import keys
@@ -43,8 +44,7 @@ READ_ONLY_ACL_RULES = (
 Live = tuple[str | None, tuple[str, str] | None]
 
 
-@dataclass(frozen=True, slots=True)
-class RegistryRead:
+class RegistryRead(msgspec.Struct, frozen=True, gc=False):
     """The registry as one read saw it."""
 
     version: int

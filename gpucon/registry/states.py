@@ -9,7 +9,8 @@ fail, never by gpucon; gpucon moves backends between ``active``, ``draining`` an
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from gpucon.errors import BadParams, StateMoved
 from gpucon.model.fleet import BackendState
@@ -56,8 +57,7 @@ def check_transition(name: str, current: BackendState | str, new: BackendState |
         raise StateMoved(name, str(current), str(target), frozenset(map(str, sources_of(target))))
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
+class Change(msgspec.Struct, frozen=True, gc=False):
     """What one transition writes to a backend, and the weight the caller is told about.
 
     ``weight``/``weight_before_drain``: None leaves the field as it is, except that

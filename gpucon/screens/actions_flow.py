@@ -141,7 +141,7 @@ def mps_params(
 ) -> dict[str, object]:
     """The MPS restart of the daemon that serves the selected row's slot (its id, its GPU's
     UUID, its VM's name or ``host/gpuN``, as ``[[fleets.NAME.mps]]`` names targets)."""
-    from dataclasses import asdict
+    from gpucon.model.records import as_dict
 
     slot = snapshot.slots.get(slot_id or "")
     names = {slot_id}
@@ -153,7 +153,7 @@ def mps_params(
     if daemon is None:
         known = ", ".join(d.target for d in controls.mps_daemons) or "none configured"
         raise BadParams("target", f"no MPS daemon serves the selected slot (known: {known})")
-    params: dict[str, object] = {"target": daemon.target, "daemon": asdict(daemon)}
+    params: dict[str, object] = {"target": daemon.target, "daemon": as_dict(daemon)}
     if controls.prober is not None and controls.prober.simulated:
         servers = {s.backend for s in daemon.servers}
         params["probe_targets"] = [
@@ -162,5 +162,5 @@ def mps_params(
             if b.name in servers
         ]
     elif config is not None:
-        params["probe_targets"] = [asdict(t) for t in config.fleet.probe_targets]
+        params["probe_targets"] = [as_dict(t) for t in config.fleet.probe_targets]
     return params

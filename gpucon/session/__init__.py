@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+
+import msgspec
+from msgspec.structs import replace
 
 from gpucon.config import GpuconConfig
 from gpucon.errors import Refused
@@ -35,8 +37,7 @@ if TYPE_CHECKING:  # the write side is imported when it is built, after the firs
 SIMULATED_FLEET = "simulated"
 
 
-@dataclass(frozen=True, slots=True)
-class DemoOptions:
+class DemoOptions(msgspec.Struct, frozen=True, gc=False):
     """Which simulated fleet a demo session runs (``--seed``, ``--scenario``, ``--size``)."""
 
     seed: int = 7
@@ -127,7 +128,7 @@ class Session:
     def mps_daemon_params(self, target: str) -> dict[str, object] | None:
         """The MPS daemon that serves ``target`` as plan params (``gpucon.actions.mps_restart``):
         the config's ``[[fleets.NAME.mps]]``, or the simulated VM's in the demo; None: none."""
-        from dataclasses import asdict
+        from gpucon.model.records import as_dict
 
         if self.sim_fleet is not None:
             from gpucon.sim.mps import demo_daemons
@@ -136,7 +137,7 @@ class Session:
         else:
             daemons = self.config.fleet.mps
         found = next((d for d in daemons if d.target == target), None)
-        return None if found is None else asdict(found)
+        return None if found is None else as_dict(found)
 
     def mps_targets(self) -> tuple[str, ...]:
         """The targets with an MPS daemon gpucon can restart."""

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 from gpucon.model.history import DEFAULT_CAPACITY
 from gpucon.recording.recorder import Recorder
 from gpucon.recording.restore import recorded_ticks
+from gpucon.recording.status import RecordingStatus
+from gpucon.recording.store import RecordingError
 
 if TYPE_CHECKING:
     from gpucon.model.snapshot import Snapshot
@@ -55,6 +57,27 @@ def start_recording(
             hub.restore_history(ticks)
     hub.subscribe(recorder)
     return recorder
+
+
+class NotRecording:
+    """A ``--record`` file that could not be opened for writing: the console runs without
+    it, and its REC badge says ``REC FAILED`` with the reason."""
+
+    frames_written = 0
+    dropped = 0
+
+    def __init__(self, path: Path, problem: RecordingError) -> None:
+        self.path = path
+        self.error: str | None = str(problem)
+        self.reason = problem.reason
+
+    def status(self) -> RecordingStatus:
+        return RecordingStatus(
+            self.path.name, 0, 0, 0, self.error, reason=self.reason, started=False
+        )
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Nothing was opened."""
 
 
 class FrozenClock:

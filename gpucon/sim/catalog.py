@@ -12,7 +12,7 @@ co-running request. This is the same shape as ``gpucon.lab.service_time.ServiceT
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from gpucon.model.mig_profiles import MigProfile, ProfileTable
 
@@ -20,8 +20,7 @@ from gpucon.model.mig_profiles import MigProfile, ProfileTable
 A100_FULL_SMS = 108
 
 
-@dataclass(frozen=True, slots=True)
-class GpuType:
+class GpuType(msgspec.Struct, frozen=True, gc=False):
     """A GPU model the simulator knows: size, power and MIG profiles."""
 
     key: str
@@ -142,8 +141,7 @@ def mig_profile(gpu: GpuType, name: str) -> MigProfile:
     return found
 
 
-@dataclass(frozen=True, slots=True)
-class ModelSpec:
+class ModelSpec(msgspec.Struct, frozen=True, gc=False):
     """An inference model as the simulated servers run it."""
 
     name: str  # the model name in the registry and in Triton's metrics

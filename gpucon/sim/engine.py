@@ -169,15 +169,20 @@ class SimWorld:
         takers: list[SimBackend] = []
         caps: list[float] = []
         keys: list[float] = []
+        # the lists' appends bound once: this loop visits every backend every tick
+        take, cap_of, key_of = takers.append, caps.append, keys.append
         for b in pool.backends:
-            b.alloc = 0.0
-            b.takes = b.state is ACTIVE and b.ready and b.weight > 0.0 and not b.fails_health
-            if b.takes:
+            takes = b.state is ACTIVE and b.ready and b.weight > 0.0 and not b.fails_health
+            b.takes = takes
+            if takes:
                 alone = b.service_s * b.interference
-                b.capacity = b.concurrency / (alone * b.batch_factor)
-                takers.append(b)
-                caps.append(b.capacity)
-                keys.append(b.weight / alone)
+                capacity = b.concurrency / (alone * b.batch_factor)
+                b.capacity = capacity
+                take(b)
+                cap_of(capacity)
+                key_of(b.weight / alone)
+            else:
+                b.alloc = 0.0  # a taker's alloc is set from the water fill below
         # the smoothed rate drives the fluid backlog (sustained overload); the short-term
         # randomness of arrivals is the queueing model's business, not counted twice
         alloc = water_fill(pool.rate + pool.backlog / dt, keys, caps)
@@ -188,7 +193,7 @@ class SimWorld:
         pool.dispatched = dispatched
 
         capacity = sum(caps)
-        servers = float(sum(b.concurrency for b in takers))
+        servers = float(sum([b.concurrency for b in takers]))
         backlog_wait = pool.backlog / dispatched if dispatched > 0 else 0.0
         # a queue does not jump: its load relaxes toward the present one over QUEUE_TAU_S
         rho_now = pool.rate / capacity if capacity > 0.0 else 1.0
@@ -223,7 +228,10 @@ class SimWorld:
         random = rng.random
         slowdown = pool.model.batch_slowdown
         exp = math.exp
+        ceil = math.ceil
         dirty = self.dirty_backends
+        mem_dirty = self.mem_dirty
+        dirty_latency = self.dirty_latency
         for b in pool.backends:
             inflight = b.inflight
             busy = b.busy
@@ -235,8 +243,8 @@ class SimWorld:
                 busy += (b.alloc * compute - busy) * (1.0 - exp(-dt / compute))
                 b.compute_s = compute
                 if busy > b.peak_busy:
-                    b.peak_busy = math.ceil(busy)
-                    self.mem_dirty.add(b.slot)
+                    b.peak_busy = ceil(busy)
+                    mem_dirty.add(b.slot)
                 done = busy / compute * dt
                 # the count changes as requests start and end: slow models change rarely
                 if random() < 2.0 * done:
@@ -256,7 +264,7 @@ class SimWorld:
             if b.inflight != inflight:
                 dirty.add(b)
             if b.phase == phase and scrape_backend(b, pool, period_s, rng):
-                self.dirty_latency.add(b)
+                dirty_latency.add(b)
 
     def _advance_slots(self, dt: float, phase: int) -> None:
         """Scrape the slots and GPUs whose turn it is; recompute memory that moved."""

@@ -11,8 +11,9 @@ import math
 import random
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import TypeVar
+
+from msgspec.structs import replace
 
 from gpucon.model.fleet import Backend, BackendState, MpsState
 from gpucon.model.reading import Reading

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from gpucon.model.fleet import ComputeProcess, MpsState, SlotKind, VmInfo
 from gpucon.model.ids import gpu_slot_id, vm_slot_id
@@ -33,8 +34,7 @@ MAX_SIZE = 2048
 GPUS_PER_HOST = 8
 
 
-@dataclass(frozen=True, slots=True)
-class FleetParts:
+class FleetParts(msgspec.Struct, frozen=True):
     """The simulated fleet's GPUs, slots and backends, as built from a layout."""
 
     gpus: tuple[SimGpu, ...]

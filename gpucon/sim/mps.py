@@ -13,7 +13,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+
+from msgspec.structs import replace
 
 from gpucon.config.mps import MpsDaemonConfig, MpsServerConfig
 from gpucon.controls.base import MpsDaemon

@@ -52,7 +52,7 @@ def water_fill(demand: float, keys: Sequence[float], caps: Sequence[float]) -> l
     open_ = [i for i in range(n) if keys[i] > 0.0 and caps[i] > 0.0]
     remaining = demand
     while open_ and remaining > 1e-12:
-        total = sum(keys[i] for i in open_)
+        total = sum([keys[i] for i in open_])  # the same sum, its terms in a list (faster)
         scale = remaining / total
         full = [i for i in open_ if keys[i] * scale >= caps[i]]
         if not full:

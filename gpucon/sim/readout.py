@@ -155,7 +155,7 @@ def _latency(b: SimBackend) -> LatencyStats:
 def stream_stats(world: SimWorld, now: float) -> QueueStats:
     """``gen:queue`` and its group ``g1`` as XINFO would show them."""
     waiting = sum(p.waiting for p in world.pools)
-    pending = sum(b.inflight for b in world.backends)
+    pending = sum([b.inflight for b in world.backends])
     lag = round(waiting)
     return QueueStats(
         stream=STREAM,

@@ -17,6 +17,8 @@ from typing import Any
 from gpucon.redact import register_secret
 
 
+# dataclasses, not msgspec Structs like the model's records: a Struct's repr shows every field,
+# and these keep passwords and tokens out of it (repr=False); a few are built per process
 @dataclass(frozen=True, slots=True)
 class TlsFiles:
     """TLS for ``rediss://`` and ``https://``: a CA bundle, a client certificate and key."""

@@ -18,12 +18,12 @@ Nothing here imports ``kubernetes`` at module level.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gpucon.model.fleet import Backend, NodeInfo, Slot, SlotKind
 from gpucon.model.ids import parse_slot_id
@@ -114,8 +114,7 @@ def _gpu_requests(pod: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-@dataclass(frozen=True, slots=True)
-class GpuPod:
+class GpuPod(msgspec.Struct, frozen=True, gc=False):
     """What the source keeps of one pod that requests GPU or MIG resources."""
 
     namespace: str
@@ -165,7 +164,7 @@ def gpu_pod(obj: dict[str, Any]) -> GpuPod | None:
         backend=str(backend) if backend else None,
         slot_id=str(slot_id) if slot_id else None,
     )
-    return dataclasses.replace(pod, fragments=_fragments(pod))
+    return msgspec.structs.replace(pod, fragments=_fragments(pod))
 
 
 def node_info(obj: dict[str, Any]) -> NodeInfo | None:

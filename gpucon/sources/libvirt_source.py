@@ -44,6 +44,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from gpucon.model.fleet import Health, MpsState, Slot, SlotKind, VmInfo
 from gpucon.model.ids import vm_slot_id
 from gpucon.model.reading import Reading, failed_reading
@@ -70,8 +72,7 @@ _KIB_PER_UNIT = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class PassedGpu:
+class PassedGpu(msgspec.Struct, frozen=True, gc=False):
     """One PCI device passed through to a guest."""
 
     address: str  # 0000:41:00.0
@@ -79,8 +80,7 @@ class PassedGpu:
     uuid: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class DomainDefinition:
+class DomainDefinition(msgspec.Struct, frozen=True, gc=False):
     """What a domain's XML says about it."""
 
     name: str

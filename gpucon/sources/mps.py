@@ -16,7 +16,8 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
+
+import msgspec
 
 from gpucon.model.fleet import Health, MpsState
 from gpucon.model.reading import Reading
@@ -32,8 +33,7 @@ class DaemonDown(Exception):
     """The daemon is not running on its pipe directory (the machine answered)."""
 
 
-@dataclass(frozen=True, slots=True)
-class MpsReader:
+class MpsReader(msgspec.Struct, frozen=True):
     """One daemon: ``ask(command)`` sends a control command and returns its stdout; it raises
     DaemonDown when no daemon runs there, anything else when the machine cannot be asked."""
 

@@ -22,10 +22,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import pynvml
+from msgspec.structs import replace
 
 from gpucon.model.fleet import ComputeProcess, Gpu, Health, Slot, SlotKind
 from gpucon.model.ids import gpu_slot_id, mig_slot_id

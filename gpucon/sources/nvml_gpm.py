@@ -18,8 +18,9 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gpucon.sources.nvml_calls import Garbage, NvmlCalls
 
@@ -33,8 +34,7 @@ _METRICS_GET_VERSION = 1
 MIN_SPACING_S = 0.5
 
 
-@dataclass(frozen=True, slots=True)
-class GpmActivity:
+class GpmActivity(msgspec.Struct, frozen=True, gc=False):
     sm_pct: float | None
     graphics_pct: float | None
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gpucon.sources.nvml_calls import Garbage, NvmlCallError, NvmlCalls, describe_nvml_error
 
@@ -41,8 +42,7 @@ _REASON_FUNCTIONS = [
 _WAIT_FUNCTIONS = ["nvmlEventSetWait_v2", "nvmlEventSetWait"]
 
 
-@dataclass(frozen=True, slots=True)
-class ClockReasons:
+class ClockReasons(msgspec.Struct, frozen=True, gc=False):
     """What the clock event reasons mask says (None: not readable here)."""
 
     thermal_slowdown: bool | None
@@ -56,8 +56,7 @@ def read_clock_reasons(calls: NvmlCalls, handle: Any, garbage: Garbage) -> Clock
     return ClockReasons(bool(mask & THERMAL_REASONS), bool(mask & POWER_REASONS))
 
 
-@dataclass(frozen=True, slots=True)
-class XidSeen:
+class XidSeen(msgspec.Struct, frozen=True, gc=False):
     code: int
     at: float
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from typing import Any
+
+import msgspec
+from msgspec.structs import replace
 
 from gpucon.model.mig_profiles import (
     MigProfile,
@@ -29,8 +31,7 @@ _NVML_CLOCK_SM = 1
 _NVML_CLOCK_MEM = 2
 
 
-@dataclass(frozen=True, slots=True)
-class MigDevice:
+class MigDevice(msgspec.Struct, frozen=True):
     handle: Any
     index: int
     gi_id: int
@@ -40,8 +41,7 @@ class MigDevice:
     memory_mib: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class GpuStatic:
+class GpuStatic(msgspec.Struct, frozen=True):
     index: int
     handle: Any
     uuid: str

@@ -10,11 +10,12 @@ report itself degraded while showing everything that was good.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from gpucon.model.fleet import Gpu, Slot, SlotKind
 from gpucon.model.ids import gpu_slot_id, mig_slot_id
@@ -256,5 +257,5 @@ def with_health(
             mig = True if (e.host, e.gpu_index) in mig_gpus else None
             gpu = Gpu(e.uuid, e.host, e.gpu_index, name=e.model_name, mig_enabled=mig)
         fields = {k: v for k, v in _health_fields(e, problems).items() if getattr(gpu, k) is None}
-        by_uuid[e.uuid] = dataclasses.replace(gpu, **fields) if fields else gpu
+        by_uuid[e.uuid] = msgspec.structs.replace(gpu, **fields) if fields else gpu
     return list(by_uuid.values())

@@ -26,8 +26,9 @@ import contextlib
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from gpucon.model.fleet import Backend, Health, QueueStats
 from gpucon.model.reading import Reading, failed_reading

@@ -155,7 +155,8 @@ class StatusBar(TextPanel):
             "behind": "reverse bold " + self.theme_style("util-hot"),
             "failed": "reverse bold " + self.theme_style("latency-breach"),
         }
-        badge = safe(status.badge(), 48, styles[status.state])
+        # a failure says why, so it may take a little more of the bar
+        badge = safe(status.badge(), 64 if status.state == "failed" else 48, styles[status.state])
         badge.append("  ")
         return badge
 

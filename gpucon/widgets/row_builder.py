@@ -43,7 +43,8 @@ def _slot_names(slot: Slot) -> tuple[str, str, str, str]:
 
 
 def _raw_slot_names(slot: Slot) -> tuple[object, ...]:
-    """What a slot's names are made of (compared when the slot object changed)."""
+    """What a slot's names are made of (compared when the slot object changed; the same
+    fields, in this order, as ``RowBuilder._names_moved``'s comprehension)."""
     return (
         slot.host,
         slot.vm,
@@ -71,6 +72,10 @@ class RowBuilder:
         self._slot_names: dict[str, tuple[Slot, tuple[object, ...], tuple[str, str, str, str]]] = {}
         self._models: dict[str, tuple[str | None, str]] = {}
         self._names: dict[RowKey, tuple[object, object, RowNames]] = {}
+        # the last walk's slot ids and their name fields, in order (``_names_moved``)
+        self._seen_names: tuple[list[str], list[tuple[object, ...]]] = ([], [])
+        # the last build's backend names and their (slot id, model), in order (``_keys_of``)
+        self._seen_keys: tuple[list[str], list[tuple[object, ...]]] = ([], [])
         self.rows_built = 0  # rows worked out (cache misses): tests and benchmarks read it
         self.names_gen = 0  # builds whose names moved (``Rows.names_gen``)
         # the last build's backends, slots and row keys (reused while the structure holds)
@@ -81,19 +86,35 @@ class RowBuilder:
     # -- names -----------------------------------------------------------------------------
 
     def _names_moved(self, snapshot: Snapshot) -> bool:
-        """Walk the slots that changed; True if any one's names did."""
+        """True if any slot's names changed. While the same slots are there in the same order,
+        one comprehension compares each slot's name fields with last tick's (every slot a new
+        object, as a live source builds them, costs that one pass); otherwise, or when one
+        differs, a walk of the slots that changed."""
+        slots = snapshot.slots
+        ids = list(slots)
+        seen_ids, seen = self._seen_names
+        if ids == seen_ids and not [
+            1
+            for s, raw in zip(slots.values(), seen, strict=True)
+            if (s.host, s.vm, s.gpu_index, s.gpu_name, s.kind, s.gi_id, s.profile) != raw
+        ]:
+            return False
         moved = False
         cache = self._slot_names
-        for sid, slot in snapshot.slots.items():
+        raws: list[tuple[object, ...]] = []
+        for sid, slot in slots.items():
             hit = cache.get(sid)
             if hit is not None and hit[0] is slot:
+                raws.append(hit[1])
                 continue
             raw = _raw_slot_names(slot)
+            raws.append(raw)
             if hit is not None and hit[1] == raw:
                 cache[sid] = (slot, raw, hit[2])
                 continue
             moved = moved or hit is not None
             cache[sid] = (slot, raw, _slot_names(slot))
+        self._seen_names = (ids, raws)
         return moved
 
     def names(self, snapshot: Snapshot, key: RowKey) -> RowNames:
@@ -214,11 +235,28 @@ class RowBuilder:
 
     def _keys_of(self, snapshot: Snapshot) -> tuple[dict[RowKey, None], bool]:
         """The row keys, and whether a backend's model changed. The last tick's keys (the
-        same dict) while no slot or backend came, went or moved: one identity walk."""
+        same dict) while no slot or backend came, went or moved: one pass over the backends."""
         backends, slots = snapshot.backends, snapshot.slots
         models = self._models
         model_moved = False
         last = self._structure
+        names = list(backends)
+        seen_names, seen = self._seen_keys
+        if (
+            last is not None
+            and names == seen_names
+            and not [
+                1
+                for b, was in zip(backends.values(), seen, strict=True)
+                if (b.slot_id, b.model) != was
+            ]
+            and (slots is last[1] or slots.keys() == last[1].keys())
+        ):
+            # the same backends in the same order, on the same slots, serving the same
+            # models (every one a new object, as a live source builds them: one pass)
+            self._structure = (backends, slots, last[2])
+            return last[2], False
+        self._seen_keys = (names, [(b.slot_id, b.model) for b in backends.values()])
         if last is not None and len(backends) == len(last[0]) and len(slots) == len(last[1]):
             before = last[0].get
             for name, b in backends.items():

@@ -8,9 +8,10 @@ backend's columns are worked out, and which columns there are and how they lay o
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
 from typing import NamedTuple, Protocol
 
+import msgspec
+from msgspec.structs import replace
 from rich.cells import cell_len
 
 from gpucon.model.fleet import Backend, LatencyStats, Slot, SlotKind
@@ -70,8 +71,7 @@ class RowValues(NamedTuple):
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class Column:
+class Column(msgspec.Struct, frozen=True, gc=False):
     """One slot-table column: title, width, tooltip, alignment and drop priority."""
 
     key: str

@@ -15,11 +15,16 @@ from rich.style import Style
 from textual.strip import Strip
 
 from gpucon.widgets.safe_text import pad
-from gpucon.widgets.slot_cells import cell
+from gpucon.widgets.slot_cells import Cell, cell
 from gpucon.widgets.slot_rows import Column, RowValues
 
 Placed = Sequence[tuple[Column, int, int]]
 _SIGNALS = frozenset({"hot", "breach", "warn", "ok", "stale"})
+
+
+def row_cells(row: RowValues, spark: str, columns: Placed) -> list[Cell]:
+    """Each column's (text, style name) for ``row``, in the columns' order."""
+    return [cell(column.cell_key or column.key, row, w, spark) for column, _, w in columns]
 
 
 def row_strip(
@@ -29,15 +34,18 @@ def row_strip(
     styles: Mapping[str, Style],
     is_cursor: bool,
     width: int,
+    cells: Sequence[Cell] | None = None,
 ) -> Strip:
+    """The row's line; ``cells``: its ``row_cells``, when the caller has them already."""
+    if cells is None:
+        cells = row_cells(row, spark, columns)
     cursor = styles["cursor"] if is_cursor else None
     blank = styles[""] + cursor if cursor is not None else styles[""]
     # neighbours of one style are joined into one segment (the gaps mostly): fewer segments
     # to filter and compose, and fewer style changes written to the terminal
     texts: list[str] = []
     seg_styles: list[Style] = []
-    for column, _, w in columns:
-        text, style_name = cell(column.cell_key or column.key, row, w, spark)
+    for (column, _, w), (text, style_name) in zip(columns, cells, strict=True):
         style = styles[style_name]
         if cursor is not None:
             # the cursor's background wins, but a signal keeps its own colour (over SLO, hot,

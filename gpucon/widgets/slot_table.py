@@ -26,7 +26,7 @@ from gpucon.model.history import History
 from gpucon.widgets import fmt
 from gpucon.widgets.row_builder import Rows, same_keys
 from gpucon.widgets.row_order import DEFAULT_SORT, RowOrder, first_row_of
-from gpucon.widgets.slot_cells import cell
+from gpucon.widgets.slot_cells import Cell
 from gpucon.widgets.slot_rows import (
     COLUMN_KEYS,
     Column,
@@ -35,7 +35,7 @@ from gpucon.widgets.slot_rows import (
     layout,
     natural_widths,
 )
-from gpucon.widgets.slot_strips import header_strip, row_strip
+from gpucon.widgets.slot_strips import header_strip, row_cells, row_strip
 
 STYLE_NAMES = ("hot", "breach", "warn", "ok", "dim", "na", "bar", "stale")
 
@@ -77,6 +77,10 @@ class SlotTable(ScrollView, can_focus=True):
         self.follow_cursor = True
         self._strips: dict[RowKey, tuple[tuple[Any, ...], Strip]] = {}
         self._shown: dict[int, tuple[Any, ...]] = {}
+        # TREND sparklines of the history view they were drawn from, by (slot, width)
+        self._sparks: tuple[History | None, dict[tuple[str, int], str]] = (None, {})
+        # each shown row's cells: (row, TREND, columns, cells) by row key (``_cells``)
+        self._row_cells: dict[RowKey, tuple[RowValues, str, object, list[Cell]]] = {}
         self._header: tuple[tuple[Any, ...], Strip] | None = None
         self._layout: tuple[int, list[tuple[Column, int, int]]] = (-1, [])
         self._styles: dict[str, Style] | None = None
@@ -158,7 +162,10 @@ class SlotTable(ScrollView, can_focus=True):
     @property
     def trend_width(self) -> int:
         """How many samples TREND shows (0: the column is not shown at this width)."""
-        return next((w for c, _, w in self._columns() if c.key == "trend"), 0)
+        return self._trend_width(self.content_width)
+
+    def _trend_width(self, width: int) -> int:
+        return next((w for c, _, w in self._columns(width) if c.key == "trend"), 0)
 
     @property
     def row_count(self) -> int:
@@ -217,8 +224,11 @@ class SlotTable(ScrollView, can_focus=True):
             self._styles = styles
         return self._styles
 
-    def _columns(self) -> list[tuple[Column, int, int]]:
-        width = self.content_width
+    def _columns(self, width: int | None = None) -> list[tuple[Column, int, int]]:
+        """The columns placed at ``width`` cells (the content width when not given: callers
+        that already read it pass it, as reading it asks the scrollbars again)."""
+        if width is None:
+            width = self.content_width
         if self._layout[0] != width:
             self._layout = (width, layout(width, self._natural))
         return self._layout[1]
@@ -239,34 +249,46 @@ class SlotTable(ScrollView, can_focus=True):
             self.refresh()
 
     def _spark(self, row: RowValues, width: int) -> str:
-        return fmt.sparkline(self.history.get(f"slot:{row.slot_id}:activity"), width, 100.0)
+        """The row's TREND: worked out once per history view (a tick's) and width, though
+        a tick reads each shown row's twice (what changed, then drawing it)."""
+        history = self.history
+        memo = self._sparks
+        if memo[0] is not history or len(memo[1]) > 4096:  # a held view scrolled through
+            memo = self._sparks = (history, {})
+        found = memo[1].get((row.slot_id, width))
+        if found is None:
+            series = history.get(f"slot:{row.slot_id}:activity")
+            found = memo[1][(row.slot_id, width)] = fmt.sparkline(series, width, 100.0)
+        return found
 
-    def _line_key(self, index: int) -> tuple[Any, ...]:
+    def _line_key(self, index: int, width: int, trend: int) -> tuple[Any, ...]:
+        """What line ``index`` shows at ``width`` cells with a TREND ``trend`` wide."""
         key = self.order.keys[index]
         row = self.order.rows[key]
-        trend = next((w for c, _, w in self._columns() if c.key == "trend"), 0)
         spark = self._spark(row, trend) if trend else ""
-        return (key, row, spark, index == self.cursor, self.content_width)
+        return (key, row, spark, index == self.cursor, width)
 
     def _refresh_changed_lines(self) -> None:
         height = self.size.height
         top = round(self.scroll_y)
         count = len(self.order.keys)
+        width = self.content_width
+        trend = self._trend_width(width)
         for y in range(1, height):
             index = top + y - 1
-            line_key = self._line_key(index) if index < count else ("blank",)
+            line_key = self._line_key(index, width, trend) if index < count else ("blank",)
             shown = self._shown.get(y)
             if shown != line_key:
-                for x, width in self._changed_spans(shown, line_key):
-                    self.refresh(Region(x, y, width, 1))
+                for x, span in self._changed_spans(shown, line_key, width):
+                    self.refresh(Region(x, y, span, 1))
 
     def _changed_spans(
-        self, shown: tuple[Any, ...] | None, line_key: tuple[Any, ...]
+        self, shown: tuple[Any, ...] | None, line_key: tuple[Any, ...], width: int
     ) -> list[tuple[int, int]]:
         """The cells of a line to repaint: the columns whose text or style changed when the
         same row is still shown the same way, else the whole line. Textual writes only the
         repainted cells to the terminal, so a changed number costs its cells, not a line."""
-        whole = [(0, self.content_width)]
+        whole = [(0, width)]
         if (
             shown is None
             or len(shown) != len(line_key)
@@ -276,14 +298,30 @@ class SlotTable(ScrollView, can_focus=True):
             or shown[1].stale != line_key[1].stale
         ):
             return whole
-        old_row, old_spark = shown[1], shown[2]
-        new_row, new_spark = line_key[1], line_key[2]
-        return [
-            (x, width + 1)
-            for column, x, width in self._columns()
-            if cell(column.cell_key or column.key, old_row, width, old_spark)
-            != cell(column.cell_key or column.key, new_row, width, new_spark)
-        ]
+        columns = self._columns(width)
+        old = self._cells(shown[0], shown[1], shown[2], columns, keep=False)
+        new = self._cells(line_key[0], line_key[1], line_key[2], columns)
+        return [(x, w + 1) for (_, x, w), a, b in zip(columns, old, new, strict=True) if a != b]
+
+    def _cells(
+        self,
+        key: RowKey,
+        row: RowValues,
+        spark: str,
+        columns: list[tuple[Column, int, int]],
+        keep: bool = True,
+    ) -> list[Cell]:
+        """``row_cells`` of a shown row, kept per row key while its values, TREND and the
+        columns are the same: a changed line compares its cells and then draws them."""
+        hit = self._row_cells.get(key)
+        if hit is not None and hit[0] is row and hit[1] == spark and hit[2] is columns:
+            return hit[3]
+        cells = row_cells(row, spark, columns)
+        if keep:
+            if len(self._row_cells) > 4096:  # rows scrolled through long ago
+                self._row_cells.clear()
+            self._row_cells[key] = (row, spark, columns, cells)
+        return cells
 
     def render_line(self, y: int) -> Strip:
         width = self.content_width
@@ -293,26 +331,30 @@ class SlotTable(ScrollView, can_focus=True):
         if index >= len(self.order.keys):
             self._shown[y] = ("blank",)
             return Strip.blank(width, self._style_map()[""])
-        line_key = self._line_key(index)
+        line_key = self._line_key(index, width, self._trend_width(width))
         self._shown[y] = line_key
         key = line_key[0]
         cached = self._strips.get(key)
         if cached is not None and cached[0] == line_key:
             return cached[1]
-        strip = self._render_row(line_key[1], line_key[2], line_key[3], width)
+        strip = self._render_row(key, line_key[1], line_key[2], line_key[3], width)
         self._strips[key] = (line_key, strip)
         self.row_renders += 1
         return strip
 
-    def _render_row(self, row: RowValues, spark: str, is_cursor: bool, width: int) -> Strip:
-        return row_strip(row, spark, self._columns(), self._style_map(), is_cursor, width)
+    def _render_row(
+        self, key: RowKey, row: RowValues, spark: str, is_cursor: bool, width: int
+    ) -> Strip:
+        columns = self._columns(width)
+        cells = self._cells(key, row, spark, columns)
+        return row_strip(row, spark, columns, self._style_map(), is_cursor, width, cells)
 
     def _render_header(self, width: int) -> Strip:
         header_key = (width, self.order.sort_key, self.order.reverse)
         if self._header is not None and self._header[0] == header_key:
             return self._header[1]
         strip = header_strip(
-            self._columns(),
+            self._columns(width),
             self._style_map(),
             self.order.sort_key,
             self.order.reverse,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Mapping
+from operator import attrgetter
 
 from gpucon.model.alerts import Alert, Severity
 from gpucon.model.fleet import Backend, Gpu, Slot
@@ -30,6 +31,7 @@ from gpucon.widgets.row_builder import RowBuilder, Rows, same_keys
 from gpucon.widgets.row_order import NAME_SORTS, RowOrder, live_values, problem_rows
 from gpucon.widgets.slot_rows import RowKey
 
+_HOST_INDEX = attrgetter("host", "index")
 _counts: tuple[object, tuple[int, int]] = (None, (0, 0))
 _gpus: tuple[object, list[Gpu]] = (None, [])
 _slot_count: tuple[object, object, int] = (None, None, 0)
@@ -57,7 +59,11 @@ def gpus_worst_first(gpus: Mapping[str, Gpu]) -> list[Gpu]:
     memo = _gpus
     if memo[0] is gpus:
         return memo[1]
-    ordered = sorted(gpus.values(), key=lambda g: (-gpu_trouble(g), g.host, g.index))
+    # by host and index (a key read in C), then, only when some GPU is in trouble, worst
+    # first: sorts are stable, so this is the order of (-trouble, host, index)
+    ordered = sorted(gpus.values(), key=_HOST_INDEX)
+    if any(map(gpu_trouble, ordered)):
+        ordered.sort(key=lambda g: -gpu_trouble(g))
     _gpus = (gpus, ordered)
     return ordered
 

@@ -9,6 +9,8 @@ import datetime
 import math
 import time
 
+import msgspec
+
 from gpucon.config import GpuconConfig
 from gpucon.config.checks import number_range
 from gpucon.config.keys import key_collisions
@@ -23,17 +25,22 @@ def check_seconds(seconds: float) -> None:
 
 
 def check_numbers(obj: object, where: str) -> None:
-    """Every float field of dataclass ``obj`` finite and within its field's stated range."""
-    for f in dataclasses.fields(obj):  # type: ignore[arg-type]
-        value = getattr(obj, f.name)
+    """Every float field of record ``obj`` (a dataclass or a msgspec Struct) finite and within
+    its field's stated range."""
+    names = getattr(obj, "__struct_fields__", None) or [
+        f.name
+        for f in dataclasses.fields(obj)  # type: ignore[arg-type]
+    ]
+    for name in names:
+        value = getattr(obj, name)
         if isinstance(value, float):
-            low, high, above = number_range(f.name)
+            low, high, above = number_range(name)
             ok = (value > low if above else value >= low) and value <= high
-            assert math.isfinite(value) and ok, f"{where}.{f.name} = {value!r}"
-            if f.name.endswith("_s"):
+            assert math.isfinite(value) and ok, f"{where}.{name} = {value!r}"
+            if name.endswith("_s"):
                 check_seconds(value)
         if isinstance(value, int) and not isinstance(value, bool):
-            assert 0 < value <= 1_000_000, f"{where}.{f.name} = {value!r}"
+            assert 0 < value <= 1_000_000, f"{where}.{name} = {value!r}"
 
 
 def check_config(config: GpuconConfig) -> None:
@@ -63,7 +70,7 @@ def check_config(config: GpuconConfig) -> None:
             )
             client.close()
         # the sources that build without IO (Redis, Prometheus, readiness) must build
-        light = dataclasses.replace(fleet, nvml=None, libvirt=None, kube=None)
+        light = msgspec.structs.replace(fleet, nvml=None, libvirt=None, kube=None)
         for built in build_sources(light):
             assert not isinstance(built, UnavailableSource), built.reason
             check_seconds(built.timeout_s)

@@ -4,10 +4,10 @@ whose PodDisruptionBudget answers 429 first."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 import redis
 
@@ -73,7 +73,7 @@ def fleet_snapshot(client: redis.Redis, kubeconfig: str) -> Snapshot:
     assert kube.health is Health.OK, kube.error
     redis_reading = Reading("redis", Health.OK, 0.0, backends=tuple(registry.backends.values()))
     merged = merge_readings([redis_reading, kube])
-    return dataclasses.replace(registry, backends=merged.backends, nodes=merged.nodes)
+    return msgspec.structs.replace(registry, backends=merged.backends, nodes=merged.nodes)
 
 
 def drain_node(

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import redis
+from msgspec.structs import replace
 
 from gpucon.actions import mps_restart
 from gpucon.actions.audit import read_audit

@@ -113,7 +113,7 @@ def test_restart_over_ssh_runs_the_sequence_on_the_vm(
 def test_an_unknown_host_key_is_refused(
     tmp_path: Path, sshd: SshServer, daemon_config: MpsDaemonConfig
 ) -> None:
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     empty = tmp_path / "empty_known_hosts"
     empty.write_text("")

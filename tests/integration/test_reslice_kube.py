@@ -6,11 +6,11 @@ does not know; stuck in pending for one it stalls on), with the real Redis regis
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import redis
+from msgspec.structs import replace
 
 from gpucon.actions import reslice, reslice_apply
 from gpucon.actions.guard import execute

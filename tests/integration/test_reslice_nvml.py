@@ -5,12 +5,12 @@ rules, NVML's InUse and InsufficientResources). The card here is never reconfigu
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pynvml
 import pytest
 import redis
+from msgspec.structs import replace
 
 from gpucon.actions import reslice, reslice_apply
 from gpucon.actions.audit import read_audit

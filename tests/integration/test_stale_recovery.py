@@ -21,6 +21,7 @@ import pytest
 import redis
 
 from gpucon.hub import Hub
+from gpucon.model.alerts import Severity
 from gpucon.model.fleet import Health
 from gpucon.model.snapshot import Snapshot
 from gpucon.model.staleness import stale_after_s
@@ -132,6 +133,11 @@ def test_redis_killed_is_stale_within_two_cadences_and_back_within_two_after_res
         stale = rec.first(killed, redis_all_stale, 10.0, "with every redis value stale")
         to_stale = stale.taken_at - killed
         assert stale.sources["redis"].health is Health.DOWN
+        # Redis holds the queue: its outage is critical, and says what is unknown
+        [outage] = [a for a in stale.alerts if a.key == "stale_source:redis"]
+        assert outage.severity is Severity.CRITICAL, outage
+        assert outage.message.startswith("queue depth and wait unknown (gen:queue); "), outage
+        assert "refused" in outage.message.lower() or "error" in outage.message.lower()
         assert stale.backends["b0"].weight == 1.0  # the last value is kept, marked stale
         # an outage of several cadences: a growing backoff would have delayed the recovery
         time.sleep(3 * CADENCE_S)
@@ -144,6 +150,7 @@ def test_redis_killed_is_stale_within_two_cadences_and_back_within_two_after_res
         back = time.time()
         fresh = rec.first(back, redis_fresh, 10.0, "with redis ok and fresh after the restart")
         to_fresh = fresh.taken_at - back
+        assert not [a for a in fresh.alerts if a.rule == "stale_source"]
         print(f"redis: stale {to_stale:.2f}s after kill, fresh {to_fresh:.2f}s after restart")
         assert to_stale <= BOUND_S, f"stale only {to_stale:.2f}s after the kill"
         assert to_fresh <= BOUND_S, f"fresh only {to_fresh:.2f}s after the restart"
@@ -168,7 +175,7 @@ def prom_values(snap: Snapshot) -> list[tuple[str, str]]:
         for key, entity in entities.items():
             if "prometheus" not in snap.origins.get(f"{kind}:{key}", ()):
                 continue
-            for name in type(entity).__slots__:
+            for name in type(entity).__struct_fields__:
                 value = getattr(entity, name)
                 if name not in ("id", "kind", "uuid", "key") and value not in (None, ()):
                     pairs.append((f"{kind}:{key}", name))
@@ -214,6 +221,10 @@ def test_prometheus_stopped_is_stale_within_two_cadences_and_fresh_after_sigcont
             os.kill(proc.pid, signal.SIGCONT)
         resumed = time.time()
         assert during and all(prom_all_stale(s) for s in during)  # none looked current again
+        # latency and rates only: the queue still says whether requests are served, so WARN
+        [outage] = [a for a in during[-1].alerts if a.key == "stale_source:prometheus"]
+        assert outage.severity is Severity.WARNING
+        assert outage.message.startswith("source stale, last good read ")
         (name,) = during[-1].latency
         assert during[-1].history.last(f"backend:{name}:rps") is None  # the plot stops
         age = during[-1].value_age(f"latency:{name}", "req_per_s")

@@ -9,12 +9,12 @@ cordoned node.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 import redis
 
@@ -109,8 +109,8 @@ def test_an_undrain_whose_pod_is_gone_is_refused(
 ) -> None:
     client, standin, consoles = world
     snapshot, _ = read_registry(client)
-    b1 = dataclasses.replace(snapshot.backends["b1"], pod="ml/b1-pod", node="gpu-a")
-    snapshot = dataclasses.replace(snapshot, backends={**snapshot.backends, "b1": b1})
+    b1 = msgspec.structs.replace(snapshot.backends["b1"], pod="ml/b1-pod", node="gpu-a")
+    snapshot = msgspec.structs.replace(snapshot, backends={**snapshot.backends, "b1": b1})
     plan = drain.plan_undrain(snapshot, {"backend": "b1"})
     assert plan.params["pod"] == "ml/b1-pod"
     standin.delete_pod("ml", "b1-pod")  # evicted after the plan was made

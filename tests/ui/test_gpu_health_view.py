@@ -3,7 +3,9 @@ fleet screen (under the queues), the slot detail, the REQ/S window in the table 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+from msgspec.structs import replace
 
 from gpucon.model.fleet import NodeInfo
 from gpucon.model.reading import Reading

@@ -3,10 +3,10 @@ alert to its row (then `d` drains it), on the simulated fleet with a frozen cloc
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from textual.widgets import Static
 
 from gpucon.config import GpuconConfig
@@ -157,7 +157,9 @@ async def test_the_chosen_alert_keeps_the_highlight_when_alerts_reorder() -> Non
         snapshot = app.snapshot
         assert snapshot is not None
         # the same alerts in another order (a newer one on top, say)
-        app.show_snapshot(dataclasses.replace(snapshot, alerts=tuple(reversed(snapshot.alerts))))
+        app.show_snapshot(
+            msgspec.structs.replace(snapshot, alerts=tuple(reversed(snapshot.alerts)))
+        )
         await pilot.pause()
         assert panel.selected is not None and panel.selected.key == chosen.key
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.widgets.slot_table import SlotTable

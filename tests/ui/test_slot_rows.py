@@ -116,7 +116,7 @@ def test_resorts_only_when_sort_values_change() -> None:
 
 
 def test_builder_reuses_rows_of_unchanged_entities() -> None:
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from gpucon.widgets.row_builder import RowBuilder
 

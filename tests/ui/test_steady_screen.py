@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
+import msgspec
+
 from gpucon.model.reading import Reading
 from tests.ui.fleet_fixture import FrozenClock, HandSource
 from tests.ui.rig import Rig
@@ -40,16 +42,16 @@ class SteadySource:
 
     def read(self) -> Reading:
         self.reads += 1
-        reading = dataclasses.replace(self.inner.read(), taken_at=self.clock.now)
+        reading = msgspec.structs.replace(self.inner.read(), taken_at=self.clock.now)
         if self.warming is None:
             return reading
         gpus = tuple(
-            dataclasses.replace(g, temperature_c=40.0 + self.reads % 40)
+            msgspec.structs.replace(g, temperature_c=40.0 + self.reads % 40)
             if g.uuid == self.warming
             else g
             for g in reading.gpus
         )
-        return dataclasses.replace(reading, gpus=gpus)
+        return msgspec.structs.replace(reading, gpus=gpus)
 
     def close(self) -> None:
         """Nothing to close."""

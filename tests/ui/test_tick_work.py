@@ -79,7 +79,7 @@ def test_live_columns_sort_on_the_values_the_rows_show() -> None:
 
 
 def test_row_keys_are_reused_while_no_row_comes_or_goes() -> None:
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from gpucon.widgets.row_builder import RowBuilder
 

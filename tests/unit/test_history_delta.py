@@ -3,7 +3,7 @@ through the simulator's own changes, stale values, entities gone, back and in an
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from gpucon.model.history import Block, Sample
 from gpucon.model.history_delta import HistoryBlocks

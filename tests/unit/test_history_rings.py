@@ -133,7 +133,8 @@ def test_the_hubs_family_blocks_read_as_single_series() -> None:
     """``history_blocks`` + ``append_blocks`` (the hub) and ``history_samples`` + ``append``
     (the generic path) keep the same samples, stale values as gaps included."""
     from array import array
-    from dataclasses import replace
+
+    from msgspec.structs import replace
 
     from gpucon.model.history_samples import history_blocks, history_samples
     from gpucon.model.merge import merge_readings

@@ -4,9 +4,8 @@ MIG off), here from the NVML stand-in holding each recorded table; a recording w
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
+from msgspec.structs import replace
 
 from gpucon.model.mig_layout import parse_layout
 from gpucon.model.mig_placement import fit_layout

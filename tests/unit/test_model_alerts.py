@@ -136,10 +136,45 @@ def test_stale_source() -> None:
         "prom": SourceStatus("prom", Health.DOWN, "ConnectionError: refused", last_ok_at=None),
         "nvml": SourceStatus("nvml", Health.OK, None, last_ok_at=99.0),
     }
-    alerts = derive_alerts(inputs(100.0, sources=sources), T)
-    stale = {a.target: a.message for a in alerts if a.rule == "stale_source"}
+    queues = {"gen:queue": QueueStats("gen:queue", length=3, group="g1", lag=1, pending=2)}
+    alerts = derive_alerts(inputs(100.0, sources=sources, queues=queues), T)
+    stale = {a.target: a for a in alerts if a.rule == "stale_source"}
     assert set(stale) == {"redis", "prom"}
-    assert "refused" in stale["prom"]
+    # Redis holds the request queue: without it nobody can tell whether requests are served
+    assert stale["redis"].severity is Severity.CRITICAL
+    assert stale["redis"].message == (
+        "queue depth and wait unknown (gen:queue); registry not current: "
+        "source stale, last good read 1m ago"
+    )
+    # Prometheus (latency, rates) and the others: their values are dimmed, WARN as before
+    assert stale["prom"].severity is Severity.WARNING
+    assert stale["prom"].message == "source stale, never read: ConnectionError: refused"
+    # the critical source down comes first among the faults
+    faults = [a.target for a in alerts if a.rule == "stale_source"]
+    assert faults == ["redis", "prom"]
+
+
+def test_a_down_queue_source_names_the_streams_it_no_longer_reads() -> None:
+    sources = {"redis": SourceStatus("redis", Health.DOWN, "TimeoutError", last_ok_at=99.5)}
+    queues = {f"q{n}": QueueStats(f"q{n}", length=0) for n in range(4)}
+    [alert] = [
+        a
+        for a in derive_alerts(inputs(100.0, sources=sources, queues=queues), T)
+        if a.rule == "stale_source"
+    ]
+    assert alert.severity is Severity.CRITICAL
+    assert alert.message.startswith("queue depth and wait unknown (q0, q1, +2); ")
+    assert alert.message.endswith("last good read <10s ago: TimeoutError")
+    # no stream read yet (Redis down from the start): the queue is unknown all the same
+    [never] = [
+        a
+        for a in derive_alerts(
+            inputs(100.0, sources={"redis": SourceStatus("redis", Health.DOWN, "refused")}), T
+        )
+        if a.rule == "stale_source"
+    ]
+    assert never.severity is Severity.CRITICAL
+    assert never.message.startswith("queue depth and wait unknown; registry not current: ")
 
 
 def test_order_is_cause_then_worst_then_newest_and_since_carries_over() -> None:

@@ -4,8 +4,9 @@ MIG reconfiguration (failed, or pending past its limit), and their thresholds in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from gpucon.config import load_config
 from gpucon.model.alerts import (

@@ -5,7 +5,7 @@ time is that of its last read). The readings themselves: tests/integration/test_
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from gpucon.model.alerts import Alert, AlertThresholds, Cause, Severity, derive_alerts
 from gpucon.model.fleet import Backend, Health, LatencyStats, QueueStats, SourceStatus

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
+
+import msgspec
 
 from gpucon.hub import Hub
 from gpucon.model.fleet import Gpu
@@ -35,17 +36,12 @@ def _live(scenario: str | None, ticks: int, size: int | None = None) -> list[Sna
 
 
 def _rounded(value: object) -> object:
-    """A dataclass with its floats as the recording keeps them."""
+    """A model record with its floats as the recording keeps them."""
     if isinstance(value, float):
         return round_float(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.replace(
-            value,  # type: ignore[arg-type]
-            **{
-                f.name: _rounded(getattr(value, f.name))
-                for f in dataclasses.fields(value)
-                if f.init
-            },
+    if isinstance(value, msgspec.Struct):
+        return msgspec.structs.replace(
+            value, **{name: _rounded(getattr(value, name)) for name in value.__struct_fields__}
         )
     if isinstance(value, tuple):
         return tuple(_rounded(v) for v in value)
@@ -84,10 +80,9 @@ def test_a_delta_holds_only_what_changed() -> None:
     writer.keyframe(snap)
     assert writer.delta(snap) == {}  # nothing changed: an empty frame
     gpu = next(iter(snap.gpus.values()))
-    hotter = dataclasses.replace(gpu, temperature_c=91.0)
-    delta = writer.delta(dataclasses.replace(snap, gpus={**snap.gpus, gpu.uuid: hotter}))
-    field = Gpu.__dataclass_fields__["temperature_c"]
-    index = list(Gpu.__dataclass_fields__).index(field.name)
+    hotter = msgspec.structs.replace(gpu, temperature_c=91.0)
+    delta = writer.delta(msgspec.structs.replace(snap, gpus={**snap.gpus, gpu.uuid: hotter}))
+    index = Gpu.__struct_fields__.index("temperature_c")
     # a field at a time: the field, the rows' indexes, their values
     assert delta["c"]["gpus"] == [[index, [list(snap.gpus).index(gpu.uuid)], [91.0]]]
     # and the history sample it gives (a plain value: index and value)
@@ -102,7 +97,7 @@ def test_entities_that_come_and_go_between_keyframes() -> None:
     state = FrameState()
     state.apply(1.0, KEYFRAME, writer.keyframe(snap))
     name = next(iter(snap.backends))
-    fewer = dataclasses.replace(
+    fewer = msgspec.structs.replace(
         snap, backends={k: v for k, v in snap.backends.items() if k != name}
     )
     state.apply(2.0, DELTA, json.loads(json.dumps(writer.delta(fewer))))
@@ -121,7 +116,7 @@ def test_a_file_written_with_other_fields_still_reads() -> None:
     older = tuple(n for n in codec.fields if n != "power_capped")
     old_row = [v for n, v in zip(codec.fields, row, strict=True) if n != "power_capped"]
     back = codec.decode([*old_row, "a field this gpucon does not know"], (*older, "gone"))
-    assert back == dataclasses.replace(gpu, power_capped=None)
+    assert back == msgspec.structs.replace(gpu, power_capped=None)
 
 
 def test_floats_keep_what_can_be_told_apart() -> None:
@@ -141,13 +136,13 @@ def test_a_changed_entity_gives_its_changed_fields_as_encoding_it_whole_would() 
     writer.keyframe(snap)
     uuid, gpu = next(iter(snap.gpus.items()))
     assert gpu.temperature_c is not None
-    moved = dataclasses.replace(
+    moved = msgspec.structs.replace(
         gpu,
         temperature_c=float(str(gpu.temperature_c)),  # equal, another object
         mem_used_mib=5.123456789,
         name="H200",
     )
-    delta = writer.delta(dataclasses.replace(snap, gpus={**snap.gpus, uuid: moved}))
+    delta = writer.delta(msgspec.structs.replace(snap, gpus={**snap.gpus, uuid: moved}))
     codec = CodecRegistry().codec(Gpu)
     row = [list(snap.gpus).index(uuid)]
     expected = [
@@ -159,8 +154,8 @@ def test_a_changed_entity_gives_its_changed_fields_as_encoding_it_whole_would() 
     named = {codec.fields[f]: values[0] for f, _, values in delta["c"]["gpus"]}
     assert named == {"mem_used_mib": 5.12346, "name": "H200"}
     # a NaN is stored as null
-    nan = dataclasses.replace(moved, power_w=float("nan"))
-    delta = writer.delta(dataclasses.replace(snap, gpus={**snap.gpus, uuid: nan}))
+    nan = msgspec.structs.replace(moved, power_w=float("nan"))
+    delta = writer.delta(msgspec.structs.replace(snap, gpus={**snap.gpus, uuid: nan}))
     assert delta["c"]["gpus"] == [[codec.fields.index("power_w"), row, [None]]]
 
 
@@ -173,11 +168,11 @@ def test_changed_entities_give_each_field_with_only_the_rows_it_moved_in() -> No
     uuids = list(snap.gpus)[:3]
     a, b, c = (snap.gpus[u] for u in uuids)
     moved = {
-        uuids[0]: dataclasses.replace(a, power_w=111.0),
-        uuids[1]: dataclasses.replace(b, power_w=222.0, util_pct=12.5),
-        uuids[2]: dataclasses.replace(c),  # a new object, nothing moved
+        uuids[0]: msgspec.structs.replace(a, power_w=111.0),
+        uuids[1]: msgspec.structs.replace(b, power_w=222.0, util_pct=12.5),
+        uuids[2]: msgspec.structs.replace(c),  # a new object, nothing moved
     }
-    after = dataclasses.replace(snap, gpus={**snap.gpus, **moved})
+    after = msgspec.structs.replace(snap, gpus={**snap.gpus, **moved})
     delta = writer.delta(after)
     fields = CodecRegistry().codec(Gpu).fields
     where = list(snap.gpus)

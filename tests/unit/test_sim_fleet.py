@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 import threading
 
+import msgspec
 import pytest
 
 from gpucon.model.fleet import BackendState, Health, SlotKind
@@ -25,7 +25,7 @@ def run(fleet: SimFleet, seconds: int, start: float = 1000.0) -> list[Reading]:
 
 
 def without_timing(r: Reading) -> Reading:
-    return dataclasses.replace(r, duration_s=0.0)
+    return msgspec.structs.replace(r, duration_s=0.0)
 
 
 def test_same_seed_and_steps_give_the_same_readings() -> None:

@@ -1,0 +1,57 @@
+"""``gpucon demo --record FILE`` with FILE in a directory that does not exist, in a real
+terminal (tmux, 150 columns): the console starts and shows the fleet, its status bar says
+``REC FAILED`` with the OS's reason, a notification names the file once, and after ``q`` the
+terminal keeps the reason (printed when the console exits); the exit status is 0."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.smoke.test_demo_tmux import Tmux
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_console_starts_and_says_the_recording_failed(tmp_path: Path) -> None:
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed (scripts/test installs it)")
+    path = tmp_path / "gone" / "night.sqlite"
+    t = Tmux(tmp_path / "tmux.sock")
+    t("-f", "/dev/null", "start-server")
+    env = {
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "TERM": "xterm-256color",
+    }
+    exports = " ".join(f"{k}={v}" for k, v in env.items())
+    command = (
+        f"env -u COLUMNS -u LINES {exports} {sys.executable} -m gpucon.commands.cli demo "
+        f"--record {path}; echo GPUCON-EXIT=$?; sleep 30"
+    )
+    t("new-session", "-d", "-s", "demo", "-x", "150", "-y", "40", command)
+    t("resize-window", "-t", "demo", "-x", "150", "-y", "40")
+    try:
+        screen = t.wait_for(
+            "the table, REC FAILED and the notification",
+            lambda s: (
+                "REC FAILED night.sqlite: No such file or directory" in s
+                and "node-" in s
+                and "gpucon --record" in s
+            ),
+        )
+        # the notification, once, with the whole reason (it wraps in its box: read it joined)
+        joined = " ".join(line.strip(" │▌▐") for line in screen.splitlines())
+        assert "cannot record to" in joined, screen
+        assert screen.count("gpucon --record") == 1, screen
+        t("send-keys", "-t", "demo", "q")
+        after = t.wait_for("the console to exit", lambda s: "GPUCON-EXIT=" in s)
+        assert "GPUCON-EXIT=0" in after, after
+        said = t("capture-pane", "-p", "-J", "-t", "demo")  # -J: the wrapped line joined
+        assert f"gpucon: --record: cannot record to {path}: No such file or directory" in said, said
+        assert not path.parent.exists()
+    finally:
+        t("kill-server")
