@@ -109,6 +109,49 @@ def recorder_cpu(snapshots: list[Snapshot], keyframe_every: int) -> dict[str, fl
     return {"delta": delta, "delta_max": max(deltas), "keyframe": keyframe, "per_s": per_s}
 
 
+_LIVE_SCRIPT = """
+import json, os, sys, tempfile, time
+from pathlib import Path
+from gpucon.hub import Hub
+from gpucon.recording.recorder import Recorder
+from gpucon.sim import DEMO_RATE_WINDOW, DEMO_SLO_P95_MS
+from gpucon.sim.source import SimSource
+
+def cpu(tid):
+    with open(f"/proc/self/task/{tid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+size, warm_s, seconds = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+with tempfile.TemporaryDirectory() as name:
+    hub = Hub([SimSource.for_demo(7, None, size)], refresh_s=1.0,
+              slo_p95_ms_by_model=DEMO_SLO_P95_MS, rate_window=DEMO_RATE_WINDOW)
+    recorder = Recorder(Path(name) / "live.sqlite", fleet="demo", refresh_s=1.0)
+    hub.subscribe(recorder)
+    hub.start(lambda _: None)
+    time.sleep(warm_s)
+    tid = recorder._thread.native_id
+    frames, before, began = recorder.frames_written, cpu(tid), time.monotonic()
+    time.sleep(seconds)
+    after, took, frames = cpu(tid), time.monotonic() - began, recorder.frames_written - frames
+    hub.stop()
+    recorder.close()
+print(json.dumps({"ms_per_s": (after - before) * 1000.0 / took, "frames": frames}))
+"""
+
+
+def recorder_thread_ms(tree: Path, size: int, warm_s: float, seconds: float) -> float:
+    """The recorder thread's CPU (from /proc: what the console pays, the hub's thread and
+    the simulator beside it) per second of a live ``size``-GPU demo hub recording in real
+    time, with ``tree``'s gpucon, in a child process; the window holds a keyframe when it
+    is longer than a minute."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    argv = [sys.executable, "-P", "-c", _LIVE_SCRIPT, str(size), str(warm_s), str(seconds)]
+    out = subprocess.run(argv, env=env, cwd=tree, capture_output=True, text=True, check=True)
+    found: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return found["ms_per_s"]
+
+
 # the 512-GPU fleet's first GPU: on screen once the first frame with data is drawn
 MARKER_512 = b"gpu-000/gpu0"
 
@@ -278,6 +321,22 @@ def main() -> None:
             f"{cost['keyframe']:.0f} ms a keyframe (one a minute): {cost['per_s']:.1f} ms a "
             "second, in process."
         )
+        print(lines[-1], flush=True)
+        thread_s = 30.0 if quick else 65.0
+        trees = [("this", ROOT)] + ([("base", args.base.resolve())] if args.base else [])
+        thread_ms: dict[str, list[float]] = {name: [] for name, _ in trees}
+        for _ in range(1 if quick else 2):
+            for name, tree in trees:
+                thread_ms[name].append(recorder_thread_ms(tree, 512, 8.0, thread_s))
+        text = (
+            f"- The recorder thread's CPU beside a live 512-GPU demo hub recording in real time "
+            f"({thread_s:.0f} s windows, from /proc: the snapshots as the hub makes them, its "
+            f"thread running beside; {len(thread_ms['this'])} runs, min/median/max): "
+            f"{spread(thread_ms['this'], ' ms', 1)} a second"
+        )
+        if "base" in thread_ms:
+            text += f"; the checkout before these changes: {spread(thread_ms['base'], ' ms', 1)}"
+        lines.append(text + ".")
         print(lines[-1], flush=True)
         cpu_s = 20.0 if quick else 45.0
         rounds = 1 if quick else 3

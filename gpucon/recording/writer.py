@@ -13,7 +13,8 @@ writer's own running rows (already encoded), never the snapshot's objects again.
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterator, Mapping
 from itertools import chain, compress, repeat
 from typing import Any
 
@@ -22,19 +23,25 @@ from gpucon.model.history_samples import history_samples
 from gpucon.model.merge import MergedFleet
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.codec import (
-    FLOAT,
-    PLAIN,
     ClassCodec,
     CodecRegistry,
     _enc_float,
     round_all,
 )
+from gpucon.recording.fielddiff import FieldDiff
 from gpucon.recording.frames import SAMPLES, _layout, _Section, snapshot_samples
 
 _MISSING = object()
 # the sections whose changed entities give the history samples again
 _SAMPLED = ("gpus", "slots", "queues", "latency", "backends")
 _SLOT_OF = operator.attrgetter("slot_id")
+# a section's changed entities: their positions, the section's objects now and as framed last
+_Moved = tuple[list[int], list[Any], list[Any]]
+
+
+def _consume(items: Iterator[Any]) -> None:
+    """Run an iterator to its end in C (``map`` of a setter)."""
+    deque(items, maxlen=0)
 
 
 class FrameWriter:
@@ -62,8 +69,13 @@ class FrameWriter:
         # the snapshot framed last: what changed since is sampled again
         self._previous: Snapshot | None = None
         # section -> its entities that are new objects since the last frame (None: the
-        # section's keys moved, every entity is looked at)
+        # section's keys moved, every entity is looked at); by key, for the samples
+        self._moves: dict[str, _Moved | None] = {}
         self._changed: dict[str, dict[str, Any] | None] = {}
+        # section -> the last keyframe's keys, objects and rows (reused where the same)
+        self._key_rows: dict[str, tuple[list[str], list[Any], list[Any]]] = {}
+        # section -> the row index of each position of its mapping (as ``_keys``)
+        self._at: dict[str, list[int]] = {}
         # slot -> the backends on it (their names), while no backend comes, goes or moves
         self._by_slot: dict[str, list[str]] | None = None
         # the sections whose values are dataclasses, with their codec
@@ -72,37 +84,49 @@ class FrameWriter:
             for name, (enc, _) in self._sections.items()
             if isinstance(codec := getattr(enc, "__self__", None), ClassCodec)
         }
+        self._diffs = {name: FieldDiff(codec) for name, codec in self._codecs.items()}
 
     def schema(self) -> dict[str, list[str]]:
         return self.registry.schema()
 
     # -- what changed ------------------------------------------------------------------------
 
-    def _moved(self, name: str, mapping: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The entities of section ``name`` that are not the objects framed last time; None
-        when the section's keys are not those of last time, in the same order."""
+    def _moved(self, name: str, mapping: Mapping[str, Any]) -> _Moved | None:
+        """The entities of section ``name`` that are not the objects framed last time, as
+        (their positions, the section's objects now, the objects framed last); None when
+        the section's keys are not those of last time, in the same order."""
         before = self._objects.get(name)
         if before is None:
             return None
+        values_before = self._values[name]
         if mapping is before:
-            return {}
+            return [], values_before, values_before
         keys = list(mapping)
         if keys != self._keys[name]:
             return None
         values = list(mapping.values())
-        moved = compress(range(len(values)), map(operator.is_not, values, self._values[name]))
-        self._keys[name] = keys
+        moved = list(compress(range(len(values)), map(operator.is_not, values, values_before)))
         self._values[name] = values
-        return {keys[j]: values[j] for j in moved}
+        return moved, values, values_before
 
     def _keep(self, name: str, mapping: Mapping[str, Any]) -> None:
         """``mapping`` is what section ``name`` holds now (a snapshot's mappings are never
         changed: kept, not copied)."""
         if self._objects.get(name) is not mapping:
             self._objects[name] = mapping
-            if name in self._codecs and self._changed.get(name) is None:
-                self._keys[name] = list(mapping)
+            if name in self._codecs and self._moves.get(name) is None:
+                keys = self._keys[name] = list(mapping)
                 self._values[name] = list(mapping.values())
+                # the section's row index of each position
+                self._at[name] = list(map(self._state[name].index.__getitem__, keys))
+
+    def _changed_entities(self, name: str, moved: _Moved | None) -> dict[str, Any] | None:
+        """``moved`` as the changed entities by key (what the history samples read)."""
+        if moved is None:
+            return None
+        keys = self._keys[name]
+        values = moved[1]
+        return {keys[j]: values[j] for j in moved[0]}
 
     def _sample_changes(self, snapshot: Snapshot) -> tuple[dict[str, Sample], list[str]] | None:
         """The history samples of the entities that changed since the last frame, and the
@@ -157,38 +181,41 @@ class FrameWriter:
 
     def keyframe(self, snapshot: Snapshot) -> dict[str, Any]:
         """The whole state, encoded from the snapshot (a 512-GPU keyframe every minute costs
-        less than keeping ~17,000 encoded rows up to date between them)."""
+        less than keeping ~17,000 encoded rows up to date between them); the rows of the
+        entities that are the same objects as at the last keyframe are that keyframe's."""
+        # the entities changed since the last frame (their other fields are kept: fielddiff)
+        moves = {name: self._moved(name, getattr(snapshot, name)) for name in self._codecs}
         if not self.samples:
             pass
         elif self._state:
-            self._changed = {
-                name: self._moved(name, getattr(snapshot, name)) for name in self._codecs
-            }
+            self._moves = moves
+            self._changed = {n: self._changed_entities(n, m) for n, m in moves.items()}
             partial = self._sample_changes(snapshot)
             self._take_samples(snapshot, partial)
         else:
             self._samples = snapshot_samples(snapshot)
         self._previous = snapshot
+        self._moves = {}
         self._changed = {}
         sections: dict[str, Any] = {}
         seen: dict[tuple[str, ...], str] = {}
-        for name, (enc, _) in self._sections.items():
+        for name in self._sections:
             mapping: Mapping[str, Any] = (
                 self._samples if name == SAMPLES else getattr(snapshot, name)
             )
             keys = list(mapping)
             codec = self._codecs.get(name)
             values = list(mapping.values())
-            rows: list[Any]
-            if codec is not None:
-                rows = codec.encode_all(values)
-            elif enc is _enc_float:
-                rows = round_all(values)
-            else:
-                rows = [None if v is None else enc(v) for v in values]
-            self._state[name] = _Section(keys, [True] * len(keys))
+            rows = self._keyframe_rows(name, keys, values)
+            # its own keys: a delta appends the keys that come (the keyframe's are kept)
+            self._state[name] = _Section(keys.copy(), [True] * len(keys))
             if name != SAMPLES:
                 self._keep(name, mapping)
+            if codec is not None:
+                diff = self._diffs[name]
+                moved = moves.get(name)
+                if diff.keyframe() or moved is None or not diff.update(moved[0], values):
+                    diff.fill(self._values[name])
             # backends, latency, liveness and SLOs are usually keyed alike: the names once
             same = seen.setdefault(tuple(keys), name) if keys else name
             sections[name] = [keys if same == name else same, rows]
@@ -197,11 +224,44 @@ class FrameWriter:
             self._single_values[n] = None if raw is None else enc(raw)
         return {"k": sections, "s": dict(self._single_values), "schema": self.schema()}
 
+    def _keyframe_rows(self, name: str, keys: list[str], values: list[Any]) -> list[Any]:
+        """Section ``name``'s rows: those of the last keyframe where the entity is the same
+        object (a 512-GPU fleet's liveness and origins, ~14,000 entities, seldom change),
+        the others encoded."""
+        before = self._key_rows.get(name)
+        if before is None or before[0] != keys:
+            rows = self._encode_rows(name, values)
+        else:
+            where = list(compress(range(len(values)), map(operator.is_not, values, before[1])))
+            if not where:
+                rows = before[2]
+            elif len(where) == len(values):
+                rows = self._encode_rows(name, values)
+            else:
+                rows = list(before[2])
+                fresh = self._encode_rows(name, list(map(values.__getitem__, where)))
+                _consume(map(rows.__setitem__, where, fresh))
+        # kept until the next keyframe: the objects too, whose identity tells what moved
+        self._key_rows[name] = (keys, values, rows)
+        return rows
+
+    def _encode_rows(self, name: str, values: list[Any]) -> list[Any]:
+        codec = self._codecs.get(name)
+        if codec is not None:
+            return codec.encode_all(values)
+        enc = self._sections[name][0]
+        if enc is _enc_float:
+            return round_all(values)
+        return [None if v is None else enc(v) for v in values]
+
     def delta(self, snapshot: Snapshot) -> dict[str, Any]:
         """What changed since the last frame (call ``keyframe`` first)."""
         entity_rows = {name: getattr(snapshot, name) for name in self._sections if name != SAMPLES}
-        self._changed = {name: self._moved(name, entity_rows[name]) for name in self._codecs}
-        partial = self._sample_changes(snapshot) if self.samples else None
+        self._moves = {name: self._moved(name, entity_rows[name]) for name in self._codecs}
+        partial = None
+        if self.samples:
+            self._changed = {n: self._changed_entities(n, m) for n, m in self._moves.items()}
+            partial = self._sample_changes(snapshot)
         self._previous = snapshot
         frame: dict[str, Any] = {}
         columns: dict[str, list[Any]] = {}
@@ -211,10 +271,21 @@ class FrameWriter:
         removed: dict[str, list[int]] = {}
         for name, mapping in entity_rows.items():
             before = self._objects[name]
-            known = self._changed.get(name)
+            known = self._moves.get(name)
             if known is not None:
-                if known:
-                    self._columns(name, known, before, columns)
+                at, now, was = known
+                diff = self._diffs[name]
+                if at:
+                    out = diff.columns(
+                        list(map(self._at[name].__getitem__, at)),
+                        list(map(now.__getitem__, at)),
+                        list(map(was.__getitem__, at)),
+                        at,
+                    )
+                    if out:
+                        columns[name] = out
+                if diff.refill:
+                    diff.fill(now)
                 self._keep(name, mapping)
                 continue
             if before is mapping or before == mapping:
@@ -249,8 +320,14 @@ class FrameWriter:
                     updates.setdefault(name, []).append([i, -1, row])
                 else:  # a plain value (an SLO): index and value
                     scalars.setdefault(name, []).extend((i, row))
-            if same:
-                self._columns(name, same, before, columns)
+            if codec is not None:
+                diff = self._diffs[name]
+                diff.forget()  # the entities' positions moved
+                if same:
+                    at = list(map(index.__getitem__, same))
+                    out = diff.columns(at, list(same.values()), list(map(get, same)))
+                    if out:
+                        columns[name] = out
             gone = [index[k] for k in before if k not in mapping and alive[index[k]] is not None]
             for i in gone:
                 alive[i] = None
@@ -274,60 +351,6 @@ class FrameWriter:
             if part:
                 frame[key] = part
         return frame
-
-    def _columns(
-        self,
-        name: str,
-        moved: Mapping[str, Any],
-        before: Mapping[str, Any],
-        columns: dict[str, list[Any]],
-    ) -> None:
-        """The changed fields of section ``name``'s ``moved`` entities (each of the same
-        class as before), a field at a time: ``[field, [index, ...], [value, ...]]``. The
-        loops over every field of every moved entity run in C (``map``); Python touches
-        only the values that changed."""
-        codec = self._codecs[name]
-        index = self._state[name].index
-        at = list(map(index.__getitem__, moved))
-        positions = range(len(at))
-        every = codec.row_getter
-        if every is not None and at:
-            # every field of every entity in one pass, turned into a column per field (C):
-            # a field no entity changed is then one tuple comparison, not two lists built
-            # and compared (most fields of a changed entity are unchanged)
-            now_by_field: list[Any] = list(zip(*map(every, moved.values()), strict=True))
-            was_by_field: list[Any] = list(
-                zip(*map(every, map(before.__getitem__, moved)), strict=True)
-            )
-        else:
-            new = list(moved.values())
-            old = list(map(before.__getitem__, moved))
-            now_by_field = [list(map(get, new)) for get, _, _ in codec.columns]
-            was_by_field = [list(map(get, old)) for get, _, _ in codec.columns]
-        out: list[Any] = []
-        for f, (_, kind, enc) in enumerate(codec.columns):
-            now = now_by_field[f]
-            was = was_by_field[f]
-            if now == was:  # compares by identity first: an untouched field is no change
-                continue
-            hits = list(compress(positions, map(operator.is_not, now, was)))
-            if not hits:
-                continue
-            values = list(map(now.__getitem__, hits))
-            # an equal value in a new object is no change (a NaN always is one)
-            differs = list(map(operator.ne, values, map(was.__getitem__, hits)))
-            if not all(differs):
-                hits = list(compress(hits, differs))
-                if not hits:
-                    continue
-                values = list(compress(values, differs))
-            if kind == FLOAT:
-                values = round_all(values)
-            elif kind != PLAIN:
-                values = [None if v is None else enc(v) for v in values]
-            out.append([f, list(map(at.__getitem__, hits)), values])
-        if out:
-            columns[name] = out
 
     def _take_samples(
         self, snapshot: Snapshot, partial: tuple[dict[str, Sample], list[str]] | None

@@ -1,0 +1,132 @@
+"""A delta's changed fields as the recorder finds them (recording.fielddiff): the fields that
+moved lately compared one at a time, the rest as one tuple, and every frame reads back as the
+snapshot it was written from, whichever way a field was found."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from gpucon.model.snapshot import Snapshot
+from gpucon.recording.codec import CodecRegistry, round_all
+from gpucon.recording.fielddiff import RECHECK
+from gpucon.recording.frames import DELTA, KEYFRAME, FrameState
+from gpucon.recording.store import decode_frame, encode_frame
+from gpucon.recording.writer import FrameWriter
+from tests.unit.test_recording_frames import _live, _rounded
+
+
+def _fields(cls: type) -> tuple[str, ...]:
+    names = getattr(cls, "__struct_fields__", None)
+    if names is not None:
+        return tuple(names)
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def _with(obj: Any, **changes: Any) -> Any:
+    """``obj`` with ``changes``: a new object of its class (a model record or the snapshot)."""
+    cls = type(obj)
+    return cls(**{name: changes.get(name, getattr(obj, name)) for name in _fields(cls)})
+
+
+def _gpus(snap: Snapshot, moved: dict[str, dict[str, Any]]) -> Snapshot:
+    """``snap`` with the GPUs named in ``moved`` given those field values (new objects)."""
+    gpus = {u: _with(g, **moved[u]) if u in moved else g for u, g in snap.gpus.items()}
+    out: Snapshot = _with(snap, gpus=gpus, taken_at=snap.taken_at + 1.0)
+    return out
+
+
+def _check(state: FrameState, kind: int, frame: dict[str, Any], snap: Snapshot) -> None:
+    state.apply(snap.taken_at, kind, decode_frame(encode_frame(frame)))
+    back = state.snapshot()
+    for name in ("gpus", "slots", "backends", "queues", "latency", "liveness", "sources"):
+        assert dict(getattr(back, name)) == _rounded(dict(getattr(snap, name))), name
+
+
+def test_a_field_that_starts_moving_is_found_and_compared_on_its_own_from_then() -> None:
+    snap = _live(None, 1, size=16)[0]
+    writer = FrameWriter(samples=False)
+    state = FrameState()
+    _check(state, KEYFRAME, writer.keyframe(snap), snap)
+    uuids = list(snap.gpus)
+    diff = writer._diffs["gpus"]
+    assert not diff.hot  # nothing moved yet: every field is compared as one tuple
+    power = {u: {"power_w": 100.0 + i} for i, u in enumerate(uuids[:8])}
+    snap = _gpus(snap, power)
+    _check(state, DELTA, writer.delta(snap), snap)
+    assert list(diff.hot) == ["power_w"]
+    # power moves again and, in one GPU, the name too (a field not compared on its own)
+    moved: dict[str, dict[str, Any]] = {u: {"power_w": 200.0 + i} for i, u in enumerate(uuids[:8])}
+    moved[uuids[3]]["name"] = "H200 NVL"
+    snap = _gpus(snap, moved)
+    delta = writer.delta(snap)
+    fields = CodecRegistry().codec(type(snap.gpus[uuids[0]])).fields
+    named = {fields[f]: (rows, values) for f, rows, values in delta["c"]["gpus"]}
+    assert named["name"] == ([uuids.index(uuids[3])], ["H200 NVL"])
+    assert named["power_w"][1] == [200.0 + i for i in range(8)]
+    assert set(diff.hot) == {"power_w", "name"}
+    _check(state, DELTA, delta, snap)
+    # a keyframe: the fields that moved in the deltas since the last one stay hot
+    snap = _gpus(snap, {uuids[0]: {"util_pct": 55.5}})
+    _check(state, KEYFRAME, writer.keyframe(snap), snap)
+    assert set(diff.hot) == {"power_w", "name"}
+    snap = _gpus(snap, {uuids[1]: {"util_pct": 44.5}})
+    _check(state, DELTA, writer.delta(snap), snap)
+    assert set(diff.hot) == {"power_w", "name", "util_pct"}
+    _check(state, KEYFRAME, writer.keyframe(snap), snap)
+    assert list(diff.hot) == ["util_pct"]  # the others did not move since the last keyframe
+    snap = _gpus(snap, {uuids[2]: {"power_w": 1.0}})
+    _check(state, DELTA, writer.delta(snap), snap)
+
+
+def test_a_field_moving_in_most_changed_entities_is_given_for_all_of_them() -> None:
+    """Given unread for every changed entity while it moves in most of them (an unchanged
+    value written again reads back the same), compared again every RECHECK frames."""
+    snap = _live(None, 1, size=16)[0]
+    writer = FrameWriter(samples=False)
+    state = FrameState()
+    _check(state, KEYFRAME, writer.keyframe(snap), snap)
+    uuids = list(snap.gpus)[:12]
+    fields = CodecRegistry().codec(type(snap.gpus[uuids[0]])).fields
+    power = fields.index("power_w")
+    for tick in range(2 * RECHECK + 2):
+        # every changed GPU's power moves, but for one GPU whose temperature alone moves
+        moved = {u: {"power_w": 300.0 + tick + i / 7} for i, u in enumerate(uuids[1:])}
+        moved[uuids[0]] = {"temperature_c": 40.0 + tick}
+        snap = _gpus(snap, moved)
+        delta = writer.delta(snap)
+        _check(state, DELTA, delta, snap)
+        rows = {f: r for f, r, _ in delta["c"]["gpus"]}
+        if tick >= 2:  # learnt: the power column names every changed GPU
+            assert len(rows[power]) == len(uuids)
+    # power stops moving but in one GPU: once compared again, only that one is given
+    for tick in range(RECHECK + 1):
+        snap = _gpus(snap, {u: {"temperature_c": 60.0 + tick} for u in uuids[1:]})
+        snap = _gpus(snap, {uuids[0]: {"power_w": 50.0 + tick}})
+        delta = writer.delta(snap)
+        _check(state, DELTA, delta, snap)
+    rows = {f: r for f, r, _ in delta["c"]["gpus"]}
+    assert rows[power] == [list(snap.gpus).index(uuids[0])]
+
+
+def test_entities_that_come_and_go_and_a_keyframe_reusing_rows_read_back() -> None:
+    """A section whose keys change is compared without the kept values until the next
+    keyframe; a keyframe's rows of entities unchanged since the last keyframe are reused."""
+    live = _live("noisy-neighbour", 24)
+    writer = FrameWriter(samples=False)
+    state = FrameState()
+    gone = list(live[0].backends)[5]
+    for i, snap in enumerate(live):
+        if 6 <= i < 12:  # a backend gone for a while, then back
+            snap = _with(snap, backends={k: v for k, v in snap.backends.items() if k != gone})
+        if i % 8 == 0:
+            _check(state, KEYFRAME, writer.keyframe(snap), snap)
+        else:
+            _check(state, DELTA, writer.delta(snap), snap)
+
+
+def test_round_all_with_nones_among_the_numbers() -> None:
+    values = [1.123456789, None, 2, None, -0.000004, 1_790_000_000.123456789]
+    assert round_all(values) == [1.12346, None, 2.0, None, -0.0, 1_790_000_000.12346]
+    assert round_all([None, float("nan"), float("inf"), 3.3]) == [None, None, None, 3.3]
+    assert round_all([]) == [] and round_all([None]) == [None]
