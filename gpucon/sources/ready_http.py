@@ -123,7 +123,7 @@ class _Answer(asyncio.Protocol):
         conn = self._h11
         while True:
             event = conn.next_event()
-            if event is h11.NEED_DATA:
+            if event is h11.NEED_DATA or event is h11.PAUSED:  # PAUSED: past the answer's end
                 return
             if isinstance(event, h11.Response):
                 self._status = event.status_code
@@ -148,9 +148,6 @@ class _Answer(asyncio.Protocol):
                     except h11.LocalProtocolError:
                         keep = False
                 w.set_result((self._status, keep))
-                return
-            elif isinstance(event, h11.ConnectionClosed):
-                w.set_exception(_Dropped())
                 return
             # an InformationalResponse (1xx): the final answer follows
 

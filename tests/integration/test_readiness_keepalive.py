@@ -181,7 +181,8 @@ def test_an_https_backend_is_checked_over_tls_and_kept(
 
 
 class _Chunked(BaseHTTPRequestHandler):
-    """200 with a chunked body, in two writes; counts the connections it is asked over."""
+    """200 with a chunked body, in two writes (``server.big``: over 64 KiB); counts the
+    connections it is asked over."""
 
     protocol_version = "HTTP/1.1"
 
@@ -195,6 +196,8 @@ class _Chunked(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(b"5\r\nready\r\n")
         self.wfile.flush()
+        if getattr(self.server, "big", False):  # 80 KiB more: past what a check reads
+            self.wfile.write(b"14000\r\n" + b"x" * 0x14000 + b"\r\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
@@ -211,7 +214,7 @@ class _Garbled(socketserver.BaseRequestHandler):
         self.request.recv(4096)  # until the client hangs up
 
 
-def test_a_chunked_answer_is_read_and_its_connection_kept() -> None:
+def test_a_chunked_answer_is_read_and_its_connection_kept_unless_too_long() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Chunked)
     server.connections = 0  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -222,6 +225,11 @@ def test_a_chunked_answer_is_read_and_its_connection_kept() -> None:
             assert answers(source) == {"chunked": (True, None)}
         assert source.kept_connections == 1
         assert server.connections == 1  # type: ignore[attr-defined]
+        # a body past 64 KiB is read no further: still ready, its connection closed
+        server.big = True  # type: ignore[attr-defined]
+        for _ in range(2):
+            assert answers(source) == {"chunked": (True, None)}
+            assert source.kept_connections == 0
     finally:
         source.close()
         server.shutdown()
