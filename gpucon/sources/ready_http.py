@@ -4,9 +4,12 @@ The checks used httpx, a new client (and a new connection) per read on a new eve
 backends every 0.5 s that was most of a console's CPU, and the checks fell behind their cadence.
 Here a ``CheckPool`` keeps one asyncio loop in its own thread and, per backend ``scheme://host:
 port``, the idle connections of earlier checks; a check borrows one (or opens one), writes one
-GET and reads the answer with a small response reader (status line, headers, a
-``Content-Length`` body; anything else, ``Connection: close`` or HTTP/1.0 answers, and the
-connection is not kept).
+GET and reads the answer through h11 (the HTTP/1.1 state machine httpx's transport uses): one
+``h11.Connection`` per connection writes the request and parses the answer, any framing
+(``Content-Length``, chunked); the connection is kept only when h11 can start a next cycle on
+it (both sides DONE: not after ``Connection: close`` or an HTTP/1.0 answer). The status is all
+a check needs, so an answer whose connection cannot be kept, or whose body passes 64 KiB, is
+read no further and its connection closed; an answer h11 cannot parse is "bad http answer".
 
 A pooled connection never hides a dead backend: a connection the peer closed (the backend was
 killed, or restarted as a new process on the same port) is dropped as soon as the loop sees it
@@ -27,6 +30,8 @@ import threading
 from collections.abc import Coroutine
 from typing import TypeVar
 from urllib.parse import SplitResult, unquote, urlsplit
+
+import h11
 
 T = TypeVar("T")
 MAX_HEAD_BYTES = 16 * 1024
@@ -69,16 +74,16 @@ def reason_of(exc: BaseException) -> str:
 
 
 class _Answer(asyncio.Protocol):
-    """One connection: answers one request at a time; ``closed`` once the peer is gone."""
+    """One connection and its h11 state machine: one request at a time; ``closed`` once the
+    peer is gone."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self._buf = bytearray()
+        self._h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
         self._waiter: asyncio.Future[tuple[int, bool]] | None = None
         self._status = 0
-        self._need = -1  # body bytes still to come once the head is read; -1: head not read
-        self._keep = False
+        self._body = 0  # body bytes of this answer so far
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -90,16 +95,16 @@ class _Answer(asyncio.Protocol):
         if w is not None and not w.done():
             w.set_exception(_Dropped())
 
-    def ask(self, request: bytes) -> asyncio.Future[tuple[int, bool]]:
+    def ask(self, request: h11.Request) -> asyncio.Future[tuple[int, bool]]:
         """Send ``request``; the future gives (status, whether the connection may be kept)."""
         assert self.transport is not None
-        self._buf.clear()
-        self._need = -1
+        self._status = self._body = 0
         self._waiter = asyncio.get_running_loop().create_future()
         if self.closed:  # lost before this request: it would never be answered
             self._waiter.set_exception(_Dropped())
         else:
-            self.transport.write(request)
+            self.transport.write(self._h11.send(request) or b"")
+            self._h11.send(h11.EndOfMessage())
         return self._waiter
 
     def data_received(self, data: bytes) -> None:
@@ -107,46 +112,57 @@ class _Answer(asyncio.Protocol):
         if w is None or w.done():  # nothing asked: an answer nobody wants, never reused
             self.close()
             return
-        self._buf += data
-        if self._need < 0:
-            end = self._buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self._buf) > MAX_HEAD_BYTES:
-                    w.set_exception(CheckError("bad response"))
-                return
-            try:
-                self._head(bytes(self._buf[:end]))
-            except ValueError:
-                w.set_exception(CheckError("bad response"))
-                return
-            del self._buf[: end + 4]
-        if self._need < 0 or len(self._buf) >= self._need:
-            w.set_result((self._status, self._keep and len(self._buf) == max(self._need, 0)))
+        try:
+            self._h11.receive_data(data)
+            self._read(w)
+        except h11.RemoteProtocolError:
+            w.set_exception(CheckError("bad http answer"))
 
-    def _head(self, head: bytes) -> None:
-        lines = head.decode("latin-1").split("\r\n")
-        version, status, *_ = lines[0].split(" ", 2)
-        if not version.startswith("HTTP/1.") or len(status) != 3:
-            raise ValueError(lines[0][:40])
-        self._status = int(status)
-        fields = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            fields[name.strip().lower()] = value.strip().lower()
-        conn = fields.get("connection", "")
-        self._keep = version == "HTTP/1.1" and "close" not in conn
-        length = fields.get("content-length")
-        if "transfer-encoding" in fields or length is None or not length.isdigit():
-            self._keep, self._need = False, 0  # the status is all a check needs
-        elif int(length) > MAX_KEPT_BODY_BYTES:
-            self._keep, self._need = False, 0
-        else:
-            self._need = int(length)
+    def _read(self, w: asyncio.Future[tuple[int, bool]]) -> None:
+        """The events in what came so far; ``w`` is set once the answer says all a check needs."""
+        conn = self._h11
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA or event is h11.PAUSED:  # PAUSED: past the answer's end
+                return
+            if isinstance(event, h11.Response):
+                self._status = event.status_code
+                # the status is all a check needs: an answer whose connection cannot be kept
+                # (Connection: close, HTTP/1.0, a body that ends when the server hangs up) is
+                # not read further
+                if conn.our_state is h11.MUST_CLOSE or not _framed(event):
+                    w.set_result((self._status, False))
+                    return
+            elif isinstance(event, h11.Data):
+                self._body += len(event.data)
+                if self._body > MAX_KEPT_BODY_BYTES:  # read no further, the connection closed
+                    w.set_result((self._status, False))
+                    return
+            elif isinstance(event, h11.EndOfMessage):
+                # kept only if both sides are DONE (h11 says MUST_CLOSE otherwise) and nothing
+                # came after the answer (a stray answer would be taken for the next one's)
+                keep = not conn.trailing_data[0]
+                if keep:
+                    try:
+                        conn.start_next_cycle()
+                    except h11.LocalProtocolError:
+                        keep = False
+                w.set_result((self._status, keep))
+                return
+            # an InformationalResponse (1xx): the final answer follows
 
     def close(self) -> None:
         self.closed = True
         if self.transport is not None:
             self.transport.abort()
+
+
+def _framed(answer: h11.Response) -> bool:
+    """Whether a body's end is marked (no body, a length, chunks), not left to the server
+    hanging up."""
+    if answer.status_code in (204, 304):
+        return True
+    return any(name in (b"content-length", b"transfer-encoding") for name, _ in answer.headers)
 
 
 class CheckPool:
@@ -157,7 +173,7 @@ class CheckPool:
         self._thread: threading.Thread | None = None
         self._idle: dict[str, list[_Answer]] = {}
         self._ssl: ssl.SSLContext | None = None
-        self._requests: dict[str, tuple[str, str, int, bytes]] = {}
+        self._requests: dict[str, tuple[str, str, int, h11.Request]] = {}
 
     def kept(self) -> int:
         """How many idle connections are kept for the next checks."""
@@ -194,7 +210,7 @@ class CheckPool:
         conn = await self._open(key, host, port)
         return await self._ask(key, conn, request)
 
-    async def _ask(self, key: str, conn: _Answer, request: bytes) -> int:
+    async def _ask(self, key: str, conn: _Answer, request: h11.Request) -> int:
         try:
             status, keep = await conn.ask(request)
         except BaseException:
@@ -220,8 +236,8 @@ class CheckPool:
         )
         return conn
 
-    def _request(self, url: str) -> tuple[str, str, int, bytes]:
-        """(pool key, host, port, request bytes) for ``url``, worked out once per url."""
+    def _request(self, url: str) -> tuple[str, str, int, h11.Request]:
+        """(pool key, host, port, request) for ``url``, worked out once per url."""
         known = self._requests.get(url)
         if known is None:
             known = self._requests[url] = _build_request(urlsplit(url))
@@ -262,7 +278,7 @@ class CheckPool:
                 loop.close()
 
 
-def _build_request(parts: SplitResult) -> tuple[str, str, int, bytes]:
+def _build_request(parts: SplitResult) -> tuple[str, str, int, h11.Request]:
     if parts.scheme not in ("http", "https"):
         raise CheckError(f"unsupported url scheme {parts.scheme!r}"[:80])
     host = parts.hostname
@@ -274,9 +290,12 @@ def _build_request(parts: SplitResult) -> tuple[str, str, int, bytes]:
         raise CheckError("bad port in url") from exc
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     netloc = parts.netloc.rpartition("@")[2]
-    lines = [f"GET {target} HTTP/1.1", f"Host: {netloc}", "Accept: */*", "User-Agent: gpucon"]
+    headers = [(b"Host", netloc.encode()), (b"Accept", b"*/*"), (b"User-Agent", b"gpucon")]
     if parts.username is not None:
         creds = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-        lines.append("Authorization: Basic " + base64.b64encode(creds.encode()).decode())
-    request = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8")
+        headers.append((b"Authorization", b"Basic " + base64.b64encode(creds.encode())))
+    try:
+        request = h11.Request(method=b"GET", target=target.encode(), headers=headers)
+    except h11.LocalProtocolError as exc:  # a target or host h11 will not put on the wire
+        raise CheckError("bad url") from exc
     return f"{parts.scheme}://{host}:{port}", host, port, request

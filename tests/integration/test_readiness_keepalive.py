@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socketserver
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -177,3 +178,75 @@ def test_an_https_backend_is_checked_over_tls_and_kept(
         for server in servers:
             server.shutdown()
             server.server_close()
+
+
+class _Chunked(BaseHTTPRequestHandler):
+    """200 with a chunked body, in two writes (``server.big``: over 64 KiB); counts the
+    connections it is asked over."""
+
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.connections += 1  # type: ignore[attr-defined]
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.write(b"5\r\nready\r\n")
+        self.wfile.flush()
+        if getattr(self.server, "big", False):  # 80 KiB more: past what a check reads
+            self.wfile.write(b"14000\r\n" + b"x" * 0x14000 + b"\r\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _Garbled(socketserver.BaseRequestHandler):
+    """Answers every request with a status line that is not HTTP's."""
+
+    def handle(self) -> None:
+        self.request.recv(4096)
+        self.request.sendall(b"HTTP/1.1 2OO OK\r\nContent-Length: 2\r\n\r\nok")
+        self.request.recv(4096)  # until the client hangs up
+
+
+def test_a_chunked_answer_is_read_and_its_connection_kept_unless_too_long() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Chunked)
+    server.connections = 0  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    source = ReadinessSource(timeout_s=1.0, request_timeout_s=0.8)
+    try:
+        source.observe_backends({"chunked": f"http://127.0.0.1:{server.server_address[1]}"})
+        for _ in range(5):
+            assert answers(source) == {"chunked": (True, None)}
+        assert source.kept_connections == 1
+        assert server.connections == 1  # type: ignore[attr-defined]
+        # a body past 64 KiB is read no further: still ready, its connection closed
+        server.big = True  # type: ignore[attr-defined]
+        for _ in range(2):
+            assert answers(source) == {"chunked": (True, None)}
+            assert source.kept_connections == 0
+    finally:
+        source.close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_malformed_status_line_is_a_bad_http_answer_and_its_connection_closed() -> None:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Garbled)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    source = ReadinessSource(timeout_s=1.0, request_timeout_s=0.8)
+    try:
+        source.observe_backends({"garbled": f"http://127.0.0.1:{server.server_address[1]}"})
+        for _ in range(2):
+            assert answers(source) == {"garbled": (False, "bad http answer")}
+            assert source.kept_connections == 0
+    finally:
+        source.close()
+        server.shutdown()
+        server.server_close()
