@@ -129,7 +129,7 @@ def keeps() -> Iterator[str]:
 def test_servers_that_close_kept_connections_are_ready_on_every_check(
     hangs_up: str, http10: str, keeps: str
 ) -> None:
-    source = ReadinessSource(timeout_s=1.0, request_timeout_s=0.4)
+    source = ReadinessSource(timeout_s=5.0, request_timeout_s=4.0)
     try:
         source.observe_backends({"hangs-up": hangs_up, "http10": http10, "keeps": keeps})
         for _ in range(20):
@@ -167,7 +167,7 @@ def test_an_https_backend_is_checked_over_tls_and_kept(
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         urls[name] = f"https://127.0.0.1:{server.server_address[1]}"
-    source = ReadinessSource(timeout_s=1.0, request_timeout_s=0.8)
+    source = ReadinessSource(timeout_s=5.0, request_timeout_s=4.0)
     try:
         source.observe_backends(urls)
         for _ in range(3):
@@ -218,7 +218,7 @@ def test_a_chunked_answer_is_read_and_its_connection_kept_unless_too_long() -> N
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Chunked)
     server.connections = 0  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    source = ReadinessSource(timeout_s=1.0, request_timeout_s=0.8)
+    source = ReadinessSource(timeout_s=5.0, request_timeout_s=4.0)
     try:
         source.observe_backends({"chunked": f"http://127.0.0.1:{server.server_address[1]}"})
         for _ in range(5):
@@ -240,7 +240,7 @@ def test_a_malformed_status_line_is_a_bad_http_answer_and_its_connection_closed(
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Garbled)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    source = ReadinessSource(timeout_s=1.0, request_timeout_s=0.8)
+    source = ReadinessSource(timeout_s=5.0, request_timeout_s=4.0)
     try:
         source.observe_backends({"garbled": f"http://127.0.0.1:{server.server_address[1]}"})
         for _ in range(2):
