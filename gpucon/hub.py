@@ -36,6 +36,7 @@ from gpucon.model.liveness import LivenessPolicy, dead_targets, withhold_dead_ta
 from gpucon.model.liveness_book import LivenessBook
 from gpucon.model.merge import MergedFleet, merge_readings
 from gpucon.model.reading import Reading
+from gpucon.model.section_moves import MOVES
 from gpucon.model.snapshot import Snapshot
 from gpucon.model.staleness import StaleFieldCache, Staleness, stale_after_s
 from gpucon.sources.base import Source, guarded_read
@@ -127,7 +128,7 @@ class Hub:
         # rule reads it instead of walking every slot's history back each tick)
         self._mem_runs = GrowthRuns(history_capacity)
         # the history's blocks, read again only where entities changed
-        self._blocks = HistoryBlocks()
+        self._blocks = HistoryBlocks(MOVES)
         self._stale_fields = StaleFieldCache()
         self._gaps: tuple[object, list[str]] = (None, [])
         self._merged: tuple[tuple[Reading, ...], MergedFleet | None] = ((), None)
