@@ -32,10 +32,11 @@ from gpucon.model.growth_runs import GrowthRuns
 from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
 from gpucon.model.history_delta import HistoryBlocks
 from gpucon.model.history_samples import history_samples, stale_series
-from gpucon.model.liveness import LivenessPolicy, withhold_dead_targets
+from gpucon.model.liveness import LivenessPolicy, dead_targets, withhold_dead_targets
 from gpucon.model.liveness_book import LivenessBook
 from gpucon.model.merge import MergedFleet, merge_readings
 from gpucon.model.reading import Reading
+from gpucon.model.section_moves import MOVES
 from gpucon.model.snapshot import Snapshot
 from gpucon.model.staleness import StaleFieldCache, Staleness, stale_after_s
 from gpucon.sources.base import Source, guarded_read
@@ -127,7 +128,7 @@ class Hub:
         # rule reads it instead of walking every slot's history back each tick)
         self._mem_runs = GrowthRuns(history_capacity)
         # the history's blocks, read again only where entities changed
-        self._blocks = HistoryBlocks()
+        self._blocks = HistoryBlocks(MOVES)
         self._stale_fields = StaleFieldCache()
         self._gaps: tuple[object, list[str]] = (None, [])
         self._merged: tuple[tuple[Reading, ...], MergedFleet | None] = ((), None)
@@ -140,6 +141,8 @@ class Hub:
         self._pool: ThreadPoolExecutor | None = None
         self._started_at = clock()
         self._liveness = LivenessBook(liveness_policy)
+        # the verdicts last read for dead scrape targets, and those targets
+        self._dead: tuple[object, list[str]] = (None, [])
         # called with every snapshot tick() makes (the recorder): they must not block
         self._subscribers: list[SnapshotCallback] = []
         # cleared by the UI while it answers a key (gpucon.app): the hub's thread then waits
@@ -278,7 +281,10 @@ class Hub:
         fleet = self._merge(readings)
         self.let_ui_answer(ui_deadline)
         liveness = self._liveness.judge_readings(fleet.backends, readings, now)
-        fleet = replace(fleet, latency=withhold_dead_targets(fleet.latency, liveness))
+        if self._dead[0] is not liveness:  # the same verdicts (most ticks): the same dead
+            self._dead = (liveness, dead_targets(liveness))
+        latency = withhold_dead_targets(fleet.latency, liveness, self._dead[1])
+        fleet = replace(fleet, latency=latency)
         staleness = self._stale_fields(readings, fleet, stale)
         if self._gaps[0] is not staleness.fields:  # the same stale values: the same gaps
             self._gaps = (staleness.fields, stale_series(staleness))

@@ -21,6 +21,7 @@ from typing import Any
 from gpucon.model.history import Block, Sample
 from gpucon.model.history_samples import blank_gaps, cotenant_samples, floats, stale_series
 from gpucon.model.merge import MergedFleet
+from gpucon.model.section_moves import SectionMoves
 from gpucon.model.staleness import FRESH, Staleness
 
 NAN = math.nan
@@ -77,11 +78,19 @@ _KINDS: tuple[tuple[str, str, tuple[str, ...], One, All], ...] = (
 
 
 class _Kept:
-    """One kind's last tick: its ids, its entities in that order, each family's numbers."""
+    """One kind's last tick: its mapping, its ids, its entities in that order, each family's
+    numbers."""
 
-    __slots__ = ("entities", "ids", "numbers")
+    __slots__ = ("entities", "ids", "mapping", "numbers")
 
-    def __init__(self, ids: tuple[str, ...], entities: list[object], numbers: list[Any]) -> None:
+    def __init__(
+        self,
+        mapping: Mapping[str, object],
+        ids: tuple[str, ...],
+        entities: list[object],
+        numbers: list[Any],
+    ) -> None:
+        self.mapping = mapping
         self.ids = ids
         self.entities = entities
         self.numbers = numbers
@@ -90,8 +99,10 @@ class _Kept:
 class HistoryBlocks:
     """``history_blocks`` with last tick's numbers kept (the hub's, one instance a hub)."""
 
-    def __init__(self) -> None:
+    def __init__(self, moves: SectionMoves | None = None) -> None:
         self._kept: dict[str, _Kept] = {}
+        # told which entities are new objects, for the recorder's same comparison
+        self._moves = moves
 
     def __call__(
         self, fleet: MergedFleet, staleness: Staleness = FRESH, gaps: list[str] | None = None
@@ -126,6 +137,8 @@ class HistoryBlocks:
             # of those that moved is never made
             if 4 * (len(entities) - sum(map(is_, entities, old))) <= len(entities):
                 moved = list(compress(range(len(entities)), map(is_not, entities, old)))
+                if self._moves is not None:
+                    self._moves.note(by_id, kept.mapping, moved, entities)
         if kept is None or moved is None:
             # entities came, went or moved, or most are new objects: read them all, a field
             # at a time (comprehensions beat a loop over the few that moved past a quarter)
@@ -135,5 +148,5 @@ class HistoryBlocks:
             for i in moved:
                 for values, v in zip(numbers, one(entities[i]), strict=True):
                     values[i] = NAN if v is None else v  # type: ignore[call-overload]
-        self._kept[field] = _Kept(ids, entities, numbers)
+        self._kept[field] = _Kept(by_id, ids, entities, numbers)
         return numbers

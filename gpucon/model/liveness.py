@@ -178,13 +178,22 @@ def _nothing_fresh(
     return "no readiness signal"
 
 
+def dead_targets(liveness: Mapping[str, BackendLiveness]) -> list[str]:
+    """The backends whose scrape target is down (fresh ``up`` = 0)."""
+    return [n for n, lv in liveness.items() if lv.prom_up is False and lv.prom_fresh]
+
+
 def withhold_dead_targets(
-    latency: Mapping[str, LatencyStats], liveness: Mapping[str, BackendLiveness]
+    latency: Mapping[str, LatencyStats],
+    liveness: Mapping[str, BackendLiveness],
+    dead: list[str] | None = None,
 ) -> dict[str, LatencyStats]:
     """Latency with the rates of backends whose scrape target is down (fresh ``up`` = 0)
     withheld: Prometheus computes them from samples taken before the target died, so they
-    would show traffic that is no longer there."""
-    dead = [n for n, lv in liveness.items() if lv.prom_up is False and lv.prom_fresh]
+    would show traffic that is no longer there. ``dead``: ``dead_targets(liveness)``, when
+    the caller kept it."""
+    if dead is None:
+        dead = dead_targets(liveness)
     if not dead:
         return latency if isinstance(latency, dict) else dict(latency)
     out = dict(latency)

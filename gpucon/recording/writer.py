@@ -21,6 +21,7 @@ from typing import Any
 from gpucon.model.history import Sample
 from gpucon.model.history_samples import history_samples
 from gpucon.model.merge import MergedFleet
+from gpucon.model.section_moves import MOVES
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.codec import (
     ClassCodec,
@@ -101,6 +102,12 @@ class FrameWriter:
         values_before = self._values[name]
         if mapping is before:
             return [], values_before, values_before
+        # the hub's history compared these two mappings already (the same keys in the
+        # same order): its finding, not a second scan
+        found = MOVES.between(mapping, before)
+        if found is not None:
+            self._values[name] = found[1]
+            return found[0], found[1], values_before
         keys = list(mapping)
         if keys != self._keys[name]:
             return None

@@ -3,14 +3,25 @@ through the simulator's own changes, stale values, entities gone, back and in an
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import msgspec
 from msgspec.structs import replace
 
+from gpucon.hub import Hub
 from gpucon.model.history import Block, Sample
 from gpucon.model.history_delta import HistoryBlocks
 from gpucon.model.history_samples import history_blocks
 from gpucon.model.merge import merge_readings
+from gpucon.model.section_moves import MOVES, SectionMoves
+from gpucon.model.snapshot import Snapshot
 from gpucon.model.staleness import Staleness
+from gpucon.recording.writer import FrameWriter
+from gpucon.sim import DEMO_RATE_WINDOW, DEMO_SLO_P95_MS
 from gpucon.sim.fleet import build_sim_fleet
+from gpucon.sim.source import SimSource
+from tests.ui.fleet_fixture import FrozenClock
 
 
 def _plain(blocks: list[Block], samples: dict[str, Sample]) -> object:
@@ -42,3 +53,77 @@ def test_kept_blocks_are_the_fresh_ones_tick_after_tick() -> None:
         same = [a is b for a, b in zip(merged.slots.values(), before, strict=False)]
         moved += any(same) and not all(same)
     assert moved > 20  # the simulator changed some entities and kept the others
+
+
+def test_the_new_objects_found_are_told_for_exactly_the_two_mappings_compared() -> None:
+    """The recorder reuses the history's finding only for the very mappings it compared:
+    the positions of the new objects (one changed entity: its position alone), nothing for
+    another pair of mappings, nothing once too many findings came after."""
+    fleet = build_sim_fleet(seed=3, size=16)
+    moves = SectionMoves(limit=4)
+    kept = HistoryBlocks(moves)
+    first = merge_readings([fleet.reading(0.0)])
+    kept(first)
+    slots = list(first.slots.items())
+    sid, slot = slots[2]
+    changed = dict(first.slots)
+    changed[sid] = replace(slot, activity_pct=(slot.activity_pct or 0.0) + 1.0)
+    second = replace(first, slots=changed)
+    kept(second)
+    found = moves.between(second.slots, first.slots)
+    assert found is not None
+    assert found[0] == [2] and found[1] == list(changed.values())
+    assert moves.between(second.slots, dict(first.slots)) is None  # an equal copy: not it
+    assert moves.between(first.slots, second.slots) is None
+    # unchanged sections are found too (no new object), then pushed out by newer findings
+    assert moves.between(second.latency, first.latency) == ([], list(first.latency.values()))
+    for _ in range(3):
+        kept(replace(second, slots=dict(changed)))
+    assert moves.between(second.slots, first.slots) is None
+
+
+def test_the_hub_hands_on_the_liveness_mapping_and_a_recording_matches_without_findings() -> None:
+    """A recording framed with the history's findings is the one framed by comparing every
+    entity: the same frames, byte for byte."""
+    clock = FrozenClock(1_790_000_000.0)
+    hub = Hub(
+        [SimSource.for_demo(7, None, 64, clock=clock)],
+        refresh_s=1.0,
+        clock=clock,
+        slo_p95_ms_by_model=DEMO_SLO_P95_MS,
+        rate_window=DEMO_RATE_WINDOW,
+    )
+    snapshots: list[Snapshot] = []
+    with_findings, without = FrameWriter(samples=False), FrameWriter(samples=False)
+    frames: list[tuple[object, object]] = []
+    used = kept_liveness = 0
+    for tick in range(25):
+        hub.poll_once()
+        snapshot = hub.tick()
+        snapshots.append(snapshot)
+        clock.now += 1.0
+        if tick:
+            before = snapshots[-2]
+            # equal verdicts are the same mapping (most ticks)
+            assert snapshot.liveness is before.liveness or snapshot.liveness != before.liveness
+            kept_liveness += snapshot.liveness is before.liveness
+            used += MOVES.between(snapshot.slots, before.slots) is not None
+        key = tick % 10 == 0
+        a = with_findings.keyframe(snapshot) if key else with_findings.delta(snapshot)
+        with _no_findings():
+            b = without.keyframe(snapshot) if key else without.delta(snapshot)
+        frames.append((a, b))
+    hub.stop()
+    assert used > 10 and kept_liveness > 10
+    for framed, compared in frames:
+        assert msgspec.json.encode(framed) == msgspec.json.encode(compared)
+
+
+@contextmanager
+def _no_findings() -> Iterator[None]:
+    """The recorder as if the hub had found nothing: it compares every entity itself."""
+    MOVES.between = lambda now, before: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del MOVES.between

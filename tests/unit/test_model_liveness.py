@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from gpucon.model.alerts import AlertInputs, AlertThresholds, Severity, derive_alerts
@@ -151,6 +152,32 @@ def test_the_book_keeps_an_unchanged_verdict_and_notices_time_passing() -> None:
     # no new check for longer than the http limit: the old one no longer vouches
     later = book.judge_all(backends, signals, NOW + 5)
     assert later["b1"].serving is None
+
+
+def test_the_book_hands_on_the_same_mapping_while_every_verdict_is_kept() -> None:
+    """Snapshot readers skip an unchanged section by identity: the book's mapping is last
+    call's object while every verdict is kept for the same backends in the same order, and
+    a new one as soon as one verdict, a name or the order changes."""
+    book = LivenessBook(P)
+    b2 = Backend("b2", url="http://10.0.0.2:8000")
+    checks = {"b1": ReadyCheck("b1", True), "b2": ReadyCheck("b2", True)}
+    signals = Signals(checks=(("readiness", NOW, checks),))
+    first = book.judge_all({"b1": B, "b2": b2}, signals, NOW)
+    # new backend objects with the fields a verdict reads unchanged (a live read): kept
+    again = book.judge_all(
+        {"b1": msgspec.structs.replace(B, inflight=3), "b2": b2}, signals, NOW + 1
+    )
+    assert again is first
+    # one backend's check changed: a new mapping, the other verdict the same object
+    down = {**checks, "b2": ReadyCheck("b2", False, "503")}
+    changed = book.judge_all({"b1": B, "b2": b2}, Signals(checks=(("readiness", NOW, down),)), NOW)
+    assert changed is not first and changed["b1"] is first["b1"]
+    assert changed["b2"].serving is False and first["b2"].serving is True
+    # the same verdicts in another order, or for fewer backends: new mappings
+    signals = Signals(checks=(("readiness", NOW, down),))
+    assert list(book.judge_all({"b2": b2, "b1": B}, signals, NOW)) == ["b2", "b1"]
+    alone = book.judge_all({"b1": B}, signals, NOW)
+    assert list(alone) == ["b1"] and book.judge_all({"b1": B}, signals, NOW) is alone
 
 
 def test_the_book_judges_each_backend_as_judge_does_with_one_or_two_check_sources() -> None:
