@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+
+from textual.message import Message
+
 from gpucon.messages import SnapshotArrived
 from gpucon.model.snapshot import Snapshot
 from gpucon.screens.detail import DetailScreen
@@ -46,6 +50,51 @@ async def test_snapshot_message_is_replaceable_and_applied() -> None:
         await pilot.pause()
         assert app.snapshot is second
         assert shown == [second.seq]  # the older pending snapshot was replaced, never applied
+
+
+async def test_hub_thread_keeps_one_snapshot_waiting_for_the_ui() -> None:
+    """The UI busy while the hub ticks: one SnapshotArrived waits, not one a tick (each holds
+    a whole fleet), and the UI then shows the newest snapshot, once."""
+    rig = Rig()
+    app = rig.app()
+    snapshots = [rig.step() for _ in range(4)]
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        shown: list[int] = []
+        original = app.show_snapshot
+
+        def counting(snapshot: Snapshot) -> None:
+            shown.append(snapshot.seq)
+            original(snapshot)
+
+        app.show_snapshot = counting  # type: ignore[method-assign]
+        posted: list[Message] = []
+        post = app.post_message
+
+        def posting(message: Message) -> bool:
+            posted.append(message)
+            return post(message)
+
+        app.post_message = posting  # type: ignore[method-assign]
+
+        def hub_ticks(ticks: list[Snapshot]) -> None:
+            for snapshot in ticks:
+                app._from_hub_thread(snapshot)
+
+        # the UI's thread is held here (the test does not await) while the hub's posts three
+        hub = threading.Thread(target=hub_ticks, args=(snapshots[:3],))
+        hub.start()
+        hub.join(timeout=30)
+        assert len([m for m in posted if isinstance(m, SnapshotArrived)]) == 1
+        await pilot.pause()
+        assert shown == [snapshots[2].seq] and app.snapshot is snapshots[2]
+        # and the next tick is posted again, not held back by the one already shown
+        hub = threading.Thread(target=hub_ticks, args=(snapshots[3:],))
+        hub.start()
+        hub.join(timeout=30)
+        await pilot.pause()
+        assert shown == [snapshots[2].seq, snapshots[3].seq]
+        assert len([m for m in posted if isinstance(m, SnapshotArrived)]) == 2
 
 
 async def test_sort_keys_and_header_click() -> None:
