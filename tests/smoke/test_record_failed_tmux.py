@@ -5,35 +5,18 @@ terminal keeps the reason (printed when the console exits); the exit status is 0
 
 from __future__ import annotations
 
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.smoke.test_demo_tmux import Tmux
+from tests.smoke.test_two_am_tmux import start_demo
 
 pytestmark = pytest.mark.slow
 
 
 def test_the_console_starts_and_says_the_recording_failed(tmp_path: Path) -> None:
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed (scripts/test installs it)")
     path = tmp_path / "gone" / "night.sqlite"
-    t = Tmux(tmp_path / "tmux.sock")
-    t("-f", "/dev/null", "start-server")
-    env = {
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        "XDG_STATE_HOME": str(tmp_path / "state"),
-        "TERM": "xterm-256color",
-    }
-    exports = " ".join(f"{k}={v}" for k, v in env.items())
-    command = (
-        f"env -u COLUMNS -u LINES {exports} {sys.executable} -m gpucon.commands.cli demo "
-        f"--record {path}; echo GPUCON-EXIT=$?; sleep 30"
-    )
-    t("new-session", "-d", "-s", "demo", "-x", "150", "-y", "40", command)
-    t("resize-window", "-t", "demo", "-x", "150", "-y", "40")
+    t = start_demo(tmp_path, "--record", str(path), width=150, height=40)
     try:
         screen = t.wait_for(
             "the table, REC FAILED and the notification",

@@ -21,7 +21,9 @@ from tests.smoke.test_demo_tmux import Tmux
 pytestmark = pytest.mark.slow
 
 
-def start_demo(tmp_path: Path, *args: str) -> Tmux:
+def start_demo(tmp_path: Path, *args: str, width: int = 80, height: int = 24) -> Tmux:
+    """``gpucon demo ARGS`` in a new tmux server of its own, in a window ``width``x``height``;
+    the shell says ``GPUCON-EXIT=<status>`` when the console exits."""
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed (scripts/test installs it)")
     t = Tmux(tmp_path / "tmux.sock")
@@ -36,8 +38,9 @@ def start_demo(tmp_path: Path, *args: str) -> Tmux:
         f"env -u COLUMNS -u LINES {exports} {sys.executable} -m gpucon.commands.cli demo "
         f"{' '.join(args)}; echo GPUCON-EXIT=$?; sleep 30"
     )
-    t("new-session", "-d", "-s", "demo", "-x", "80", "-y", "24", command)
-    t("resize-window", "-t", "demo", "-x", "80", "-y", "24")
+    size = ("-x", str(width), "-y", str(height))
+    t("new-session", "-d", "-s", "demo", *size, command)
+    t("resize-window", "-t", "demo", *size)
     return t
 
 
