@@ -104,6 +104,10 @@ class HistoryBlocks:
         # told which entities are new objects, for the recorder's same comparison
         self._moves = moves
 
+    def note_moves_in(self, moves: SectionMoves) -> None:
+        """From now on, note in ``moves`` which entities each tick found new."""
+        self._moves = moves
+
     def __call__(
         self, fleet: MergedFleet, staleness: Staleness = FRESH, gaps: list[str] | None = None
     ) -> tuple[list[Block], dict[str, Sample]]:

@@ -94,6 +94,14 @@ def test_the_hub_hands_on_the_liveness_mapping_and_a_recording_matches_without_f
         rate_window=DEMO_RATE_WINDOW,
     )
     snapshots: list[Snapshot] = []
+    # nobody subscribed: the hub notes nothing (the findings hold old mappings alive)
+    hub.poll_once()
+    first = hub.tick()
+    clock.now += 1.0
+    hub.poll_once()
+    assert MOVES.between(hub.tick().slots, first.slots) is None
+    clock.now += 1.0
+    hub.subscribe(lambda _snapshot: None)  # as the recorder does
     with_findings, without = FrameWriter(samples=False), FrameWriter(samples=False)
     frames: list[tuple[object, object]] = []
     used = kept_liveness = 0
