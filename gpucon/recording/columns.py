@@ -172,10 +172,9 @@ class ColumnReader:
         return out
 
 
-def fleet_columns(snapshot: Any) -> tuple[_Columns, dict[str, float]]:
-    """The columns sampled from the snapshot's fleet, as the hub samples it (a snapshot with
-    no history to read them from: one made by hand, or read too late)."""
-    fleet = MergedFleet(
+def snapshot_fleet(snapshot: Any) -> MergedFleet:
+    """The merged fleet a snapshot was made from, as the hub's history sampled it."""
+    return MergedFleet(
         dict(snapshot.gpus),
         dict(snapshot.slots),
         dict(snapshot.backends),
@@ -184,6 +183,12 @@ def fleet_columns(snapshot: Any) -> tuple[_Columns, dict[str, float]]:
         dict(snapshot.nodes),
         dict(snapshot.origins),
     )
+
+
+def fleet_columns(snapshot: Any) -> tuple[_Columns, dict[str, float]]:
+    """The columns sampled from the snapshot's fleet, as the hub samples it (a snapshot with
+    no history to read them from: one made by hand, or read too late)."""
+    fleet = snapshot_fleet(snapshot)
     blocks, single = history_blocks(fleet, snapshot.staleness)
     columns: _Columns = {
         (kind, series): (tuple(ids), values.tobytes(), values.typecode)

@@ -37,10 +37,9 @@ from gpucon.model.history import History, Sample
 from gpucon.model.history_blocks import NAN, split_key
 from gpucon.model.history_rings import Block
 from gpucon.model.history_samples import history_samples
-from gpucon.model.merge import MergedFleet
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.codec import CodecRegistry
-from gpucon.recording.columns import COLUMNS, ColumnReader
+from gpucon.recording.columns import COLUMNS, ColumnReader, snapshot_fleet
 
 KEYFRAME = 0
 DELTA = 1
@@ -113,16 +112,7 @@ def _sample(value: Any) -> Any:
 def snapshot_samples(snapshot: Snapshot) -> dict[str, Sample]:
     """The samples the hub appended to its history for this snapshot (model.history_samples
     over the snapshot's fleet; stale values are gaps)."""
-    fleet = MergedFleet(
-        dict(snapshot.gpus),
-        dict(snapshot.slots),
-        dict(snapshot.backends),
-        dict(snapshot.queues),
-        dict(snapshot.latency),
-        dict(snapshot.nodes),
-        dict(snapshot.origins),
-    )
-    return history_samples(fleet, snapshot.staleness)
+    return history_samples(snapshot_fleet(snapshot), snapshot.staleness)
 
 
 class _Section:
