@@ -6,6 +6,7 @@ import threading
 
 from textual.message import Message
 
+from gpucon.app import GpuconApp
 from gpucon.messages import SnapshotArrived
 from gpucon.model.snapshot import Snapshot
 from gpucon.screens.detail import DetailScreen
@@ -30,6 +31,19 @@ async def test_table_fills_with_every_slot_and_backend() -> None:
         assert "DEMO" in str(status) and "hand ok" in str(status)
 
 
+def count_shown(app: GpuconApp) -> list[int]:
+    """The seq of every snapshot ``app`` shows from now on, in order."""
+    shown: list[int] = []
+    original = app.show_snapshot
+
+    def counting(snapshot: Snapshot) -> None:
+        shown.append(snapshot.seq)
+        original(snapshot)
+
+    app.show_snapshot = counting  # type: ignore[method-assign]
+    return shown
+
+
 async def test_snapshot_message_is_replaceable_and_applied() -> None:
     rig = Rig()
     app = rig.app()
@@ -37,14 +51,7 @@ async def test_snapshot_message_is_replaceable_and_applied() -> None:
     assert SnapshotArrived(second).can_replace(SnapshotArrived(first))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        shown: list[int] = []
-        original = app.show_snapshot
-
-        def counting(snapshot: Snapshot) -> None:
-            shown.append(snapshot.seq)
-            original(snapshot)
-
-        app.show_snapshot = counting  # type: ignore[method-assign]
+        shown = count_shown(app)
         app.post_message(SnapshotArrived(first))
         app.post_message(SnapshotArrived(second))
         await pilot.pause()
@@ -60,14 +67,7 @@ async def test_hub_thread_keeps_one_snapshot_waiting_for_the_ui() -> None:
     snapshots = [rig.step() for _ in range(4)]
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        shown: list[int] = []
-        original = app.show_snapshot
-
-        def counting(snapshot: Snapshot) -> None:
-            shown.append(snapshot.seq)
-            original(snapshot)
-
-        app.show_snapshot = counting  # type: ignore[method-assign]
+        shown = count_shown(app)
         posted: list[Message] = []
         post = app.post_message
 
