@@ -271,8 +271,7 @@ def _run_lab(args: argparse.Namespace) -> int:
             print(f"  {redact(line)}", flush=True)
         print(f"open it with: gpucon --config {stack.config_path}", flush=True)
         print("Ctrl-C stops everything the lab started.", flush=True)
-        if args.rate > 0:
-            asyncio.run(_lab_traffic(stack, args))
+        asyncio.run(_lab_traffic(stack, args))
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
@@ -292,6 +291,7 @@ async def _lab_traffic(stack: object, args: argparse.Namespace) -> None:
 
     from gpucon.lab.lab import LabStack
     from gpucon.lab.traffic import TrafficSpec, generate
+    from gpucon.lab.traffic_control import TypedRate, read_lines
 
     assert isinstance(stack, LabStack)
     # several models: the rate and the count are shared evenly between them
@@ -306,10 +306,16 @@ async def _lab_traffic(stack: object, args: argparse.Namespace) -> None:
         )
         for model in models
     ]
+    typed = TypedRate(args.rate, len(models), asyncio.get_running_loop())
+    read_lines(sys.stdin, typed.apply_soon)
     client = aioredis.Redis.from_url(stack.redis_url)
     try:
-        print(f"traffic: {args.rate:g} req/s for at most {args.duration:g} s", flush=True)
-        sent = await asyncio.gather(*(generate(client, spec) for spec in specs))
+        state = f"{args.rate:g} req/s" if args.rate > 0 else "paused (--rate 0)"
+        print(f"traffic: {state} for at most {args.duration:g} s; type `rate N` or "
+              "`spike N SECONDS` here to change it", flush=True)  # fmt: skip
+        pairs = zip(specs, typed.controls, strict=True)
+        sent = await asyncio.gather(*(generate(client, s, control=c) for s, c in pairs))
+        typed.ended = True
         print(f"traffic: done, {sum(len(ids) for ids in sent)} requests sent", flush=True)
     finally:
         await client.aclose()
