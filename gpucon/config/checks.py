@@ -330,7 +330,7 @@ def _fields(cls: type) -> list[tuple[str, bool]]:
     types are not resolved: ``field_type`` resolves those a table sets)."""
     if hasattr(cls, "__struct_fields__"):
         names: tuple[str, ...] = getattr(cls, "__struct_fields__")  # noqa: B009
-        # the defaults are the trailing fields'
+        # msgspec holds the defaults of the trailing fields: those before them are required
         required = len(names) - len(getattr(cls, "__struct_defaults__"))  # noqa: B009
         return [(name, i < required) for i, name in enumerate(names)]
     missing = dataclasses.MISSING
