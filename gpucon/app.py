@@ -30,7 +30,7 @@ from gpucon.messages import SnapshotArrived
 from gpucon.model.snapshot import Snapshot
 from gpucon.redact import redact
 from gpucon.screens.fleet import ActionFleetScreen, FleetScreen
-from gpucon.themes import CSS_PATH, THEMES, VARIABLE_DEFAULTS, resolve_theme
+from gpucon.themes import CSS_PATH, NOC_CSS_PATH, THEMES, VARIABLE_DEFAULTS, resolve_theme
 
 if TYPE_CHECKING:  # not imported for the first frame: the write side is built a second later
     from pathlib import Path
@@ -109,7 +109,9 @@ class GpuconApp(ReplayKeys, App[int]):
         # Textual's own __init__ works out the CSS variables of its default theme, which
         # gpucon replaces a moment later: not worked out at all until gpucon's theme is set
         self._theme_chosen = False
-        super().__init__()
+        # the NOC wall's own rules only on the wall: every rule is parsed and matched against
+        # the screen's widgets before the first frame
+        super().__init__(css_path=[CSS_PATH, NOC_CSS_PATH] if noc else None)
         # ``--record``: the recording's state for the status bar's REC badge
         self.recording = recording
         self.feed = feed

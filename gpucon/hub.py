@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
@@ -55,16 +54,19 @@ CLOSE_WAIT_S = 1.0
 UI_WAIT_S = 0.3
 
 
-@dataclass
 class _SourceState:
-    """The hub's book-keeping for one source: its last readings and when to read it next."""
+    """The hub's book-keeping for one source: its last readings and when to read it next.
+    A plain class, not a dataclass: defining one costs ~0.5 ms of every console's start."""
 
-    source: Source
-    last_good: Reading | None = None
-    last: Reading | None = None
-    in_flight_since: float | None = None
-    next_due: float = 0.0
-    failures: int = 0
+    __slots__ = ("failures", "in_flight_since", "last", "last_good", "next_due", "source")
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.last_good: Reading | None = None
+        self.last: Reading | None = None
+        self.in_flight_since: float | None = None
+        self.next_due = 0.0
+        self.failures = 0
 
 
 # a failed source is retried once per cadence, never more often than this

@@ -13,13 +13,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import sys
 import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
-
-import msgspec
 
 from gpucon.config import (
     ConfigError,
@@ -220,7 +219,6 @@ class Checker:
         """An instance of record ``cls`` (a dataclass or a msgspec Struct) from a TOML table,
         each field checked by its type."""
         table = self.table(value, key)
-        hints = typing.get_type_hints(cls)
         fields = [(n, required) for n, required in _fields(cls) if n not in fixed]
         self.no_unknown(table, tuple(n for n, _ in fields), key)
         kwargs: dict[str, Any] = dict(fixed)
@@ -228,9 +226,9 @@ class Checker:
             sub = f"{key}.{name}"
             if name not in table:
                 if required:
-                    self.fail(sub, f"a value ({_describe(hints[name])})", got="nothing")
+                    self.fail(sub, f"a value ({_describe(field_type(cls, name))})", got="nothing")
                 continue
-            kwargs[name] = self.field_value(cls, name, hints[name], table[name], sub)
+            kwargs[name] = self.field_value(cls, name, field_type(cls, name), table[name], sub)
             self.origins[sub] = "file"
         return cls(**kwargs)
 
@@ -328,11 +326,31 @@ def _describe(hint: object) -> str:
 
 
 def _fields(cls: type) -> list[tuple[str, bool]]:
-    """(name, required) of each field of a msgspec Struct or a dataclass, in order."""
+    """(name, required) of each field of a msgspec Struct or a dataclass, in order (their
+    types are not resolved: ``field_type`` resolves those a table sets)."""
     if hasattr(cls, "__struct_fields__"):
-        return [(f.name, f.required) for f in msgspec.structs.fields(cls)]  # type: ignore[arg-type]
+        names: tuple[str, ...] = getattr(cls, "__struct_fields__")  # noqa: B009
+        # msgspec holds the defaults of the trailing fields: those before them are required
+        required = len(names) - len(getattr(cls, "__struct_defaults__"))  # noqa: B009
+        return [(name, i < required) for i, name in enumerate(names)]
     missing = dataclasses.MISSING
     return [
         (f.name, f.default is missing and f.default_factory is missing)
         for f in dataclasses.fields(cls)  # type: ignore[arg-type]
     ]
+
+
+def field_type(cls: type, name: str) -> object:
+    """The type of ``cls``'s field ``name``: its annotation (a string, under ``from
+    __future__ import annotations``) evaluated in its module, as ``typing.get_type_hints``
+    does, for this one field. Resolving every field of every table (get_type_hints,
+    ``msgspec.structs.fields``) compiled ~80 annotations, ~3 ms of a live console's start,
+    for the few fields a config sets."""
+    for klass in cls.__mro__:
+        annotation = vars(klass).get("__annotations__", {}).get(name)
+        if annotation is None:
+            continue
+        if isinstance(annotation, str):
+            return eval(annotation, vars(sys.modules[klass.__module__]))
+        return annotation
+    raise TypeError(f"{cls.__name__} has no field {name!r}")

@@ -18,12 +18,15 @@ import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from gpucon.config import ConfigError, GpuconConfig, PrometheusConfig, RedisConfig
 from gpucon.redact import register_secret
-from gpucon.sources.connect import HttpAuth, RedisAuth, TlsFiles, redis_client
+
+if TYPE_CHECKING:  # imported where a client's auth is built: a console checking only its
+    # config's warnings at start (an NVML-only fleet) never needs the three dataclasses
+    from gpucon.sources.connect import HttpAuth, RedisAuth, TlsFiles
 
 
 def file_mode(path: Path) -> int:
@@ -72,6 +75,8 @@ def _secret(
 
 
 def _tls(source: RedisConfig | PrometheusConfig) -> TlsFiles:
+    from gpucon.sources.connect import TlsFiles
+
     return TlsFiles(source.ca_file, source.cert_file, source.key_file, source.insecure_skip_verify)
 
 
@@ -86,6 +91,8 @@ def redis_auth(
 ) -> RedisAuth:
     """The user, password and TLS files to reach ``source``'s Redis (ConfigError if a file
     or variable it names cannot be used)."""
+    from gpucon.sources.connect import RedisAuth
+
     _url_secret(source.url)
     password = _secret(source, "password", key, env)
     return RedisAuth(username=source.username, password=password, tls=_tls(source))
@@ -95,6 +102,8 @@ def http_auth(
     source: PrometheusConfig, env: Mapping[str, str] = os.environ, key: str = "prometheus"
 ) -> HttpAuth:
     """Basic auth or a bearer token, and TLS files, to reach ``source``'s Prometheus."""
+    from gpucon.sources.connect import HttpAuth
+
     _url_secret(source.url)
     password = _secret(source, "password", key, env)
     token = _secret(source, "token", key, env)
@@ -110,6 +119,8 @@ def redis_client_for(
     **extra: Any,
 ) -> Any:
     """A redis-py client for ``source``: its URL, credentials and TLS, timeouts from it."""
+    from gpucon.sources.connect import redis_client
+
     return redis_client(
         source.url,
         redis_auth(source, env),

@@ -22,7 +22,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pynvml
@@ -58,10 +57,15 @@ _PROCESS_NAME_CACHE = 4096
 CLOSE_WAIT_S = 0.5
 
 
-@dataclass
 class _ReadState:
-    garbage: Garbage = field(default_factory=Garbage)
-    errors: list[str] = field(default_factory=list)
+    """One read's notes: values that made no sense, calls that failed (a plain class: see
+    ``nvml_calls``)."""
+
+    __slots__ = ("errors", "garbage")
+
+    def __init__(self) -> None:
+        self.garbage = Garbage()
+        self.errors: list[str] = []
 
 
 class NvmlSource:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 # NVML return codes (nvml.h); kept here so the wrapper works with any bindings object
@@ -65,15 +64,19 @@ def describe_nvml_error(exc: BaseException) -> str:
     return f"{name} ({code})" if code is not None else f"{name}: {exc}"
 
 
-@dataclass
+# this module's classes are plain ones, not dataclasses: a live console imports them before its
+# first frame, and defining a dataclass (its generated methods compiled) costs ~0.5 ms of that
 class NvmlCalls:
     """Calls into an NVML bindings object (pynvml or a stand-in) through one guarded path."""
 
-    nvml: Any
-    label_of: Callable[[Any], Hashable] = id
-    calls: int = 0
-    # (function, argument labels) -> why it is not available, remembered for the session
-    not_available: dict[tuple[str, Hashable], str] = field(default_factory=dict)
+    __slots__ = ("calls", "label_of", "not_available", "nvml")
+
+    def __init__(self, nvml: Any, label_of: Callable[[Any], Hashable] = id) -> None:
+        self.nvml = nvml
+        self.label_of = label_of
+        self.calls = 0
+        # (function, argument labels) -> why it is not available, remembered for the session
+        self.not_available: dict[tuple[str, Hashable], str] = {}
 
     def _is_nvml_error(self, exc: BaseException) -> bool:
         error_type = getattr(self.nvml, "NVMLError", None)
@@ -135,11 +138,13 @@ class NvmlCalls:
         self.not_available.clear()
 
 
-@dataclass
 class Garbage:
     """Notes of values that made no sense; a read with any is degraded."""
 
-    notes: list[str] = field(default_factory=list)
+    __slots__ = ("notes",)
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
 
     def number(
         self, value: Any, what: str, low: float = 0.0, high: float = math.inf

@@ -14,6 +14,8 @@ from pathlib import Path
 from textual.theme import Theme
 
 CSS_PATH = Path(__file__).with_name("gpucon.tcss")
+# the NOC wall's rules: read after CSS_PATH by a --noc console only (others never parse them)
+NOC_CSS_PATH = Path(__file__).with_name("noc.tcss")
 
 VARIABLE_DEFAULTS: dict[str, str] = {
     "util-hot": "#f0a030",
@@ -140,7 +142,7 @@ def _check_stylesheet(path: Path, theme: Theme) -> None:
 
     variables = {**theme.to_color_system().generate(), **VARIABLE_DEFAULTS, **theme.variables}
     sheet = Stylesheet(variables=variables)
-    sheet.read(CSS_PATH)
+    sheet.read_all([CSS_PATH, NOC_CSS_PATH])
     try:
         sheet.parse()
     except Exception:  # StylesheetParseError, TokenError, ...: Textual's own wording is noise

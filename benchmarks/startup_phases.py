@@ -1,0 +1,188 @@
+"""Where a console's start goes, phase by phase, beside a Textual hello-world's.
+
+Run: ``.venv/bin/python -m benchmarks.startup_phases [--starts 13] [--live CONFIG]``: the demo
+(and, with ``--live``, ``gpucon live --config CONFIG --read-only``, its marker ``--marker``)
+and ``benchmarks/hello_app.py``, each started ``--starts`` times in a 180×50 pty
+(``benchmarks/pty_run.py``). Each start runs under this module's ``--child`` mode, which
+notes the process's CPU time and the wall clock (from its first line) when a watched module is
+first imported, when the console's steps begin and end (config, session, App), when the first
+byte reaches the terminal and when the marker does (the first frame with data), then exits.
+Printed: each point's CPU min and median, and the median wall. Diagnostics only: the marks
+cost a little themselves, and the totals are not the start-up benchmark's
+(``benchmarks/startup_cpu.py`` counts from the process's start, interpreter included).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from collections.abc import Callable
+from importlib.machinery import ModuleSpec
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TextIO
+
+ROOT = Path(__file__).resolve().parents[1]
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]|\x1b[=>]")
+# the first import of each of these is a point of the timeline
+WATCHED = (
+    *("gpucon.config", "gpucon.session", "gpucon.sim", "gpucon.sources.nvml", "pynvml"),
+    *("gpucon.app", "textual", "textual.app", "textual.widgets._static"),
+    *("gpucon.screens.fleet", "textual.drivers.linux_driver"),
+)
+# the console's steps (gpucon.commands.console): their start and end are points too
+STEPS = ("_load_config", "_open", "_console")
+
+
+class _Marks:
+    """(point, CPU ms, wall ms) in the order they happened."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.points: list[tuple[str, float, float]] = []
+
+    def mark(self, name: str) -> None:
+        wall = (time.perf_counter() - self.start) * 1000
+        self.points.append((name, time.process_time() * 1000, wall))
+
+    def write(self, path: str) -> None:
+        with open(path, "w") as out:
+            for name, cpu, wall in self.points:
+                out.write(f"{name}\t{cpu:.1f}\t{wall:.1f}\n")
+
+
+class _FirstImports:
+    """A meta-path finder that finds nothing: it notes the first import of each watched
+    module and lets the real finders go on."""
+
+    def __init__(self, marks: _Marks) -> None:
+        self.marks = marks
+        self.seen: set[str] = set()
+
+    def find_spec(self, name: str, path: object, target: object = None) -> ModuleSpec | None:
+        if name in WATCHED and name not in self.seen:
+            self.seen.add(name)
+            self.marks.mark(f"import {name}")
+        return None
+
+
+class _Terminal:
+    """Stands in for ``sys.__stderr__`` (where Textual draws): notes the first write, and
+    writes the timeline and ends the process once the marker is on the terminal."""
+
+    def __init__(self, real: TextIO, marks: _Marks, marker: str, out: str) -> None:
+        self.real, self.marks, self.marker, self.out = real, marks, marker, out
+        self.tail = ""
+        self.written = False
+
+    def write(self, text: str) -> int:
+        if not self.written:  # the driver's first escape codes: the App has started
+            self.written = True
+            self.marks.mark("first write")
+        written = self.real.write(text)
+        plain = ANSI.sub("", text)
+        if self.marker in plain or self.marker in self.tail + plain[:64]:
+            self.real.flush()
+            self.marks.mark("first frame")
+            self.marks.write(self.out)
+            os._exit(0)
+        self.tail = plain[-64:]
+        return written
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def _timed(module: ModuleType, name: str, marks: _Marks) -> None:
+    function: Callable[..., Any] = getattr(module, name)
+
+    def step(*args: Any, **kwargs: Any) -> Any:
+        marks.mark(f"{name} >")
+        try:
+            return function(*args, **kwargs)
+        finally:
+            marks.mark(f"{name} <")
+
+    setattr(module, name, step)
+
+
+def child(argv: list[str]) -> None:
+    """``--child OUT MARKER (-m MODULE | FILE) ARGS...``: run the program, noting points."""
+    out, marker, target, *rest = argv
+    marks = _Marks()
+    marks.mark("first line")
+    sys.meta_path.insert(0, _FirstImports(marks))
+    real = sys.__stderr__
+    assert real is not None
+    # Textual's driver draws on sys.__stderr__: the stand-in sees every frame
+    sys.__stderr__ = _Terminal(real, marks, marker, out)  # type: ignore[misc,assignment]
+    import runpy
+
+    if target == "-m":
+        if rest[0] == "gpucon.commands.cli":
+            from gpucon.commands import console
+
+            for name in STEPS:
+                _timed(console, name, marks)
+        sys.argv = rest
+        runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = [target, *rest]
+        runpy.run_path(target, run_name="__main__")
+
+
+def _starts(label: str, program: list[str], marker: str, starts: int) -> None:
+    import statistics
+    import tempfile
+
+    from benchmarks.pty_run import run_in_pty
+
+    cpu: dict[str, list[float]] = {}
+    wall: dict[str, list[float]] = {}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    with tempfile.TemporaryDirectory(prefix="gpucon-phases-") as tmp:
+        env.setdefault("PYTHONPYCACHEPREFIX", str(Path(tmp) / "pyc"))
+        for i in range(starts + 1):  # the first start fills the bytecode cache: not counted
+            out = Path(tmp) / f"marks{i}.tsv"
+            argv = [sys.executable, "-m", "benchmarks.startup_phases", "--child", str(out)]
+            run_in_pty(
+                [*argv, marker, *program], marker=None, duration_s=10, env=env, cwd=str(ROOT)
+            )
+            if i == 0 or not out.exists():
+                continue
+            for line in out.read_text().splitlines():
+                name, c, w = line.split("\t")
+                cpu.setdefault(name, []).append(float(c))
+                wall.setdefault(name, []).append(float(w))
+    print(f"{label} ({len(wall.get('first frame', []))} of {starts} starts reached the frame):")
+    for name, values in cpu.items():
+        print(
+            f"  {name:34s} CPU min {min(values):6.1f} median {statistics.median(values):6.1f}"
+            f"   wall median {statistics.median(wall[name]):6.1f} ms"
+        )
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--child"]:
+        child(sys.argv[2:])
+        return
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--starts", type=int, default=13)
+    parser.add_argument("--live", metavar="CONFIG", help="also gpucon live on this config")
+    parser.add_argument("--marker", default="H200", help="the live console's first-frame text")
+    args = parser.parse_args()
+    cli = ["-m", "gpucon.commands.cli"]
+    _starts("gpucon demo", [*cli, "demo"], "sdxl", args.starts)
+    if args.live:
+        live = [*cli, "live", "--config", args.live, "--read-only"]
+        _starts("gpucon live", live, args.marker, args.starts)
+    hello = str(ROOT / "benchmarks" / "hello_app.py")
+    _starts("textual hello-world", [hello], "Hello, world", args.starts)
+
+
+if __name__ == "__main__":
+    main()
