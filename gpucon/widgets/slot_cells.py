@@ -115,10 +115,11 @@ def not_serving(row: RowValues) -> bool:
 
 
 def _rps(row: RowValues, width: int) -> Cell:
+    if row.backend and not_serving(row):
+        # no rate now, stale source or not (as its P95/SLO): the window ends before it stopped
+        return (fmt.NA, "na")
     if row.backend and row.stale and (age := row.stale_age("rps")) is not None:
         return _aged(fmt.NA, age, width)  # a rate from a stale source is no rate now
-    if row.backend and not_serving(row):
-        return (fmt.NA, "na")  # no rate now: the window it was measured over ends before
     return _number(row.rps, row.backend, 1)
 
 

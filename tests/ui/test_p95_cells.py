@@ -32,6 +32,10 @@ def test_a_not_ready_backend_shows_no_latency_from_the_first_tick_readiness_says
     assert cell("state", dead, 9, "")[0] == "NOT READY"
     assert cell("p95", dead, WIDTH, "") == ("n/a/2500", "na")
     assert cell("rps", dead, 9, "") == ("n/a", "na")
+    # its latency source stale too: the same cells, no age (readiness, not the source, says)
+    both = dead._replace(stale=(("p95", "15s"), ("rps", "15s")))
+    assert cell("p95", both, WIDTH, "") == ("n/a/2500", "na")
+    assert cell("rps", both, 9, "") == ("n/a", "na")
     # a draining backend that is not ready is NOT READY too; drained is "—", not n/a
     assert cell("p95", dead._replace(state="draining"), WIDTH, "") == ("n/a/2500", "na")
     assert cell("p95", dead._replace(state="drained"), WIDTH, "") == ("—/2500", "dim")
