@@ -49,14 +49,16 @@ class Tmux:
 
     def wait_for(self, what: str, check: Callable[[str], bool], timeout: float = STEP_S) -> str:
         deadline = time.monotonic() + timeout
-        text = ""
+        text = shown = ""
         while time.monotonic() < deadline:
             text = self.screen()
             if check(text):
                 return text
+            shown = text if text.strip() else shown
             time.sleep(0.2)
         raise AssertionError(
-            f"timed out after {timeout:.0f}s waiting for {what}; the screen:\n{text}"
+            f"timed out after {timeout:.0f}s waiting for {what}; the screen:\n{text}\n"
+            f"the last screen with text on it:\n{shown}"
         )
 
     def wait_still(
@@ -100,7 +102,7 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
     command = (
         # COLUMNS/LINES (pytest sets them) would override the pane's real size
         f"env -u COLUMNS -u LINES {exports} {sys.executable} -m gpucon.commands.cli demo --seed 7; "
-        "echo GPUCON-EXIT=$?; sleep 30"
+        "echo GPUCON-EXIT=$?; sleep 600"  # the pane stays to be read; the server is killed
     )
     t("new-session", "-d", "-s", "demo", "-x", str(WIDTH), "-y", str(HEIGHT), command)
     t("resize-window", "-t", "demo", "-x", str(WIDTH), "-y", str(HEIGHT))

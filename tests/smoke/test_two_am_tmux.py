@@ -36,7 +36,7 @@ def start_demo(tmp_path: Path, *args: str, width: int = 80, height: int = 24) ->
     exports = " ".join(f"{k}={v}" for k, v in env.items())
     command = (
         f"env -u COLUMNS -u LINES {exports} {sys.executable} -m gpucon.commands.cli demo "
-        f"{' '.join(args)}; echo GPUCON-EXIT=$?; sleep 30"
+        f"{' '.join(args)}; echo GPUCON-EXIT=$?; sleep 600"
     )
     size = ("-x", str(width), "-y", str(height))
     t("new-session", "-d", "-s", "demo", *size, command)
