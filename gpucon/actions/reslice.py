@@ -1,6 +1,6 @@
 """Re-slice (tier 3): cut a GPU into a new MIG layout, its backends drained first.
 
-``plan(snapshot, params)`` is pure. It reads the layout (``layout``: ``2x3g.40gb+1x1g.10gb``,
+``plan(snapshot, params)`` is pure. It reads the layout (``layout``: ``3g.40gb+2g.20gb+2x1g.10gb``,
 or ``config_text`` + ``config_name``: a mig-parted file), finds a placement for every instance
 on the GPU's profile table (``gpucon.model.mig_placement``), and lists the steps: drain every
 backend on the GPU (``drain``, the default; else refuse unless all are drained), check that

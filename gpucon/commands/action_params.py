@@ -24,7 +24,7 @@ def add_reslice_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="LAYOUT",
         nargs="?",
         default=None,
-        help="the new layout, e.g. 2x3g.40gb+1x1g.10gb or 4g.40gb@0+1g.10gb@5",
+        help="the new layout, e.g. 3g.40gb+2g.20gb+2x1g.10gb or 4g.40gb@0+1g.10gb@5",
     )
     parser.add_argument(
         "--config-file", metavar="FILE", default=None, help="a mig-parted config file (v1)"
@@ -69,7 +69,7 @@ def _reslice_params(args: argparse.Namespace) -> dict[str, Any]:
     elif args.layout is not None:
         params["layout"] = args.layout
     else:
-        raise BadParams("layout", "give a LAYOUT (2x3g.40gb+1x1g.10gb) or --config-name")
+        raise BadParams("layout", "give a LAYOUT (3g.40gb+2g.20gb+2x1g.10gb) or --config-name")
     if args.config_file is not None and args.config_name is None:
         raise BadParams("config_name", "--config-file needs --config-name")
     if args.via is not None:

@@ -1,4 +1,4 @@
-"""MIG layouts as operators write them: ``2x3g.40gb+1x1g.10gb``, ``4g.40gb@0+1g.10gb@5``.
+"""MIG layouts as operators write them: ``3g.40gb+2g.20gb+2x1g.10gb``, ``4g.40gb@0+1g.10gb@5``.
 
 A layout is a list of GPU-instance profiles, each optionally pinned to a start slice (``@N``).
 Items are joined by ``+`` (or ``,``); a count is written ``2x``, ``2×`` or ``2*``. A ``+``
@@ -99,7 +99,8 @@ def parse_layout(text: object) -> tuple[LayoutItem, ...]:
 
 
 def format_layout(items: Iterable[LayoutItem]) -> str:
-    """``2x3g.40gb+1x1g.10gb`` (unpinned items counted, pinned ones each with its start)."""
+    """``1x3g.40gb+1x2g.20gb+2x1g.10gb``: unpinned items counted, pinned ones each with its
+    start."""
     listed = list(items)
     counts = Counter(i.profile for i in listed if i.start is None)
     parts = [f"{n}x{name}" for name, n in counts.items()]
@@ -108,6 +109,7 @@ def format_layout(items: Iterable[LayoutItem]) -> str:
 
 
 def describe_counts(names: Iterable[str]) -> str:
-    """``3 × 3g.71gb`` or ``2 × 3g.40gb + 1 × 1g.10gb``: a layout's profiles counted."""
+    """``3 × 3g.71gb`` or ``1 × 3g.40gb + 1 × 2g.20gb + 2 × 1g.10gb``: a layout's profiles
+    counted."""
     counts = Counter(names)
     return " + ".join(f"{n} × {name}" for name, n in counts.items())

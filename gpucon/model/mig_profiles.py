@@ -97,9 +97,10 @@ class ProfileTable(msgspec.Struct, frozen=True, gc=False):
     def validate_layout(self, layout: Sequence[str]) -> list[str]:
         """Problems with a layout (list of profile names) on an empty GPU; empty when it fits.
 
-        Checks names, per-profile instance counts and the total compute slices only: where
-        each instance may start is ``gpucon.model.mig_placement.fit_layout``'s check (the one a
-        re-slice makes), which refuses layouts this accepts (2 × 3g + 1 × 1g has no placement).
+        Checks names, per-profile instance counts and the total compute slices, then, when the
+        table knows its placements, that every instance has a start of its own
+        (``gpucon.model.mig_placement.fit_layout``, the check a re-slice makes): 2 × 3g.40gb +
+        1 × 1g.10gb fits 7 compute slices but not an A100's 8 memory slices, two 3g covering all.
         """
         problems: list[str] = []
         if not layout:
@@ -123,6 +124,13 @@ class ProfileTable(msgspec.Struct, frozen=True, gc=False):
             problems.append(
                 f"layout: {used} compute slices requested but the GPU has {self.total_slices}"
             )
+        if not problems and self.has_placements:
+            # imported here: mig_placement reads this module's records
+            from gpucon.model.mig_layout import LayoutItem
+            from gpucon.model.mig_placement import fit_layout
+
+            fit = fit_layout(self, [LayoutItem(p.name) for p in known], "this GPU")
+            problems.extend(f"layout: {problem}" for problem in fit.problems)
         return problems
 
 

@@ -43,9 +43,9 @@ COLUMN_HELP: tuple[tuple[str, str], ...] = (
     ("INFL", "requests in flight on the backend now (kept by the scheduler)"),
     (
         "P95/SLO ms",
-        "95th-percentile latency over its SLO, in ms; ! = over the SLO, ~ = within 20 % of it; "
-        "n/a /14s = no latency reported yet (SLO 14 s); — = drained or down, no p95 now. "
-        "Sorts by p95 / SLO",
+        "95th-percentile latency over its SLO, both in ms; ! = over the SLO, ~ = within 20 % "
+        "of it; 1840/2500·45s = stale, the last p95 seen 45 s ago; n/a/2500 = no p95 now "
+        "(none reported, or NOT READY); —/2500 = drained or down. Sorts by p95 / SLO",
     ),
     ("REQ/S", "requests per second, a rate over {window}"),
 )

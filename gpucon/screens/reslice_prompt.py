@@ -2,7 +2,7 @@
 dry run and asks for the GPU's name to be typed before anything changes.
 
 The prompt shows the GPU, its layout now and the profiles its table offers, and takes a layout
-as the command line does (``2x3g.40gb+1x1g.10gb``, ``4g.40gb@0+1g.10gb@6``). Enter plans it
+as the command line does (``3g.40gb+2g.20gb+2x1g.10gb``, ``4g.40gb@0+1g.10gb@6``). Enter plans it
 (the layout is checked there: a wrong one comes back as the plan's failed precondition or as
 a message naming the item); Escape cancels.
 """
@@ -52,7 +52,7 @@ class ReslicePrompt(ModalScreen[str | None]):
         with Vertical(id="reslice-box"):
             yield Static(text, id="reslice-about")
             yield Input(
-                placeholder="new layout, e.g. 2x3g.40gb+1x1g.10gb (Enter plans, Esc cancels)",
+                placeholder="new layout, e.g. 3g.40gb+2g.20gb+2x1g.10gb (Enter plans, Esc cancels)",
                 id="reslice-layout",
             )
 

@@ -1,14 +1,20 @@
 """What the simulated fleet is made of: the default demo fleet, and N-GPU fleets for benchmarks.
 
-Default: ``node-a`` A100-80GB as 2×3g.40gb (SDXL) + 1g.10gb (SD1.5); ``node-b`` A100-40GB as
+Default: ``node-a`` A100-80GB as 3g.40gb + 2g.20gb (SDXL) + 1g.10gb (SD1.5); ``node-b`` A100-40GB as
 3g.20gb (SD1.5) + 2g.10gb (BERT) + 1g.5gb (ResNet-50), and two RTX 4090s passed through to the
 VMs ``vm-b-1``/``vm-b-2``, each running SDXL and SD1.5 under MPS at 60/40; ``node-c`` one
 whole H200 running SDXL. ``size=N`` builds hosts of 8 GPUs: mostly MIG hosts cut 7×1g, and
 one host in 16 of RTX 4090 VMs (512 GPUs give about 3,400 slots, 2,048 about 13,700).
+
+Every MIG layout is placed as NVML would place it (``model.mig_placement.fit_layout``: each
+instance at a start its profile allows, none overlapping), and one NVML would refuse is refused
+here: an A100-80GB has 8 memory slices and a 3g.40gb covers 4, so 2 × 3g.40gb + 1g.10gb, which
+the demo once showed, cannot exist.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Sequence
 
@@ -16,6 +22,8 @@ import msgspec
 
 from gpucon.model.fleet import ComputeProcess, MpsState, SlotKind, VmInfo
 from gpucon.model.ids import gpu_slot_id, vm_slot_id
+from gpucon.model.mig_layout import LayoutItem
+from gpucon.model.mig_placement import fit_layout
 from gpucon.sim.catalog import (
     A100_40GB,
     A100_80GB,
@@ -40,6 +48,24 @@ class FleetParts(msgspec.Struct, frozen=True):
     gpus: tuple[SimGpu, ...]
     slots: tuple[SimSlot, ...]
     backends: tuple[SimBackend, ...]
+
+
+@functools.cache
+def placed_starts(gpu_type: GpuType, layout: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+    """Where each instance of ``layout`` goes on ``gpu_type`` (start, size), in the layout's
+    order; ValueError naming the layout and why NVML would refuse it. Kept per layout: a sized
+    fleet places the same 7 × 1g thousands of times."""
+    table = gpu_type.profiles
+    if table is None:
+        raise ValueError(f"GPU {gpu_type.name!r} has no MIG profiles")
+    fit = fit_layout(table, [LayoutItem(name) for name in layout], gpu_type.name)
+    if not fit.ok:
+        raise ValueError(f"MIG layout {' + '.join(layout)}: {'; '.join(fit.problems)}")
+    free: dict[str, list[tuple[int, int]]] = {}
+    for p in fit.placed:  # in start order: equal profiles take their starts in turn
+        assert p.start is not None and p.size is not None  # the sim's tables have placements
+        free.setdefault(p.profile.name, []).append((p.start, p.size))
+    return tuple(free[name].pop(0) for name in layout)
 
 
 class _Builder:
@@ -94,10 +120,12 @@ class _Builder:
         layout: Sequence[str],
         models: Sequence[str],
     ) -> None:
+        starts = placed_starts(gpu_type, tuple(layout))
         gpu = self.gpu(host, index, gpu_type, mig=True)
         for gi_id, (profile_name, model) in enumerate(zip(layout, models, strict=True), start=1):
             profile = mig_profile(gpu_type, profile_name)
             slot = mig_slot(gpu, gi_id, profile)
+            slot.placement = starts[gi_id - 1]
             gpu.slots.append(slot)
             self.slots.append(slot)
             url = f"http://{host}:{8000 + 10 * index + gi_id}"
@@ -159,7 +187,7 @@ VM_SERVERS = (("sdxl", 60.0), ("sd15", 40.0))
 def default_fleet(rng: random.Random) -> FleetParts:
     b = _Builder(rng)
     b.mig_gpu(
-        "node-a", "a", 0, A100_80GB, ("3g.40gb", "3g.40gb", "1g.10gb"), ("sdxl", "sdxl", "sd15")
+        "node-a", "a", 0, A100_80GB, ("3g.40gb", "2g.20gb", "1g.10gb"), ("sdxl", "sdxl", "sd15")
     )
     b.mig_gpu(
         "node-b",

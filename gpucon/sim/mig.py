@@ -9,8 +9,8 @@ a GPU instance with a compute instance, or a compute instance whose servers stil
 use. A simulated server exits once every backend of its slot is drained (as an orchestrator
 stops a drained server), so a drained GPU has no compute process left.
 
-The default fleet's node-a is cut 2 × 3g.40gb + 1g.10gb, which NVML's placements do not allow
-(two 3g instances cover all 8 memory slices): its instances keep no placement until re-sliced.
+Every simulated instance has its placement (``sim.layout`` places a built fleet's as NVML
+would), so a create that overlaps one is refused as NVML refuses it.
 """
 
 from __future__ import annotations

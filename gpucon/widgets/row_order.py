@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from gpucon.model.fleet import BackendState
+from gpucon.model.fleet import Backend, BackendState
+from gpucon.model.snapshot import Snapshot
 from gpucon.widgets.row_builder import RowNames, Rows, same_keys
 from gpucon.widgets.row_index import (
     DEFAULT_SORT,
@@ -24,7 +25,7 @@ from gpucon.widgets.row_index import (
     search_text,
     still_ordered,
 )
-from gpucon.widgets.slot_cells import NO_LATENCY_NOW
+from gpucon.widgets.slot_cells import NO_LATENCY_NOW, not_serving
 from gpucon.widgets.slot_rows import RowKey, RowValues
 
 _STATE_RANK = {s.value: i for i, s in enumerate(BackendState)}
@@ -32,6 +33,7 @@ _STATE_RANK = {s.value: i for i, s in enumerate(BackendState)}
 # is a property, read 13,000 times for one sort at 2,048 GPUs
 _RANK_OF_STATE = {s: i for i, s in enumerate(BackendState)}
 _NO_LATENCY_STATES = frozenset(s for s in BackendState if s.value in NO_LATENCY_NOW)
+_TAKES_WORK_STATES = frozenset({BackendState.ACTIVE, BackendState.DRAINING})
 
 __all__ = ["DEFAULT_SORT", "NAME_SORTS", "SORT_VALUE", "RowOrder", "SortValue", "search_text"]
 
@@ -52,9 +54,19 @@ def row_targets(key: RowKey) -> tuple[str, ...]:
 
 
 def _ratio(row: RowValues) -> float | None:
-    if row.p95 is None or row.state in NO_LATENCY_NOW:  # shown as absent: sorts as absent
+    if row.p95 is None or row.state in NO_LATENCY_NOW or not_serving(row):
+        return None  # shown as absent (or n/a): sorts as absent
         return None
     return row.p95 / row.slo if row.slo else row.p95
+
+
+def _not_serving(snap: Snapshot, b: Backend) -> bool:
+    """``slot_cells.not_serving`` read off the snapshot (the row's ``ready`` is worked out so:
+    the liveness verdict, else the registry's)."""
+    if b.state not in _TAKES_WORK_STATES:
+        return False
+    lv = snap.liveness.get(b.name)
+    return (b.ready if lv is None else lv.serving) is False
 
 
 def _static(row: RowValues | RowNames) -> SortValue:
@@ -75,7 +87,7 @@ SORT_VALUE: Mapping[str, Callable[[RowValues], SortValue | None]] = {
     "state": lambda r: _STATE_RANK.get(r.state),
     "inflight": lambda r: r.inflight,
     "p95": _ratio,
-    "rps": lambda r: r.rps,
+    "rps": lambda r: None if not_serving(r) else r.rps,  # NOT READY shows n/a
 }
 
 
@@ -119,7 +131,10 @@ def _live_values(rows: Rows, sort_key: str) -> dict[RowKey, SortValue | None] | 
         per = {name: b.inflight for name, b in backends.items()}
     elif sort_key == "rps":
         per = {
-            name: None if (lat := latency.get(name)) is None else lat.req_per_s for name in backends
+            name: None
+            if (lat := latency.get(name)) is None or _not_serving(snap, b)
+            else lat.req_per_s
+            for name, b in backends.items()
         }
     elif sort_key == "p95":
         slos, default = snap.slo_p95_ms, rows.default_slo_ms
@@ -128,6 +143,8 @@ def _live_values(rows: Rows, sort_key: str) -> dict[RowKey, SortValue | None] | 
             lat = latency.get(name)
             if lat is None or lat.p95_ms is None or b.state in _NO_LATENCY_STATES:
                 per[name] = None  # a drained or down backend's last p95 is shown as absent
+            elif _not_serving(snap, b):
+                per[name] = None  # NOT READY: shown n/a, as its row does
             else:
                 slo = slos.get(name, default)
                 per[name] = lat.p95_ms / slo if slo else lat.p95_ms

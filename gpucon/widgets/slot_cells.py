@@ -8,14 +8,16 @@ A stale value (its source's last good reading is older than two cadences, or its
 failed) is drawn in the "stale" style with its age beside it (``1840·45s``), never in the style
 of a current value: no bar, no SLO colour. A rate from a stale source is not a rate now, so
 REQ/S shows ``n/a·45s``. Cells too narrow for the age (WT, STATE) are only dimmed; the row's
-INFL cell carries the registry's age. A drained or down backend's P95/SLO is ``—`` (dim):
-whatever p95 is still reported is from before it stopped taking requests. A fresh "not ready"
-wins over a stale registry state; a drained backend that is not ready shows ``drained ✗``.
+INFL cell carries the registry's age. P95/SLO has one format for every row (``p95_cell``):
+``14/2500``, stale ``1840/2500·45s``, ``n/a/2500`` when no p95 is current (none reported, or
+NOT READY: REQ/S is ``n/a`` then too), ``—/2500`` drained or down. A fresh "not ready" wins over
+a stale registry state; a drained backend that is not ready shows ``drained ✗``.
 """
 
 from __future__ import annotations
 
 from gpucon.widgets import fmt
+from gpucon.widgets.p95_cell import ABSENT, p95_text
 from gpucon.widgets.safe_text import fit_end
 from gpucon.widgets.slot_rows import HOT_PCT, LOW_FREE_MIB, RowValues
 
@@ -57,7 +59,6 @@ def _mem(row: RowValues, width: int) -> Cell:
 _TAKES_WORK = frozenset({"active", "draining"})
 # backends that take no requests: a p95 is shown as absent (ABSENT), never as a current one
 NO_LATENCY_NOW = frozenset({"drained", "down"})
-ABSENT = "—"
 
 
 DEAD_MARK = "✗"  # a drained backend that is not ready either: a glyph, not colour alone
@@ -84,50 +85,42 @@ def _state(row: RowValues) -> Cell:
 
 
 def _p95(row: RowValues, width: int) -> Cell:
+    """One format for every row (``p95_cell``): ms digits over the SLO, stale with its age."""
     if not row.backend:
         return ("", "")
     if row.state in NO_LATENCY_NOW:
         # it takes no requests: the p95 a latency source still reports is its last one, from
         # before it was drained or went down, and no measure of what users get now
-        return (ABSENT, "dim")
+        return (p95_text(ABSENT, row.slo, width), "dim")
+    if not_serving(row):
+        # readiness says it serves nothing: no latency now, from the first tick it says so
+        return (p95_text(None, row.slo, width), "na")
+    age = row.stale_age("p95") if row.stale else None
     if row.p95 is None:
-        return (no_p95_text(row.slo), "na")
-    if row.stale and (age := row.stale_age("p95")) is not None:
-        return _aged(fmt.ms(row.p95), age, width)  # the last p95 seen, not one against the SLO
-    text = f"{fmt.ms(row.p95)}/{fmt.ms(row.slo)}"
-    if row.ready is False and row.state in _TAKES_WORK:
-        return (text, "dim")  # from before it stopped: not what users get now
+        return (p95_text(None, row.slo, width, age=age), "na" if age is None else STALE)
+    if age is not None:
+        # the last p95 seen, with its age: not compared with the SLO (no glyph, no colour)
+        return (p95_text(row.p95, row.slo, width, age=age), STALE)
     # the glyphs say it without colour: "!" over the SLO, "~" within 20 % of it
     if row.slo is not None and row.p95 > row.slo:
-        return ("!" + text, "breach")
+        return (p95_text(row.p95, row.slo, width, glyph="!"), "breach")
     if row.slo is not None and row.p95 > 0.8 * row.slo:
-        return ("~" + text, "warn")
-    return (text, "")
+        return (p95_text(row.p95, row.slo, width, glyph="~"), "warn")
+    return (p95_text(row.p95, row.slo, width), "")
 
 
-def no_p95_text(slo: float | None) -> str:
-    """The P95/SLO cell with no p95 reported yet: ``n/a /2.5s``, at most 10 cells, so it fits
-    the P95/SLO column (12) whole."""
-    return f"{fmt.NA} /{slo_text(slo)}"
-
-
-def slo_text(slo: float | None) -> str:
-    """An SLO short enough to sit beside ``n/a``: ``14s``, ``2.5s``, ``800ms``."""
-    if slo is None:
-        return fmt.NA
-    if slo >= 1000:
-        secs = slo / 1000
-        return f"{secs:.0f}s" if secs >= 10 or secs == int(secs) else f"{secs:.1f}s"
-    return f"{slo:.0f}ms"
+def not_serving(row: RowValues) -> bool:
+    """Should take requests (active, draining) and its readiness says it cannot: NOT READY."""
+    return row.ready is False and row.state in _TAKES_WORK
 
 
 def _rps(row: RowValues, width: int) -> Cell:
+    if row.backend and not_serving(row):
+        # no rate now, stale source or not (as its P95/SLO): the window ends before it stopped
+        return (fmt.NA, "na")
     if row.backend and row.stale and (age := row.stale_age("rps")) is not None:
         return _aged(fmt.NA, age, width)  # a rate from a stale source is no rate now
-    text, style = _number(row.rps, row.backend, 1)
-    if row.rps is not None and row.ready is False and row.state in _TAKES_WORK:
-        return (text, "dim")  # a rate over a window that ends before it stopped
-    return (text, style)
+    return _number(row.rps, row.backend, 1)
 
 
 def _inflight(row: RowValues, width: int) -> Cell:

@@ -16,6 +16,7 @@ from rich.cells import cell_len
 
 from gpucon.model.fleet import Backend, LatencyStats, Slot, SlotKind
 from gpucon.model.ids import parse_slot_id
+from gpucon.widgets import p95_cell
 from gpucon.widgets.safe_text import clean
 from gpucon.widgets.stale_marks import StaleMarks
 
@@ -104,7 +105,16 @@ COLUMNS: tuple[Column, ...] = (
         priority=8,
     ),
     Column("inflight", "INFL", 6, "requests in flight", right=True, priority=5),
-    Column("p95", "P95/SLO ms", 12, "p95 latency against the SLO", right=True, priority=9),
+    # 13 cells at least ("1840/2500·45s", "7590/14k·30s"); 14 when the names left room
+    Column(
+        "p95",
+        "P95/SLO ms",
+        p95_cell.MIN_WIDTH,
+        "p95 latency against the SLO, ms",
+        right=True,
+        flex=p95_cell.WIDTH - p95_cell.MIN_WIDTH,
+        priority=9,
+    ),
     # the title names the rate's window when the snapshot says it ("REQ/S 1m")
     Column("rps", "REQ/S", 9, "requests per second over the window named", right=True, priority=6),
 )
@@ -112,8 +122,11 @@ COLUMN_KEYS = tuple(c.key for c in COLUMNS)
 COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
 
 
-# the columns that take spare width, most useful first (names an operator must read)
-FLEX_ORDER = ("backend", "slot", "host", "gpu")
+# the name columns, which take spare width up to their longest value, most useful first
+NAME_COLUMNS = ("backend", "slot", "host", "gpu")
+# the columns that take spare width: names an operator must read, then P95/SLO, whose wider
+# cell writes a stale p95's ms in full ("7590/14000·30s", not "7590/14k·30s")
+FLEX_ORDER = (*NAME_COLUMNS, "p95")
 
 
 def layout(
@@ -121,8 +134,9 @@ def layout(
 ) -> list[tuple[Column, int, int]]:
     """Columns that fit ``width`` as (column, x, cell width); the narrow ones dropped first.
 
-    Spare width goes to the name columns (``FLEX_ORDER``), each up to its ``natural`` width
-    (the longest value it holds) and at most ``flex`` more cells than its minimum.
+    Spare width goes to the name columns (``NAME_COLUMNS``), each up to its ``natural`` width
+    (the longest value it holds) and at most ``flex`` more cells than its minimum, then to
+    P95/SLO (its ``flex``).
     """
     shown = list(columns)
     while shown and sum(c.width for c in shown) + len(shown) - 1 > width:
@@ -134,7 +148,8 @@ def layout(
         c = by_key.get(key)
         if c is None:
             continue
-        wanted = c.flex if natural is None else max(0, natural.get(key, 0) - c.width)
+        longest = None if natural is None else natural.get(key)
+        wanted = c.flex if longest is None else max(0, longest - c.width)
         extra[key] = min(c.flex, wanted, spare)
         spare -= extra[key]
     if "gpu" not in by_key and "slot" in by_key:
@@ -152,7 +167,7 @@ def layout(
 
 def natural_widths(rows: Iterable[_Named]) -> dict[str, int]:
     """The longest value of each name column, in terminal cells."""
-    widths = dict.fromkeys(FLEX_ORDER, 0)
+    widths = dict.fromkeys(NAME_COLUMNS, 0)
     for r in rows:
         for key, value in (
             ("backend", r.backend),

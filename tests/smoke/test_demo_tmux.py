@@ -3,6 +3,11 @@ filter with `/`, open a detail with Enter, go back and quit with `q`.
 
 tmux runs on a private socket in the test's temporary directory, never anyone's sessions;
 the assertions read ``tmux capture-pane`` text, i.e. exactly what a user would see.
+
+The tests wait on what the screen shows, never for a fixed time: the next key is sent once the
+screen says the last one was handled (the key bar names the focused widget's keys: ``⏎ Detail``
+for the table, ``⏎ Go to row`` for the alerts), with deadlines generous enough for a machine
+busy with other work (they must pass beside a CPU hog).
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ import pytest
 pytestmark = pytest.mark.slow
 
 WIDTH, HEIGHT = 160, 45
+# a console starting beside other work (imports, the first ticks) can take tens of seconds
+START_S = 120.0
+STEP_S = 60.0  # one key's effect on a busy machine
+TABLE_KEYS = "⏎ Detail"  # the key bar while the slot table has the focus
 
 
 class Tmux:
@@ -27,22 +36,54 @@ class Tmux:
 
     def __call__(self, *args: str) -> str:
         result = subprocess.run(
-            ["tmux", "-S", str(self.socket), *args], capture_output=True, text=True, timeout=10
+            ["tmux", "-S", str(self.socket), *args], capture_output=True, text=True, timeout=60
         )
         return result.stdout
 
     def screen(self) -> str:
         return self("capture-pane", "-p", "-t", "demo")
 
-    def wait_for(self, what: str, check: Callable[[str], bool], timeout: float = 20.0) -> str:
+    def press(self, *keys: str) -> None:
+        """Send keys to the console (``-l``: literal text as one argument)."""
+        self("send-keys", "-t", "demo", *keys)
+
+    def wait_for(self, what: str, check: Callable[[str], bool], timeout: float = STEP_S) -> str:
         deadline = time.monotonic() + timeout
-        text = ""
+        text = shown = ""
         while time.monotonic() < deadline:
             text = self.screen()
             if check(text):
                 return text
+            shown = text if text.strip() else shown
             time.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what}; the screen was:\n{text}")
+        raise AssertionError(
+            f"timed out after {timeout:.0f}s waiting for {what}; the screen:\n{text}\n"
+            f"the last screen with text on it:\n{shown}"
+        )
+
+    def wait_still(
+        self, what: str, view: Callable[[str], object], still_s: float, timeout: float = STEP_S
+    ) -> str:
+        """The screen once ``view`` of it has not changed for ``still_s`` seconds."""
+        deadline = time.monotonic() + timeout
+        text = self.screen()
+        since, seen = time.monotonic(), view(text)
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            text = self.screen()
+            if view(text) != seen:
+                since, seen = time.monotonic(), view(text)
+            elif time.monotonic() - since >= still_s:
+                return text
+        raise AssertionError(
+            f"timed out after {timeout:.0f}s waiting for {what}; the screen:\n{text}"
+        )
+
+
+def key_bar(screen: str) -> str:
+    """The bottom line: the keys of the focused widget."""
+    lines = [line for line in screen.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 @pytest.fixture
@@ -61,7 +102,7 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
     command = (
         # COLUMNS/LINES (pytest sets them) would override the pane's real size
         f"env -u COLUMNS -u LINES {exports} {sys.executable} -m gpucon.commands.cli demo --seed 7; "
-        "echo GPUCON-EXIT=$?; sleep 30"
+        "echo GPUCON-EXIT=$?; sleep 600"  # the pane stays to be read; the server is killed
     )
     t("new-session", "-d", "-s", "demo", "-x", str(WIDTH), "-y", str(HEIGHT), command)
     t("resize-window", "-t", "demo", "-x", str(WIDTH), "-y", str(HEIGHT))
@@ -86,27 +127,32 @@ def test_demo_start_filter_detail_quit(tmux: Tmux) -> None:
     screen = tmux.wait_for(
         "the slot table to fill",
         lambda s: "HOST" in s and "DEMO" in s and len(table_rows(s)) >= 10,
+        START_S,
     )
     assert "ACT%" in screen and "P95/SLO ms" in screen
     assert "QUEUE" in screen and "ALERTS" in screen
     full = len(table_rows(screen))
 
-    tmux("send-keys", "-t", "demo", "/")
-    tmux.wait_for("the filter box", lambda s: "filter: host, slot" in s)
-    tmux("send-keys", "-t", "demo", "-l", "bert")
+    tmux.press("/")
+    tmux.wait_for(
+        "the filter box", lambda s: "filter: host, slot" in s and TABLE_KEYS not in key_bar(s)
+    )
+    tmux.press("-l", "bert")
     screen = tmux.wait_for(
         "the filter to apply", lambda s: 0 < len(table_rows(s)) < full and "bert" in s
     )
     rows = [r for r in table_rows(screen) if "HOST" not in r]
     assert all("bert" in r for r in rows), rows
 
-    tmux("send-keys", "-t", "demo", "Enter")  # keep the filter, back to the table
-    time.sleep(0.3)
-    tmux("send-keys", "-t", "demo", "Enter")  # open the detail of the selected row
+    tmux.press("Enter")  # keep the filter, back to the table
+    # the table has the focus again (a second Enter sent sooner would reach the filter box)
+    tmux.wait_for("the table's keys", lambda s: TABLE_KEYS in key_bar(s) and "bert" in s)
+    tmux.press("Enter")  # open the detail of the selected row
     detail = ("activity %", "BACKEND", "memory used GiB", "p95 ms", "bert")
     tmux.wait_for("the detail screen", lambda s: all(part in s for part in detail))
 
-    tmux("send-keys", "-t", "demo", "q")  # back to the fleet
-    tmux.wait_for("the fleet screen again", lambda s: "ACT%" in s)
-    tmux("send-keys", "-t", "demo", "q")  # quit
-    tmux.wait_for("gpucon to exit cleanly", lambda s: "GPUCON-EXIT=0" in s)
+    tmux.press("q")  # back to the fleet
+    tmux.wait_for("the fleet screen again", lambda s: "ACT%" in s and TABLE_KEYS in key_bar(s))
+    tmux.press("q")  # quit
+    tmux.wait_for("gpucon to exit cleanly", lambda s: "GPUCON-EXIT=" in s)
+    assert "GPUCON-EXIT=0" in tmux.screen()

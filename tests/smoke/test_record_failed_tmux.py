@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.smoke.test_demo_tmux import START_S
 from tests.smoke.test_two_am_tmux import start_demo
 
 pytestmark = pytest.mark.slow
@@ -25,12 +26,13 @@ def test_the_console_starts_and_says_the_recording_failed(tmp_path: Path) -> Non
                 and "node-" in s
                 and "gpucon --record" in s
             ),
+            START_S,
         )
         # the notification, once, with the whole reason (it wraps in its box: read it joined)
         joined = " ".join(line.strip(" │▌▐") for line in screen.splitlines())
         assert "cannot record to" in joined, screen
         assert screen.count("gpucon --record") == 1, screen
-        t("send-keys", "-t", "demo", "q")
+        t.press("q")
         after = t.wait_for("the console to exit", lambda s: "GPUCON-EXIT=" in s)
         assert "GPUCON-EXIT=0" in after, after
         said = t("capture-pane", "-p", "-J", "-t", "demo")  # -J: the wrapped line joined

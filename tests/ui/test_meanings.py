@@ -49,8 +49,8 @@ def test_cells_say_in_glyphs_what_colour_says() -> None:
     text, _ = cell("mem", first, 11, "")
     assert not text.endswith("G")  # the header names the unit (MEM GiB)
     row = first._replace(p95=None, slo=14000.0, backend="b")
-    assert cell("p95", row, 12, "") == ("n/a /14s", "na")
-    # the no-data form fits the column whole, whatever the SLO (never cut to "n/a ·SLO 2.…")
+    assert cell("p95", row, p95.width, "") == ("n/a/14000", "na")  # ms, as every row
+    # the no-data form fits the column whole, whatever the SLO (never cut to "n/a/25…")
     for slo in (2500.0, 800.0, 999.0, 14000.0, 120000.0, 9500.0):
         text, _ = cell("p95", row._replace(slo=slo), p95.width, "")
         assert len(text) <= p95.width and "…" not in text, text

@@ -33,7 +33,7 @@ async def test_reslice_key_needs_the_gpu_name_typed_then_reslices(tmp_path: Path
         await wait_for(pilot, lambda: isinstance(app.screen, ReslicePrompt))
         prompt = app.screen
         assert isinstance(prompt, ReslicePrompt) and prompt.gpu == GPU
-        assert prompt.now == "2 × 3g.40gb + 1 × 1g.10gb"
+        assert prompt.now == "1 × 3g.40gb + 1 × 2g.20gb + 1 × 1g.10gb"
         await pilot.press(*"4g.40gb+2g.20gb+1g.10gb", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
         await pilot.pause()

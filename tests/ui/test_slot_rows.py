@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpucon.model.fleet import Health
 from gpucon.widgets import fmt
+from gpucon.widgets.p95_cell import WIDTH
 from gpucon.widgets.row_builder import build_rows
 from gpucon.widgets.row_order import RowOrder
 from gpucon.widgets.slot_cells import cell
@@ -53,7 +54,7 @@ def test_a_stale_value_is_dimmed_with_its_age_and_a_stale_rate_is_not_a_rate() -
     row = build_rows(hub.tick(), 2500.0)[key]
     assert row.stale_age("p95") == "45s" and row.stale_age("activity") == "45s"
     assert row.p95 is not None
-    assert cell("p95", row, 12, "") == (f"{fmt.ms(row.p95)}·45s", "stale")
+    assert cell("p95", row, WIDTH, "") == (f"{row.p95:.0f}/2500·45s", "stale")
     assert cell("rps", row, 7, "") == ("n/a·45s", "stale")
     text, style = cell("activity", row, 10, "")
     assert style == "stale" and text.endswith("·45s") and "█" not in text
@@ -156,8 +157,9 @@ def test_a_backend_that_is_not_ready_does_not_look_active() -> None:
     dead = rows[("vm:vm-gpu-a-2", "sd-vm-gpu-a-2-b")]  # its /v2/health/ready answers 503
     assert dead.ready is False
     assert cell("state", dead, 9, "") == ("NOT READY", "breach")
-    # its p95 and rate are from before it stopped: drawn dim, not as current
-    assert cell("p95", dead, 12, "")[1] == "dim" and cell("rps", dead, 7, "") == ("4.0", "dim")
+    # its p95 and rate are from before it stopped: no latency or rate now
+    assert cell("p95", dead, WIDTH, "") == ("n/a/2500", "na")
+    assert cell("rps", dead, 7, "") == ("n/a", "na")
     alive = rows[("vm:vm-gpu-a-2", "sd-vm-gpu-a-2-a")]
     assert alive.ready is True and cell("state", alive, 9, "") == ("active", "ok")
     assert cell("rps", alive, 7, "") == ("4.0", "")
@@ -178,7 +180,7 @@ def test_a_drained_or_down_backend_shows_no_p95_as_current() -> None:
     for state in ("drained", "down"):
         # its source still reports the last p95: shown absent and dim, and it sorts as absent
         out = row._replace(state=state)
-        assert cell("p95", out, 12, "") == ("—", "dim")
+        assert cell("p95", out, WIDTH, "") == ("—/2500", "dim")
         assert SORT_VALUE["p95"](out) is None
     # a draining backend still finishes requests: its p95 is still a measure of them
     assert cell("p95", row._replace(state="draining"), 12, "")[0].endswith("/2500")

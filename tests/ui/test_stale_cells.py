@@ -46,7 +46,8 @@ async def test_a_stale_cell_is_dimmed_and_shows_its_age() -> None:
         dimmed = [text for text, colour, italic in stale if colour == stale_colour and italic]
         joined = " ".join(dimmed)
         p95 = rig.hub.latest.latency[ROW].p95_ms  # type: ignore[union-attr]
-        assert p95 is not None and f"{p95:.0f}·45s" in joined  # the last p95, with its age
+        # the last p95, with its SLO and its age
+        assert p95 is not None and f"{p95:.0f}/2500·45s" in joined
         assert "n/a·45s" in joined  # a rate from a stale source is not shown as current
         assert "active" in joined  # the registry state: dimmed (too narrow for the age)
         activity = next(text for text in dimmed if "%" in text)

@@ -34,7 +34,8 @@ def test_lookup_and_match() -> None:
 
 def test_validate_layout() -> None:
     table = a100_80gb()
-    assert table.validate_layout(["3g.40gb", "3g.40gb", "1g.10gb"]) == []
+    assert table.validate_layout(["3g.40gb", "2g.20gb", "1g.10gb"]) == []
+    assert table.validate_layout(["4g.40gb", "2g.20gb", "1g.10gb"]) == []
     assert table.validate_layout(["1g.10gb"] * 7) == []
     problems = table.validate_layout(["3g.40gb", "9g.99gb", "4g.40gb", "2g.20gb"])
     assert problems[0].startswith("layout[1]: unknown profile '9g.99gb'; this GPU offers 1g.10gb")
@@ -44,6 +45,16 @@ def test_validate_layout() -> None:
         "layout: 8 compute slices requested but the GPU has 7",
     ]
     assert table.validate_layout([]) == ["layout is empty: name at least one profile"]
+
+
+def test_validate_layout_refuses_a_layout_with_no_placement() -> None:
+    # 7 compute slices, but an A100's 8 memory slices: each 3g.40gb covers 4 (starts 0 or 4),
+    # so two leave no start for the 1g.10gb (NVIDIA's MIG user guide, "Supported MIG Profiles")
+    table = a100_80gb()
+    (problem,) = table.validate_layout(["3g.40gb", "3g.40gb", "1g.10gb"])
+    assert problem.startswith("layout: no placement of 2 × 3g.40gb + 1 × 1g.10gb fits")
+    assert table.validate_layout(["3g.40gb", "3g.40gb"]) == []  # 4 memory slices each
+    assert table.validate_layout(["4g.40gb", "3g.40gb"]) == []
 
 
 def test_no_profiles_is_no_table() -> None:

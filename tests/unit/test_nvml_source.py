@@ -154,7 +154,7 @@ def test_a100_mig_slots_mapped(a100: ReplayNvml) -> None:
         assert slot.gpu_uuid == gpu.uuid and slot.gpu_name == gpu.name
     table = gpu.mig_profiles
     assert table is not None
-    assert table.validate_layout(["3g.40gb", "3g.40gb", "1g.10gb"]) == []
+    assert table.validate_layout(["3g.40gb", "2g.20gb", "1g.10gb"]) == []
     assert any("at most 2 fit" in p for p in table.validate_layout(["3g.40gb"] * 3))
 
 

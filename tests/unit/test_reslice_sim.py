@@ -39,7 +39,7 @@ def test_a_demo_reslice_changes_slots_and_capacity_with_a_brief_outage(tmp_path:
     before = runner.snapshot()
     assert mig_slots(before) == {
         f"{GPU}/gi1": ("3g.40gb", 42),
-        f"{GPU}/gi2": ("3g.40gb", 42),
+        f"{GPU}/gi2": ("2g.20gb", 28),
         f"{GPU}/gi3": ("1g.10gb", 14),
     }
     started = time.perf_counter()
@@ -50,7 +50,7 @@ def test_a_demo_reslice_changes_slots_and_capacity_with_a_brief_outage(tmp_path:
     plan_ms = (time.perf_counter() - started) * 1000
     assert plan.ok, plan.failed_preconditions
     assert plan_ms < 100, plan_ms  # pure and small: about 1 ms here
-    assert "capacity of sdxl on node-a/gpu0: 84 → 84 SMs, 78.5 → 58.8 GiB" in plan.changes
+    assert "capacity of sdxl on node-a/gpu0: 70 → 84 SMs, 58.8 → 58.8 GiB" in plan.changes
     assert "capacity of sd15 on node-a/gpu0: 14 → 14 SMs, 9.5 → 9.5 GiB" in plan.changes
 
     controls = demo_controls(GpuconConfig(audit_path=tmp_path / "a.jsonl"), fleet)
@@ -92,13 +92,13 @@ def test_a_demo_reslice_changes_slots_and_capacity_with_a_brief_outage(tmp_path:
     }
     moved = {n: after.backends[n] for n in plan.blast_radius.backends}
     assert all(b.state is BackendState.ACTIVE and b.weight for b in moved.values())
-    # the bigger slot serves sdxl faster, the smaller one slower; both within the SLO again
+    # the bigger slot (3g → 4g) serves sdxl faster; both within the SLO again
     p95 = {n: after.latency[n].p95_ms or 0.0 for n in moved if n.startswith("sdxl")}
     was = {n: before.latency[n].p95_ms or 0.0 for n in p95}
     on_4g = next(n for n, b in moved.items() if b.slot_id == f"{GPU}/gi1")
     on_2g = next(n for n, b in moved.items() if b.slot_id == f"{GPU}/gi2")
     assert 0 < p95[on_4g] < was[on_4g]
-    assert p95[on_2g] > was[on_2g] > 0
+    assert p95[on_2g] > p95[on_4g]
     assert all(0 < v < after.slo_p95_ms[n] for n, v in p95.items())
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 import statistics
 import threading
 
@@ -13,7 +14,9 @@ from gpucon.model.fleet import BackendState, Health, SlotKind
 from gpucon.model.ids import parse_slot_id
 from gpucon.model.reading import Reading
 from gpucon.sim import build_sim_fleet
+from gpucon.sim.catalog import A100_80GB
 from gpucon.sim.fleet import SimFleet
+from gpucon.sim.layout import default_fleet, placed_starts
 
 
 def run(fleet: SimFleet, seconds: int, start: float = 1000.0) -> list[Reading]:
@@ -51,7 +54,7 @@ def test_the_default_fleet_is_the_one_the_issue_describes() -> None:
         if s.kind is SlotKind.MIG
     } == {
         "node-a/gpu0/gi1": ("3g.40gb", 42, 40192.0),
-        "node-a/gpu0/gi2": ("3g.40gb", 42, 40192.0),
+        "node-a/gpu0/gi2": ("2g.20gb", 28, 19968.0),
         "node-a/gpu0/gi3": ("1g.10gb", 14, 9728.0),
         "node-b/gpu0/gi1": ("3g.20gb", 42, 20096.0),
         "node-b/gpu0/gi2": ("2g.10gb", 28, 9856.0),
@@ -83,10 +86,30 @@ def test_the_default_fleet_is_the_one_the_issue_describes() -> None:
     assert gpus["node-a", 0].name == "NVIDIA A100-SXM4-80GB" and gpus["node-a", 0].mig_enabled
     assert gpus["node-b", 0].name == "NVIDIA A100-PCIE-40GB"
     assert gpus["node-c", 0].sm_count == 132 and gpus["node-c", 0].mig_enabled is False
-    profiles = gpus["node-a", 0].mig_profiles
-    assert (
-        profiles is not None and profiles.validate_layout(["3g.40gb", "3g.40gb", "1g.10gb"]) == []
-    )
+
+
+def test_every_mig_layout_of_the_demo_is_one_nvml_would_place() -> None:
+    layouts = {}
+    for gpu in default_fleet(random.Random(0)).gpus:
+        if not gpu.mig_enabled:
+            continue
+        assert gpu.gpu_type.profiles is not None
+        names = [s.profile for s in gpu.slots]
+        assert gpu.gpu_type.profiles.validate_layout(names) == [], (gpu.host, names)
+        # each instance placed where its profile may start, none overlapping
+        cells = [set(range(s.placement[0], sum(s.placement))) for s in gpu.slots if s.placement]
+        assert len(cells) == len(names) and sum(map(len, cells)) == len(set().union(*cells))
+        layouts[gpu.host] = (names, [s.placement for s in gpu.slots])
+    assert layouts["node-a"] == (["3g.40gb", "2g.20gb", "1g.10gb"], [(0, 4), (4, 2), (6, 1)])
+    assert layouts["node-b"] == (["3g.20gb", "2g.10gb", "1g.5gb"], [(0, 4), (4, 2), (6, 1)])
+
+
+def test_a_layout_nvml_would_refuse_is_refused_when_the_fleet_is_built() -> None:
+    # 2 × 3g.40gb covers all 8 of an A100-80GB's memory slices: no start is left for a 1g.10gb
+    with pytest.raises(ValueError, match=r"3g.40gb \+ 3g.40gb \+ 1g.10gb: no placement"):
+        placed_starts(A100_80GB, ("3g.40gb", "3g.40gb", "1g.10gb"))
+    assert A100_80GB.profiles is not None
+    assert A100_80GB.profiles.validate_layout(["3g.40gb", "3g.40gb", "1g.10gb"]) != []
 
 
 def test_every_entity_is_filled_and_consistent() -> None:
@@ -120,10 +143,11 @@ def rate(r: Reading, name: str) -> float:
 def test_the_scheduler_sends_work_in_proportion_to_weight() -> None:
     fleet = build_sim_fleet()
     before = run(fleet, 60)[-1]
-    assert rate(before, "sdxl-a0-gi1") == pytest.approx(rate(before, "sdxl-a0-gi2"), rel=0.2)
-    fleet.set_weights({"sdxl-a0-gi1": 3.0, "sdxl-a0-gi2": 1.0})
+    # two SDXL servers on twin RTX 4090s
+    assert rate(before, "sdxl-vm-b-1") == pytest.approx(rate(before, "sdxl-vm-b-2"), rel=0.2)
+    fleet.set_weights({"sdxl-vm-b-1": 3.0, "sdxl-vm-b-2": 1.0})
     after = run(fleet, 120)[-1]
-    assert rate(after, "sdxl-a0-gi1") > 2.0 * rate(after, "sdxl-a0-gi2")
+    assert rate(after, "sdxl-vm-b-1") > 2.0 * rate(after, "sdxl-vm-b-2")
 
 
 def test_a_drained_backend_gets_no_new_work_and_its_inflight_goes_to_zero() -> None:
