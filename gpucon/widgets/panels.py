@@ -105,7 +105,13 @@ def source_badges(snapshot: Snapshot, styles: dict[Health, str]) -> Text:
             continue
         state = {Health.OK: "ok", Health.DEGRADED: "STALE", Health.DOWN: "DOWN"}[status.health]
         text.append(state if status.health is Health.OK else f" {state} ", styles[status.health])
-        text.append(f" {fmt.since(age) if age is not None else 'never'}", style="dim")
+        # a broken source's age in the cells' steps (``DOWN 15s`` beside ``·15s``), so the
+        # bar and the stale values it explains never read as two different outages
+        if age is None:
+            shown = "never"
+        else:
+            shown = fmt.since(age) if status.health is Health.OK else fmt.age(age)
+        text.append(f" {shown}", style="dim")
         text.append(" │")
     return text
 
