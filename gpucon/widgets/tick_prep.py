@@ -32,7 +32,6 @@ from gpucon.widgets.row_order import NAME_SORTS, RowOrder, live_values, problem_
 from gpucon.widgets.slot_rows import RowKey
 
 _HOST_INDEX = attrgetter("host", "index")
-_SLOT_ID = attrgetter("slot_id")
 _counts: tuple[object, tuple[int, int]] = (None, (0, 0))
 _gpus: tuple[object, list[Gpu]] = (None, [])
 _slot_count: tuple[object, object, int] = (None, None, 0)
@@ -75,7 +74,7 @@ def slot_count(slots: Mapping[str, Slot], backends: Mapping[str, Backend]) -> in
     memo = _slot_count
     if memo[0] is slots and memo[1] is backends:
         return memo[2]
-    count = known_slot_count(slots, map(_SLOT_ID, backends.values()))
+    count = known_slot_count(slots, [b.slot_id for b in backends.values()])
     _slot_count = (slots, backends, count)
     return count
 
