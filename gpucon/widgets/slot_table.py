@@ -257,7 +257,8 @@ class SlotTable(ScrollView, can_focus=True):
             memo = self._sparks = (history, {})
         found = memo[1].get((row.slot_id, width))
         if found is None:
-            series = history.get(f"slot:{row.slot_id}:activity")
+            # the newest ``width`` samples, all a sparkline shows (not the history's 120)
+            series = history.tail(f"slot:{row.slot_id}:activity", width)
             found = memo[1][(row.slot_id, width)] = fmt.sparkline(series, width, 100.0)
         return found
 
