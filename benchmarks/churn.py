@@ -60,96 +60,105 @@ class ChurnSource:
         self.inner.close()
 
 
-def _nudge(v: float | None, step: float) -> float | None:
-    return None if v is None else v + step
+# Each record is built with its constructor, every field passed positionally in the order its
+# class declares them (``tests/unit/test_churn_source.py`` holds the order to the classes).
+# A call with more than 15 keyword arguments is compiled to build a dict of them first
+# (CPython), about 1.5 µs a record against 0.3 µs: naming all 20 of a slot's fields, the
+# harness would measure its own call style. gpucon's sources name the fields they read.
 
 
 def _gpu(g: Gpu, step: float) -> Gpu:
+    t = g.temperature_c
+    p = g.power_w
     return Gpu(
-        uuid=g.uuid,
-        host=g.host,
-        index=g.index,
-        name=g.name,
-        util_pct=g.util_pct,
-        mem_used_mib=g.mem_used_mib,
-        mem_total_mib=g.mem_total_mib,
-        temperature_c=_nudge(g.temperature_c, step),
-        power_w=_nudge(g.power_w, step),
-        power_limit_w=g.power_limit_w,
-        sm_clock_mhz=g.sm_clock_mhz,
-        mem_clock_mhz=g.mem_clock_mhz,
-        processes=g.processes,
-        mig_enabled=g.mig_enabled,
-        sm_count=g.sm_count,
-        mig_profiles=g.mig_profiles,
-        xid_watched=g.xid_watched,
-        xid_last=g.xid_last,
-        xid_at=g.xid_at,
-        thermal_slowdown=g.thermal_slowdown,
-        power_capped=g.power_capped,
+        g.uuid,
+        g.host,
+        g.index,
+        g.name,
+        g.util_pct,
+        g.mem_used_mib,
+        g.mem_total_mib,
+        None if t is None else t + step,
+        None if p is None else p + step,
+        g.power_limit_w,
+        g.sm_clock_mhz,
+        g.mem_clock_mhz,
+        g.mig_enabled,
+        g.sm_count,
+        g.processes,
+        g.mig_profiles,
+        g.xid_last,
+        g.xid_at,
+        g.xid_watched,
+        g.thermal_slowdown,
+        g.power_capped,
     )
 
 
 def _slot(s: Slot, step: float) -> Slot:
+    m = s.mem_used_mib
+    a = s.activity_pct
     return Slot(
-        id=s.id,
-        kind=s.kind,
-        host=s.host,
-        gpu_uuid=s.gpu_uuid,
-        gpu_index=s.gpu_index,
-        gpu_name=s.gpu_name,
-        profile=s.profile,
-        gi_id=s.gi_id,
-        ci_id=s.ci_id,
-        sm_count=s.sm_count,
-        mem_used_mib=_nudge(s.mem_used_mib, step),
-        mem_total_mib=s.mem_total_mib,
-        activity_pct=_nudge(s.activity_pct, step),
-        activity_metric=s.activity_metric,
-        sm_active_pct=s.sm_active_pct,
-        dram_active_pct=s.dram_active_pct,
-        vm=s.vm,
-        pod=s.pod,
-        node=s.node,
-        processes=s.processes,
+        s.id,
+        s.kind,
+        s.host,
+        s.gpu_uuid,
+        s.gpu_index,
+        s.gpu_name,
+        s.profile,
+        s.gi_id,
+        s.ci_id,
+        s.sm_count,
+        None if m is None else m + step,
+        s.mem_total_mib,
+        None if a is None else a + step,
+        s.activity_metric,
+        s.sm_active_pct,
+        s.dram_active_pct,
+        s.vm,
+        s.pod,
+        s.node,
+        s.processes,
     )
 
 
 def _backend(b: Backend, more: int) -> Backend:
     return Backend(
-        name=b.name,
-        slot_id=b.slot_id,
-        url=b.url,
-        model=b.model,
-        weight=b.weight,
-        state=b.state,
-        inflight=(b.inflight or 0) + more,
-        ready=b.ready,
-        ready_at=b.ready_at,
-        owner=b.owner,
-        reason=b.reason,
-        pod=b.pod,
-        node=b.node,
+        b.name,
+        b.slot_id,
+        b.url,
+        b.model,
+        b.weight,
+        b.state,
+        (b.inflight or 0) + more,
+        b.ready,
+        b.ready_at,
+        b.owner,
+        b.reason,
+        b.pod,
+        b.node,
     )
 
 
 def _latency(lat: LatencyStats, step: float) -> LatencyStats:
+    r = lat.req_per_s
+    p95 = lat.p95_ms
     return LatencyStats(
-        key=lat.key,
-        rate_window_s=lat.rate_window_s,
-        req_per_s=_nudge(lat.req_per_s, step),
-        p50_ms=lat.p50_ms,
-        p95_ms=_nudge(lat.p95_ms, step),
-        p99_ms=lat.p99_ms,
-        error_rate=lat.error_rate,
-        errors_by_reason=lat.errors_by_reason,
-        queue_ms=lat.queue_ms,
-        compute_ms=lat.compute_ms,
-        pending=lat.pending,
-        avg_ms=lat.avg_ms,
-        address=lat.address,
-        model=lat.model,
-        versions=lat.versions,
+        lat.key,
+        None if r is None else r + step,
+        lat.p50_ms,
+        None if p95 is None else p95 + step,
+        lat.p99_ms,
+        lat.error_rate,
+        lat.errors_by_reason,
+        lat.queue_ms,
+        lat.compute_ms,
+        lat.pending,
+        lat.avg_ms,
+        lat.address,
+        lat.model,
+        lat.versions,
+        lat.rate_window_s,
     )
 
 

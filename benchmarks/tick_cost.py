@@ -1,15 +1,19 @@
-"""Cost of one tick at 8, 512 and 2,048 GPUs: source read, merge (hub), diff + render.
+"""Cost of one tick at 8, 512 and 2,048 GPUs: source read, merge (hub), render and terminal write.
 
 Run: ``.venv/bin/python -m benchmarks.tick_cost [--ticks 40] [--churn]``. The simulator
-advances one second per tick with a frozen clock; the console runs headless at 180×50 with no
-background thread, so each phase is timed alone, in CPU time of this process:
+advances one second per tick with a frozen clock; the console runs at 180×50 with no background
+thread, so each phase is timed alone, in CPU time of this process:
 
 - read: the source's read (the simulator's step and read-out; with ``--churn`` every entity a
   new object with new values, as a live source builds them: ``benchmarks.churn``);
 - merge:  ``Hub.tick()`` — merge readings, history rings, alert rules;
-- diff + render: ``GpuconApp.show_snapshot()`` plus the screen update it causes, and the
-  number of slot-table rows drawn (cache misses). Headless: the bytes a terminal would get are
-  not written; ``steady_state --churn`` measures the whole process in a real pseudo-terminal.
+- diff + render: ``GpuconApp.show_snapshot()`` plus the screen update it causes and its
+  terminal write: the app runs on a driver that is Textual's headless one except that it says
+  it is not headless, so Textual turns each update into the escape sequences a terminal gets
+  and hands them to ``write``, which writes them to /dev/null (``TerminalSink``: the encoding
+  and a system call a write, not a pseudo-terminal's; ``steady_state --churn`` measures the
+  whole process in a real one). Also the number of slot-table rows drawn (cache misses) and
+  the bytes written a tick.
 
 Prints min/median/max per phase, and the 512/8 ratio (the table draws only visible rows, so
 render cost must not grow with the fleet; merge grows with it). ``--base DIR`` measures another
@@ -34,6 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from textual.drivers.headless_driver import HeadlessDriver
+
 from gpucon.app import GpuconApp
 from gpucon.hub import Hub
 from gpucon.sim import DEMO_SLO_P95_MS
@@ -53,6 +59,24 @@ def _churn_source() -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.ChurnSource
+
+
+class TerminalSink(HeadlessDriver):
+    """Textual's headless driver, except that the app is told it is not headless: each
+    screen update is rendered to the escape sequences a terminal would get, and written (to
+    /dev/null, counted) in the update, as a console's driver writes them to its terminal."""
+
+    written = 0
+    _null = -1
+
+    @property
+    def is_headless(self) -> bool:
+        return False
+
+    def write(self, data: str) -> None:
+        if TerminalSink._null < 0:
+            TerminalSink._null = os.open(os.devnull, os.O_WRONLY)
+        TerminalSink.written += os.write(TerminalSink._null, data.encode())
 
 
 class Clock:
@@ -75,11 +99,13 @@ async def measure(
         hub.poll_once()
         hub.tick()
     app = GpuconApp(hub, autostart=False, clock=clock)
+    app.driver_class = TerminalSink  # the terminal write counts (not headless: ``TerminalSink``)
     read: list[float] = []
     merge: list[float] = []
     render: list[float] = []
     drawn: list[int] = []
-    async with app.run_test(size=(180, 50)) as pilot:
+    sent: list[int] = []
+    async with app.run_test(size=(180, 50), headless=False) as pilot:
         await pilot.pause()
         _collector_as_the_console_sets_it()  # after the first frame, as the console does
         table = app.screen.query_one(SlotTable)
@@ -94,16 +120,25 @@ async def measure(
             snapshot = hub.tick()
             t1 = time.process_time()
             before = table.row_renders
+            written = TerminalSink.written
             app.show_snapshot(snapshot)
-            await pilot.pause()  # lets the screen update run
+            await pilot.pause()  # lets the screen update (and its terminal write) run
             t2 = time.process_time()
             if i >= 5:
                 read.append((t0 - r0) * 1000)
                 merge.append((t1 - t0) * 1000)
                 render.append((t2 - t1) * 1000)
                 drawn.append(table.row_renders - before)
+                sent.append(TerminalSink.written - written)
         rows = table.row_count
-    return {"rows": rows, "read": read, "merge": merge, "render": render, "drawn": drawn}
+    return {
+        "rows": rows,
+        "read": read,
+        "merge": merge,
+        "render": render,
+        "drawn": drawn,
+        "bytes": sent,
+    }
 
 
 def summary(samples: dict[str, Any]) -> dict[str, float]:
@@ -118,6 +153,8 @@ def summary(samples: dict[str, Any]) -> dict[str, float]:
             for stat, f in (("min", min), ("med", statistics.median), ("max", max))
         },
         "drawn": statistics.median(samples["drawn"]),
+        # an older harness's samples have no bytes
+        "bytes": statistics.median(samples.get("bytes") or [0]),
     }
 
 
@@ -170,12 +207,15 @@ def _interleaved(args: argparse.Namespace) -> dict[str, dict[int, dict[str, Any]
 
 
 def _table(results: dict[int, dict[str, float]], label: str = "") -> None:
-    print("GPUs   rows  read               merge              diff+render        total")
+    print("GPUs   rows  read               merge              render+write       total")
     for n, r in results.items():
         cells = "  ".join(
             f"{r[p + '_min']:5.1f}/{r[p + '_med']:5.1f}/{r[p + '_max']:5.1f}" for p in PHASES
         )
-        print(f"{n:>4} {r['rows']:>6}  {cells}   rows drawn {r['drawn']:.0f}{label}")
+        print(
+            f"{n:>4} {r['rows']:>6}  {cells}   rows drawn {r['drawn']:.0f}, "
+            f"{r['bytes'] / 1024:.1f} KiB written{label}"
+        )
 
 
 def main() -> None:
@@ -203,7 +243,7 @@ def main() -> None:
         pooled = _interleaved(args)
         print(
             f"ms per tick, min/median/max of {args.ticks} ticks x {args.repeat} runs ({mode}; "
-            "CPU time, headless)"
+            "CPU time, terminal written to /dev/null)"
         )
         for name, by_size in pooled.items():
             print(f"-- {name}")
@@ -212,7 +252,10 @@ def main() -> None:
     results = {
         n: summary(asyncio.run(measure(n, args.ticks, args.stale, args.churn))) for n in args.sizes
     }
-    print(f"ms per tick, min/median/max of {args.ticks} ticks ({mode}; CPU time, headless)")
+    print(
+        f"ms per tick, min/median/max of {args.ticks} ticks ({mode}; CPU time, terminal "
+        "written to /dev/null)"
+    )
     _table(results)
     if 512 in results:
         big = results[512]
@@ -224,7 +267,7 @@ def main() -> None:
             small = results[8]
             print(
                 f"512 vs 8 GPUs (medians): merge {big['merge_med'] / small['merge_med']:.1f}x, "
-                f"diff+render {big['render_med'] / small['render_med']:.2f}x"
+                f"render+write {big['render_med'] / small['render_med']:.2f}x"
             )
 
 

@@ -140,6 +140,10 @@ class Hub:
         self._slo: tuple[object, list[str], list[str | None], dict[str, float]]
         self._slo = (None, [], [], {})  # (SLOs by model, backends, their models, the SLOs)
         self._snapshot: Snapshot | None = None
+        # the snapshot before the newest, let go of when the next tick begins: the UI drops
+        # it when it shows the newest, and what only it held (at 512 GPUs with every value
+        # changing, ~10,000 records, ~3 ms to free) is then freed on this thread, not the UI's
+        self._older: Snapshot | None = None
         self._seq = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -274,6 +278,7 @@ class Hub:
 
     def tick(self) -> Snapshot:
         """Merge the newest readings into a new Snapshot (also advances the history)."""
+        self._older = None  # freed here if the UI has moved on to the newest (it has, a tick on)
         now = self.clock()
         ui_deadline = time.monotonic() + UI_WAIT_S  # the most this tick waits for the UI
         with self._lock:
@@ -340,7 +345,7 @@ class Hub:
             liveness=liveness,
             mps=fleet.mps,
         )
-        self._snapshot = snapshot
+        self._older, self._snapshot = self._snapshot, snapshot
         for callback in self._subscribers:
             callback(snapshot)
         return snapshot

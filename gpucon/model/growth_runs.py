@@ -129,12 +129,25 @@ class GrowthRuns:
         count = len(values)
         moved = list(compress(range(count), map(ne, values, last)))  # in C
         visit: Iterable[int]
+        if len(moved) == count and not gapped and values == values:
+            # every series moved, none in a gap, no new gap (an array with a NaN is unequal
+            # to itself): a live fleet at its worst, each one taken in a loop with no gap to
+            # handle, and the new values kept in one copy
+            self._all_rose_or_fell(tick, t, values)
+            return
         if len(moved) == count:  # every series moved (a live fleet at its worst): all of them
             visit = range(count)
         else:
             visit = set(moved)
             visit.update(runs)
             visit.update(gapped)
+        self._visit(tick, t, values, visit)
+
+    def _visit(self, tick: int, t: float, values: array[float], visit: Iterable[int]) -> None:
+        """``update``'s walk of the series in ``visit``: gaps, rises, drops and flat runs."""
+        times = self._times
+        size = len(times)
+        last, runs, gapped = self.last, self.runs, self.gapped
         horizon = tick - self.horizon
         before = tick - 1
         for i in visit:
@@ -175,6 +188,38 @@ class GrowthRuns:
                 else:
                     run.add(t, v)
             last[i] = v
+
+    def _all_rose_or_fell(self, tick: int, t: float, values: array[float]) -> None:
+        """``update``'s loop when every series moved and none is or was in a gap: each value
+        rose (a run begins or goes on), fell (its run ends) or is the series' first."""
+        times = self._times
+        size = len(times)
+        runs = self.runs
+        horizon = tick - self.horizon
+        pred = tick - 1  # no series in a gap: the known sample before is the last tick's
+        t0_new = times[pred % size] if pred > tick - size else NAN
+        for i, v, w in zip(range(len(values)), values, self.last, strict=True):
+            if v > w:
+                run = runs.get(i)
+                if run is None:
+                    run = runs[i] = Run(pred, t0_new, w)
+                # ``run.add(t, v)``, inline
+                x = t - run.t0
+                y = v - run.v0
+                run.n += 1
+                run.st += x
+                run.sv += y
+                run.stt += x * x
+                run.stv += x * y
+                preds = run.preds
+                preds.append(pred)
+                run.last_rise = tick
+                if preds[0] < horizon:  # rises no window reaches any more
+                    del preds[: bisect_left(preds, horizon)]
+            elif v < w:
+                runs.pop(i, None)  # a drop ends the run
+            # else: the series' first known sample (the last one unknown): nothing to fit
+        self.last = array("d", values)
 
     @property
     def ring_times(self) -> array[float]:

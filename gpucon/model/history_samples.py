@@ -13,7 +13,6 @@ import struct
 from array import array
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from operator import attrgetter
 
 from gpucon.model.cotenants import foreign_memory_mib, foreign_processes
 from gpucon.model.history import Block, Sample
@@ -223,19 +222,22 @@ def cotenant_samples(fleet: MergedFleet) -> dict[str, Sample]:
     """``slot:ID:cotenant_mem`` of the slots whose processes include some no backend accounts
     for (sampled only while there are some)."""
     samples: dict[str, Sample] = {}
-    # backends per slot, counted in C
-    serving = Counter(map(_SLOT_ID, fleet.backends.values()))
-    get = serving.get
-    # decided by counting on almost every slot: more processes than backends is rare
-    for sid, slot in [(sid, s) for sid, s in fleet.slots.items() if len(s.processes) > get(sid, 1)]:
-        foreign = foreign_processes(slot.processes, get(sid, 0))
-        if foreign:
-            samples[_SLOT_KEYS.of("slot", sid)[2]] = foreign_memory_mib(foreign)
-    _SLOT_KEYS.trim(fleet.slots)
+    slots = fleet.slots
+    # a slot with one process or none has no co-tenant (a slot is let off while it has no
+    # more processes than backends, counting at least one): the backends are counted only
+    # when some slot has more. Comprehensions, not ``map(attrgetter)``: the interpreter's
+    # specialised attribute access reads a record's field several times faster
+    crowded = [(sid, s) for sid, s in slots.items() if len(s.processes) > 1]
+    if crowded:
+        serving = Counter([b.slot_id for b in fleet.backends.values()])
+        get = serving.get
+        for sid, slot in crowded:
+            if len(slot.processes) > get(sid, 1):
+                foreign = foreign_processes(slot.processes, get(sid, 0))
+                if foreign:
+                    samples[_SLOT_KEYS.of("slot", sid)[2]] = foreign_memory_mib(foreign)
+    _SLOT_KEYS.trim(slots)
     return samples
-
-
-_SLOT_ID = attrgetter("slot_id")
 
 
 def blank_gaps(blocks: list[Block], samples: dict[str, Sample], gaps: list[str]) -> None:

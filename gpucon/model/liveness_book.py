@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
+from operator import eq
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -138,6 +139,9 @@ class LivenessBook:
         # the last call's verdicts and the backends' names they were judged for, in order
         self._last: dict[str, BackendLiveness] | None = None
         self._last_names: list[str] = []
+        # what the last call's verdicts were read from, column by column (``_Read``), when it
+        # had no ``up`` and no verdict disputed: the next call compares columns, not backends
+        self._read: _Read | None = None
 
     def judge_readings(
         self, backends: Mapping[str, Backend], readings: Iterable[Reading], now: float
@@ -155,12 +159,19 @@ class LivenessBook:
     ) -> dict[str, BackendLiveness]:
         p = self.policy
         groups = [(src, at, now - at <= p.http_max_age_s, by) for src, at, by in signals.checks]
+        read = None if signals.ups else _Read.of(backends, groups, now, p.registry_max_age_s)
+        if read is not None and self._last is not None and read.same_as(self._read):
+            # every backend reads what it read last call (its check, its readiness fields and
+            # their freshness): every verdict is kept, none disputed, so the last mapping is
+            # this call's, decided in a few comprehensions instead of a walk of the backends
+            return self._last
         ups = match_targets(backends, signals.up_by_instance()) if signals.ups else {}
         cache = self._cache
         cached = cache.get
         prom_age, registry_age = p.prom_max_age_s, p.registry_max_age_s
         out: dict[str, BackendLiveness] = {}
         judged = False  # a verdict judged anew (not the cached one)
+        disputed = False  # some verdict disputed (judged again next call, whatever it reads)
         # one source of checks (the usual case): its lookup bound once, no loop a backend
         only = groups[0] if len(groups) == 1 else None
         only_get = only[3].get if only is not None else None
@@ -213,6 +224,7 @@ class LivenessBook:
             verdict = judge(b, check, up, now, p, now - since)
             judged = True
             if verdict.disputed:
+                disputed = True
                 self._disputed_since.setdefault(name, now)
             else:
                 self._disputed_since.pop(name, None)
@@ -224,9 +236,71 @@ class LivenessBook:
         # every verdict kept, for the same names in the same order: each is the one the last
         # call gave (a cached verdict changes only when judged anew), so the last mapping is
         # handed on, and whoever compares snapshots (the recorder, the UI) skips it by identity
+        self._read = None if disputed else read
         names = list(backends)
         last = self._last
         if not judged and last is not None and names == self._last_names:
             return last
         self._last, self._last_names = out, names
         return out
+
+
+class _Read:
+    """What a call's verdicts read, as columns over the backends in order: the names, each
+    one's readiness fields (ready, ready_at, url) and whether its ready_at is fresh, and of
+    each check group its source, its freshness and its checks (the same mapping object)."""
+
+    __slots__ = ("ats", "fresh", "groups", "names", "readies", "urls")
+
+    def __init__(
+        self,
+        names: list[str],
+        readies: list[bool | None],
+        ats: list[float | None],
+        urls: list[str | None],
+        fresh: list[bool],
+        groups: list[tuple[str, bool, object]],
+    ) -> None:
+        self.names = names
+        self.readies = readies
+        self.ats = ats
+        self.urls = urls
+        self.fresh = fresh
+        self.groups = groups
+
+    @classmethod
+    def of(
+        cls,
+        backends: Mapping[str, Backend],
+        groups: list[tuple[str, float, bool, Mapping[str, ReadyCheck]]],
+        now: float,
+        registry_age: float,
+    ) -> _Read:
+        bs = list(backends.values())
+        ats = [b.ready_at for b in bs]
+        return cls(
+            list(backends),
+            [b.ready for b in bs],
+            ats,
+            [b.url for b in bs],
+            [at is not None and now - at <= registry_age for at in ats],
+            [(src, fresh, by) for src, _, fresh, by in groups],
+        )
+
+    def same_as(self, last: _Read | None) -> bool:
+        """True when every column equals ``last``'s: the checks the same objects, the values
+        equal (a ready_at compared as ``==`` does, so a NaN never equals itself)."""
+        return (
+            last is not None
+            and len(self.groups) == len(last.groups)
+            and all(
+                a[0] == b[0] and a[1] is b[1] and a[2] is b[2]
+                for a, b in zip(self.groups, last.groups, strict=True)
+            )
+            and self.names == last.names
+            and self.readies == last.readies
+            and self.fresh == last.fresh
+            and self.urls == last.urls
+            and len(self.ats) == len(last.ats)
+            and all(map(eq, self.ats, last.ats))
+        )

@@ -229,7 +229,7 @@ class QueuePanel(TextPanel):
         colour = self.app.theme_variables.get("stale")
         stale = f"{colour} italic" if colour else "dim italic"
         for stream, q in sorted(snapshot.queues.items()):
-            spark = fmt.sparkline(snapshot.history.get(f"queue:{stream}:waiting"), 12)
+            spark = fmt.sparkline(snapshot.history.tail(f"queue:{stream}:waiting", 12), 12)
             age = snapshot.staleness.oldest(f"queue:{stream}")
             line = Text(no_wrap=True)
             line.append(safe(stream, 14))

@@ -74,8 +74,8 @@ class RowBuilder:
         self._names: dict[RowKey, tuple[object, object, RowNames]] = {}
         # the last walk's slot ids and their name fields, in order (``_names_moved``)
         self._seen_names: tuple[list[str], list[tuple[object, ...]]] = ([], [])
-        # the last build's backend names and their (slot id, model), in order (``_keys_of``)
-        self._seen_keys: tuple[list[str], list[tuple[object, ...]]] = ([], [])
+        # the last build's backend names, their slot ids and models, in order (``_keys_of``)
+        self._seen_keys: tuple[list[str], list[str | None], list[str | None]] = ([], [], [])
         self.rows_built = 0  # rows worked out (cache misses): tests and benchmarks read it
         self.names_gen = 0  # builds whose names moved (``Rows.names_gen``)
         # the last build's backends, slots and row keys (reused while the structure holds)
@@ -241,22 +241,27 @@ class RowBuilder:
         model_moved = False
         last = self._structure
         names = list(backends)
-        seen_names, seen = self._seen_keys
+        values = list(backends.values())
+        seen_names, seen_slots, seen_models = self._seen_keys
+        slot_ids: list[str | None] | None = None
+        models_now: list[str | None] | None = None
         if (
             last is not None
             and names == seen_names
-            and not [
-                1
-                for b, was in zip(backends.values(), seen, strict=True)
-                if (b.slot_id, b.model) != was
-            ]
+            and (slot_ids := [b.slot_id for b in values]) == seen_slots
+            and (models_now := [b.model for b in values]) == seen_models
             and (slots is last[1] or slots.keys() == last[1].keys())
         ):
             # the same backends in the same order, on the same slots, serving the same
-            # models (every one a new object, as a live source builds them: one pass)
+            # models (every one a new object, as a live source builds them: a column each,
+            # compared in C)
             self._structure = (backends, slots, last[2])
             return last[2], False
-        self._seen_keys = (names, [(b.slot_id, b.model) for b in backends.values()])
+        self._seen_keys = (
+            names,
+            [b.slot_id for b in values] if slot_ids is None else slot_ids,
+            [b.model for b in values] if models_now is None else models_now,
+        )
         if last is not None and len(backends) == len(last[0]) and len(slots) == len(last[1]):
             before = last[0].get
             for name, b in backends.items():

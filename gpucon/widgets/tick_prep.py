@@ -62,8 +62,10 @@ def gpus_worst_first(gpus: Mapping[str, Gpu]) -> list[Gpu]:
     # by host and index (a key read in C), then, only when some GPU is in trouble, worst
     # first: sorts are stable, so this is the order of (-trouble, host, index)
     ordered = sorted(gpus.values(), key=_HOST_INDEX)
-    if any(map(gpu_trouble, ordered)):
-        ordered.sort(key=lambda g: -gpu_trouble(g))
+    troubles = [gpu_trouble(g) for g in ordered]  # each GPU's worked out once
+    if any(troubles):
+        ranked = sorted(zip([-t for t in troubles], range(len(ordered)), ordered, strict=True))
+        ordered = [g for _, _, g in ranked]
     _gpus = (gpus, ordered)
     return ordered
 
@@ -74,7 +76,7 @@ def slot_count(slots: Mapping[str, Slot], backends: Mapping[str, Backend]) -> in
     memo = _slot_count
     if memo[0] is slots and memo[1] is backends:
         return memo[2]
-    count = known_slot_count(slots, (b.slot_id for b in backends.values()))
+    count = known_slot_count(slots, [b.slot_id for b in backends.values()])
     _slot_count = (slots, backends, count)
     return count
 

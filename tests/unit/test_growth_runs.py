@@ -109,3 +109,53 @@ def test_a_missed_tick_starts_the_runs_again_from_there() -> None:
     assert runs.runs and runs.first_tick == 0
     runs.update(7, 7.0, ("s",), array("d", [9.0]))  # tick 6 never came
     assert not runs.runs and runs.first_tick == 7 and runs.tick == 7
+
+
+class _Walking(GrowthRuns):
+    """The book with its every-series-moved loop replaced by the general walk."""
+
+    def _all_rose_or_fell(self, tick: int, t: float, values: array[float]) -> None:
+        self._visit(tick, t, values, range(len(values)))
+
+
+def _state(runs: GrowthRuns) -> tuple[object, ...]:
+    kept = {
+        i: (r.begin, r.t0, r.v0, r.n, r.st, r.sv, r.stt, r.stv, list(r.preds), r.last_rise)
+        for i, r in runs.runs.items()
+    }
+    # NaN (no value yet) compared as a string: NaN is unequal to itself
+    return ([repr(v) for v in runs.last], repr(kept), dict(runs.gapped), runs.tick)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["moved", "moved", "moved", "any"]),
+            st.lists(st.sampled_from([-2.0, -0.5, 0.5, 1.0, 3.0]), min_size=6, max_size=6),
+            st.lists(samples, min_size=6, max_size=6),
+        ),
+        min_size=1,
+        max_size=60,
+    ),
+    capacity=st.sampled_from([4, 8, 120]),
+)
+def test_every_series_moved_keeps_the_runs_the_walk_keeps(
+    steps: list[tuple[str, list[float], list[float | None]]], capacity: int
+) -> None:
+    """Ticks where every series rose or fell (a live fleet with every value changing), now
+    and then one with gaps or equal values: the book's state after each tick is the one the
+    general walk of every series leaves."""
+    ids = tuple("abcdef")
+    quick, walking = GrowthRuns(capacity), _Walking(capacity)
+    level = [50.0] * 6
+    for tick, (kind, deltas, anything) in enumerate(steps):
+        if kind == "moved":  # each value rises or falls from the last
+            level = [v + d for v, d in zip(level, deltas, strict=True)]
+            values: list[float | None] = list(level)
+        else:  # gaps, equal values, anything
+            values = anything
+        block = array("f", [NAN if v is None else v for v in values])
+        for book in (quick, walking):
+            book.update(tick, 1_790_000_000.0 + tick, ids, block)
+        assert _state(quick) == _state(walking), tick

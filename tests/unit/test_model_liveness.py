@@ -372,3 +372,71 @@ def test_many_backends_nothing_vouches_for_make_one_alert_not_a_flood() -> None:
     many = [a for a in derive_alerts(inputs(11), AlertThresholds()) if a.rule == "not_ready"]
     assert [a.target for a in many] == ["backends"]
     assert "nothing vouches for 11 backends (b0, b1, b10, …)" in many[0].message
+
+
+def test_the_books_column_shortcut_judges_as_a_walk_of_every_backend() -> None:
+    """Tick after tick, each backend a new object (as a live source reads it), with now and
+    then one of what a verdict reads changed (ready, ready_at, url, a check, the time making
+    a ready_at stale, a check group's freshness) or a dispute: the book's verdicts are those
+    of a book that walks every backend each call."""
+    import random
+
+    rng = random.Random(5)
+    names = [f"b{i}" for i in range(40)]
+    # each backend's (ready, ready_at, url)
+    fields: dict[str, tuple[bool | None, float | None, str | None]] = {
+        n: (True, NOW - 1.0, f"http://10.0.0.{i}:8000") for i, n in enumerate(names)
+    }
+    checks = {n: ReadyCheck(n, True) for n in names}
+    quick, walk = LivenessBook(P), LivenessBook(P)
+    walk_read = walk.judge_all
+
+    def walked(backends: dict[str, Backend], signals: Signals, now: float) -> object:
+        walk._read = None  # never the shortcut
+        return walk_read(backends, signals, now)
+
+    check_at = NOW
+    kept = 0
+    for tick in range(300):
+        now = NOW + tick
+        change = rng.randrange(9)
+        n = rng.choice(names)
+        ready, at, url = fields[n]
+        if change == 0:
+            fields[n] = (not ready, at, url)
+        elif change == 1:
+            fields[n] = (ready, now - rng.choice((0.0, 1.0, 60.0)), url)  # fresh, or stale
+        elif change == 2:
+            fields[n] = (ready, at, f"http://10.9.0.{tick % 200}:8000")
+        elif change == 3:
+            checks = {**checks, n: ReadyCheck(n, rng.random() < 0.5, "503")}
+        elif change == 4:
+            check_at = now - rng.choice((0.0, 10.0))  # the group fresh, or too old
+        elif change == 5:
+            fields[n] = (ready, None, url)
+        backends = {
+            m: Backend(m, url=f[2], ready=f[0], ready_at=f[1], inflight=tick)
+            for m, f in fields.items()
+        }
+        signals = Signals(checks=(("readiness", check_at, checks),))
+        before = quick._last
+        got = quick.judge_all(backends, signals, now)
+        kept += got is before
+        assert got == walked(backends, signals, now), tick
+    assert kept > 100  # the last verdicts handed on most ticks, and checked each time
+    # a dispute (the registry fresh and ready, the check refused) that lasts past
+    # ``dispute_after_s`` with nothing else changing: the verdict moves with time alone
+    start = NOW + 400
+    fields["b0"] = (True, start, fields["b0"][2])
+    checks = {**checks, "b0": ReadyCheck("b0", False, "503")}
+    seen = set()
+    for tick in range(6):  # the readiness source checks again each tick: the same answers
+        signals = Signals(checks=(("readiness", start + tick, checks),))
+        backends = {
+            m: Backend(m, url=f[2], ready=f[0], ready_at=f[1], inflight=tick)
+            for m, f in fields.items()
+        }
+        got = quick.judge_all(backends, signals, start + tick)
+        assert got == walked(backends, signals, start + tick), tick
+        seen.add(got["b0"].serving)
+    assert got["b0"].disputed and seen == {False, None}
