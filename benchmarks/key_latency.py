@@ -1,6 +1,6 @@
 """Key-to-screen latency of ``gpucon demo`` at 8, 512 and 2,048 GPUs, while it ticks.
 
-Run: ``python -m benchmarks.key_latency [--sizes 8 512 2048] [--rounds 3] [--base DIR]``.
+Run: ``python -m benchmarks.key_latency [--sizes 8 512 2048] [--rounds 3] [--base DIR] [--load N]``.
 The demo runs in a 180×50 pseudo-terminal at its default 1 s refresh. After the first data
 frame and a warm-up, each timed key is written to the terminal at a random moment of the tick
 cycle, and the clock stops when the terminal has received the text that shows the key's effect
@@ -14,7 +14,10 @@ cycle, and the clock stops when the terminal has received the text that shows th
 - ``z`` (pause): the banner; ``z`` again (not timed) resumes.
 
 Prints p50 / p99 / max per size (and per key kind), from this one run; with ``--base`` the same
-is measured for another checkout, one program at a time, sizes interleaved.
+is measured for another checkout, one program at a time, sizes interleaved. ``--load N`` runs N
+busy loops (Python processes at the same priority, each one core's worth) beside every program
+measured, so a loaded machine is the same machine each run: on this 2-core box ``--load 2``
+leaves the console about two thirds of a core.
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ import select
 import signal
 import statistics
 import struct
+import subprocess
 import sys
 import termios
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from benchmarks.pty_run import ANSI
@@ -164,6 +169,18 @@ def one_program(tree: Path, size: int, rounds: int, warmup_s: float) -> dict[str
     return times
 
 
+@contextlib.contextmanager
+def cpu_hogs(count: int) -> Iterator[None]:
+    """``count`` busy loops for as long as the block runs (each its own process)."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
 def summary(values: list[float]) -> str:
     ordered = sorted(values)
     p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
@@ -179,14 +196,19 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=float, default=15.0, help="seconds after first frame")
     parser.add_argument("--base", type=Path, default=None, help="another checkout to compare")
+    parser.add_argument(
+        "--load", type=int, default=0, help="busy loops beside each program (0: none)"
+    )
     args = parser.parse_args()
     trees = [("new", ROOT)] + ([("base", args.base.resolve())] if args.base else [])
     worst = 0.0
     for size in args.sizes:
         for name, tree in trees:
-            times = one_program(tree, size, args.rounds, args.warmup)
+            with cpu_hogs(args.load):
+                times = one_program(tree, size, args.rounds, args.warmup)
             every = [t for kind in times.values() for t in kind]
-            print(f"{name} --size {size}: all keys {summary(every)}", flush=True)
+            load = f" beside {args.load} busy loops" if args.load else ""
+            print(f"{name} --size {size}{load}: all keys {summary(every)}", flush=True)
             for kind, values in times.items():
                 print(f"    {kind:6s} {summary(values)}", flush=True)
             if name == "new":
