@@ -145,6 +145,7 @@ class GpuconApp(ReplayKeys, App[int]):
         # the fleet screen's: what showing a snapshot reads, worked out on the hub's thread
         self.tick_prep: TickPrep | None = None
         self._key_hold: Timer | None = None
+        self._last_key_at = float("-inf")  # time.monotonic() of the last key
         self._gc_held = False  # the collector waits while a key is answered
         # the hub thread's SnapshotArrived the UI has not taken yet (``_from_hub_thread``)
         self._on_its_way: SnapshotArrived | None = None
@@ -228,6 +229,7 @@ class GpuconApp(ReplayKeys, App[int]):
 
     def _key_coming(self) -> None:
         """On the terminal's input thread: a key was read; the UI will answer it."""
+        self._last_key_at = time.monotonic()
         idle = self._ui_idle
         if idle is not None:
             idle.clear()
@@ -347,6 +349,7 @@ class GpuconApp(ReplayKeys, App[int]):
         collection there walks every entity made since the last one (40 to 140 ms measured).
         The hub never waits more than ``hub.UI_WAIT_S`` a tick; the collector runs when the
         hold ends."""
+        self._last_key_at = time.monotonic()
         idle = self._ui_idle
         if idle is not None:
             idle.clear()
@@ -368,6 +371,11 @@ class GpuconApp(ReplayKeys, App[int]):
         held, self._held_snapshot = self._held_snapshot, None
         if held is not None and self.is_running:
             self.show_snapshot(held[1])
+
+    def key_within(self, seconds: float) -> bool:
+        """A key came less than ``seconds`` ago (any thread may ask: the console's
+        collector waits for a pause in the typing, ``gc_pace.collect_unless``)."""
+        return time.monotonic() - self._last_key_at < seconds
 
     def _answering_a_key(self) -> bool:
         """A key is being answered (its hold runs) or was read and is on its way."""

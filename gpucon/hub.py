@@ -53,6 +53,9 @@ __all__ = ["Hub", "backoff_s", "history_samples"]
 
 # the longest the first snapshot waits for every source's first reading
 FIRST_SNAPSHOT_WAIT_S = 2.0
+# the hub's thread rests at least this many times as long as its last tick took (with the
+# UI's preparation and the collector's pass before it) before the next one
+REST_PER_WORK = 1.0
 # the longest stop() waits for the sources to close
 CLOSE_WAIT_S = 1.0
 # the longest one tick (or read, or tick preparation) waits, in all, for the UI to answer keys
@@ -502,11 +505,16 @@ class Hub:
             self._submit_due(self.clock())
             now = self.clock()
             if now >= next_tick:
+                started = time.monotonic()
                 if self.between_ticks is not None and self.ui_idle.is_set():
                     with contextlib.suppress(Exception):  # never the end of the hub's thread
                         self.between_ticks()
                 on_snapshot(self.tick())
-                next_tick = now + self.refresh_s
+                # the thread rests at least as long as the tick took: on a machine so loaded
+                # that a tick outlasts the refresh, ticks come further apart instead of
+                # back to back, and a key still finds the interpreter free half the time
+                worked = time.monotonic() - started
+                next_tick = max(now + self.refresh_s, self.clock() + worked * REST_PER_WORK)
             # wake at the next tick, or sooner to submit a read that falls due
             with self._lock:
                 dues = [st.next_due for st in self._states if st.in_flight_since is None]

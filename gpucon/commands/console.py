@@ -276,7 +276,7 @@ def _console(
         app.startup_problems.extend(credential_warnings(config))
     if after_first_frame is not None:
         app.after_first_frame.append(after_first_frame)
-        session.hub.between_ticks = gc_pace.collect_between_ticks
+        session.hub.between_ticks = gc_pace.collect_unless(lambda: app.key_within(gc_pace.TYPING_S))
     if recorder is not None:
         app.after_first_frame.append(lambda: _watch_recorder(app, recorder))
     from gpucon.actions import stop
