@@ -10,6 +10,7 @@ console's collector waits for a pause in the typing.
 from __future__ import annotations
 
 import gc
+import itertools
 import threading
 import time
 
@@ -137,7 +138,7 @@ def test_the_hub_rests_as_long_as_its_tick_took() -> None:
             time.sleep(0.02)
     finally:
         hub.stop()
-    gaps = [b[0] - a[0] for a, b in zip(got, got[1:], strict=False)]
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(got)]
     assert len(gaps) >= 3
     # 0.15 s of work, then at least as long at rest: not back to back every 0.15 s
     assert min(gaps) >= 0.28
