@@ -378,9 +378,10 @@ class GpuconApp(ReplayKeys, App[int]):
         return time.monotonic() - self._last_key_at < seconds
 
     def _answering_a_key(self) -> bool:
-        """A key is being answered (its hold runs) or was read and is on its way."""
+        """A key is being answered (its hold runs) or was read and is on its way, and the
+        feed is a hub (``ui_idle``): a replay's snapshots are what its keys ask for."""
         idle = self._ui_idle
-        return self._key_hold is not None or (idle is not None and not idle.is_set())
+        return idle is not None and not idle.is_set()
 
     def on_unmount(self) -> None:
         if self._key_hold is not None:

@@ -13,8 +13,9 @@ from textual.driver import Driver
 from textual.message import Message
 
 import gpucon.app
+from gpucon.app import GpuconApp
 from gpucon.app_input import key_noticing
-from tests.ui.rig import sim_rig, wait_until
+from tests.ui.rig import StaticFeed, sim_rig, wait_until
 
 SIZE = (160, 40)
 
@@ -103,3 +104,19 @@ async def test_the_app_runs_on_its_noticing_driver() -> None:
     app._key_coming()  # as the input thread calls it
     assert not rig.hub.ui_idle.is_set() and app.key_within(1.0)
     assert app._answering_a_key()
+
+
+async def test_a_feed_without_a_hub_shows_its_snapshots_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A replay's snapshots are what its keys ask for (a seek, a step): never held."""
+    monkeypatch.setattr(gpucon.app, "KEY_HOLD_S", 5.0)
+    rig = sim_rig(size=16)
+    first, second = rig.step(), rig.step()
+    app = GpuconApp(StaticFeed(first), autostart=False, clock=rig.clock)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("s")
+        assert app._key_hold is not None  # the key's hold runs
+        app._from_hub_thread(second)
+        await wait_until(pilot, lambda: app.snapshot is second, timeout_s=3.0)
