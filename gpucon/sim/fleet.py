@@ -54,10 +54,10 @@ class SimFleet:
         with self._lock:
             self._world.step(dt_s, give_way)
 
-    def reading(self, now: float) -> Reading:
-        """The fleet as it is now, stamped ``now``."""
+    def reading(self, now: float, give_way: Callable[[], object] | None = None) -> Reading:
+        """The fleet as it is now, stamped ``now`` (``give_way``: ``ReadOut.read``)."""
         with self._lock:
-            return self._readout.read(now)
+            return self._readout.read(now, give_way)
 
     # -- the registry (write side) ----------------------------------------------------------
 

@@ -57,7 +57,7 @@ class SimSource:
             if give_way is not None:
                 give_way()
         self._last = now
-        return self.fleet.reading(now)
+        return self.fleet.reading(now, give_way)
 
     def close(self) -> None:
         """Nothing to release: the fleet lives in this process."""
