@@ -313,7 +313,7 @@ class Hub:
                 for st in self._states
                 if (age := self._stale_age(st, now)) is not None
             }
-        fleet = self._merge(readings)
+        fleet = self._merge(readings, give_way)
         give_way()
         liveness = self._liveness.judge_readings(fleet.backends, readings, now)
         if self._dead[0] is not liveness:  # the same verdicts (most ticks): the same dead
@@ -404,7 +404,7 @@ class Hub:
         while the UI answers a key, at most ``UI_WAIT_S`` over all its calls."""
         return UiGate(self.ui_idle)
 
-    def _merge(self, readings: list[Reading]) -> MergedFleet:
+    def _merge(self, readings: list[Reading], give_way: Callable[[], object]) -> MergedFleet:
         """The merged fleet; the last one again when no source has read anything new since
         (a slow source's cadence is often several ticks)."""
         last_from, last = self._merged
@@ -414,7 +414,7 @@ class Hub:
             and all(a is b for a, b in zip(last_from, readings, strict=True))
         ):
             return last
-        fleet = merge_readings(readings)
+        fleet = merge_readings(readings, give_way)
         self._merged = (tuple(readings), fleet)
         return fleet
 

@@ -91,6 +91,8 @@ def test_the_alert_rules_give_way_between_rules_too() -> None:
         return check
 
     hub.ui_gate = counted  # type: ignore[method-assign,assignment]
+    hub.poll_once()  # a new reading: the tick merges again
     hub.tick()
-    # four checks between the tick's phases, one before every rule but the first
-    assert len(checks) == 4 + len(alerts.RULES) - 1
+    # four checks inside the merge, four between the tick's phases, one before every rule
+    # but the first
+    assert len(checks) == 4 + 4 + len(alerts.RULES) - 1

@@ -19,6 +19,7 @@ import pytest
 from gpucon.commands import gc_pace
 from gpucon.hub import UI_WAIT_S, Hub, UiGate
 from gpucon.model.fleet import Health
+from gpucon.model.merge import merge_readings
 from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
 from gpucon.sim.source import SimSource
@@ -107,6 +108,15 @@ def test_the_simulator_gives_way_between_its_steps() -> None:
     # after each pool's arrivals and after its service, in each of the step's ticks, then
     # once before the read-out and twice in it
     assert len(calls) > 5 and (len(calls) - 5) % (2 * pools) == 0
+
+
+def test_the_merge_gives_way_between_its_steps_and_merges_the_same() -> None:
+    source = SimSource.for_demo(7, "backend-down", 16)
+    reading = source.read()
+    calls: list[int] = []
+    merged = merge_readings([reading], lambda: calls.append(1))
+    assert len(calls) == 4
+    assert merged == merge_readings([reading])
 
 
 def test_tick_preparation_gives_way_before_its_steps() -> None:
