@@ -325,7 +325,7 @@ class Hub:
         if self._gaps[0] is not staleness.fields:  # the same stale values: the same gaps
             self._gaps = (staleness.fields, stale_series(staleness))
         give_way()
-        self._append_history(now, fleet, staleness)
+        self._append_history(now, fleet, staleness, give_way)
         slo = self._slo_of(fleet.backends)
         give_way()
         previous = self._snapshot.alerts if self._snapshot else ()
@@ -376,10 +376,13 @@ class Hub:
             callback(snapshot)
         return snapshot
 
-    def _append_history(self, now: float, fleet: MergedFleet, staleness: Staleness) -> None:
+    def _append_history(
+        self, now: float, fleet: MergedFleet, staleness: Staleness, give_way: Callable[[], None]
+    ) -> None:
         """Append this tick's samples to the history rings, and the slots' memory to their
-        growth runs."""
+        growth runs (``give_way`` between the two halves: ~20 ms of CPU at 2,048 GPUs)."""
         blocks, single = self._blocks(fleet, staleness, self._gaps[1])
+        give_way()
         self._history = self._history.append_blocks(now, blocks, single)
         for kind, series, ids, values in blocks:
             if kind == "slot" and series == "mem_used":

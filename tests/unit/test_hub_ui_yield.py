@@ -93,6 +93,6 @@ def test_the_alert_rules_give_way_between_rules_too() -> None:
     hub.ui_gate = counted  # type: ignore[method-assign,assignment]
     hub.poll_once()  # a new reading: the tick merges again
     hub.tick()
-    # four checks inside the merge, four between the tick's phases, one before every rule
+    # four checks inside the merge, five between the tick's phases, one before every rule
     # but the first
-    assert len(checks) == 4 + 4 + len(alerts.RULES) - 1
+    assert len(checks) == 4 + 5 + len(alerts.RULES) - 1
