@@ -381,7 +381,7 @@ class Hub:
     ) -> None:
         """Append this tick's samples to the history rings, and the slots' memory to their
         growth runs (``give_way`` between the two halves: ~20 ms of CPU at 2,048 GPUs)."""
-        blocks, single = self._blocks(fleet, staleness, self._gaps[1])
+        blocks, single = self._blocks(fleet, staleness, self._gaps[1], give_way)
         give_way()
         self._history = self._history.append_blocks(now, blocks, single)
         for kind, series, ids, values in blocks:

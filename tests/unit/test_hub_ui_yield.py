@@ -93,6 +93,6 @@ def test_the_alert_rules_give_way_between_rules_too() -> None:
     hub.ui_gate = counted  # type: ignore[method-assign,assignment]
     hub.poll_once()  # a new reading: the tick merges again
     hub.tick()
-    # four checks inside the merge, five between the tick's phases, one before every rule
-    # but the first
-    assert len(checks) == 4 + 5 + len(alerts.RULES) - 1
+    # four checks inside the merge, five between the tick's phases, three between the
+    # history's kinds, one before every rule but the first
+    assert len(checks) == 4 + 5 + 3 + len(alerts.RULES) - 1
