@@ -32,20 +32,21 @@ from tests.unit.test_hub_ui_yield import OneSlot
 def test_a_gate_budget_counts_waiting_not_the_time_since_it_was_made() -> None:
     idle = threading.Event()
     idle.set()
-    gate = UiGate(idle, budget_s=0.2)
+    gate = UiGate(idle, budget_s=1.0)
     gate()
-    time.sleep(0.3)  # longer than the budget, but nothing waited yet
+    time.sleep(1.2)  # longer than the budget, but nothing waited yet
     idle.clear()
     threading.Timer(0.1, idle.set).start()
     started = time.monotonic()
     gate()
-    assert time.monotonic() - started >= 0.08  # still gave way
+    first = time.monotonic() - started
+    assert first >= 0.08  # still gave way
     idle.clear()
     started = time.monotonic()
-    gate()  # 0.1 of 0.2 left
+    gate()  # what is left of the budget
     gate()  # none left: at once
     waited = time.monotonic() - started
-    assert 0.08 <= waited < 0.2 + 1.0
+    assert 1.0 - first - 0.05 <= waited < 1.0 - first + 1.0
 
 
 def test_an_idle_ui_never_holds_a_gate() -> None:
@@ -67,11 +68,13 @@ class GivingWay:
 
     def __init__(self) -> None:
         self.give_way: object = None
+        self.entered = threading.Event()
         self.waited: list[float] = []
 
     def read(self) -> Reading:
         gate = self.give_way
         assert callable(gate)  # the hub set it before the read
+        self.entered.set()
         started = time.monotonic()
         gate()
         self.waited.append(time.monotonic() - started)
@@ -85,9 +88,11 @@ def test_the_hub_gives_a_read_a_gate_that_waits_while_a_key_is_answered() -> Non
     source = GivingWay()
     hub = Hub([source])
     hub.ui_idle.clear()
-    threading.Timer(0.15, hub.ui_idle.set).start()
     hub.start_reading()
     try:
+        assert source.entered.wait(10.0)
+        time.sleep(0.15)  # the key is still being answered: the read waits
+        hub.ui_idle.set()
         deadline = time.monotonic() + 10.0
         while not source.waited and time.monotonic() < deadline:
             time.sleep(0.01)
