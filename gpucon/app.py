@@ -21,9 +21,11 @@ from rich.text import Text
 from textual import events
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.driver import Driver
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
+from gpucon.app_input import key_noticing
 from gpucon.app_palette import fleet_commands
 from gpucon.app_replay import REPLAY_BINDINGS, ReplayControls, ReplayKeys
 from gpucon.messages import SnapshotArrived
@@ -44,6 +46,8 @@ if TYPE_CHECKING:  # not imported for the first frame: the write side is built a
 
 # how long the hub's thread holds its tick after a key (the key's answer is drawn well within)
 KEY_HOLD_S = 0.15
+# the longest a snapshot waits to be shown while keys are answered (a burst of typing)
+SNAPSHOT_HOLD_S = 0.6
 ACTIONS = ("drain", "undrain", "rebalance", "probe", "audit")
 # what a read-only console may still open: the audit screen only reads
 READ_ONLY_ACTIONS = ("audit",)
@@ -143,10 +147,13 @@ class GpuconApp(ReplayKeys, App[int]):
         # the fleet screen's: what showing a snapshot reads, worked out on the hub's thread
         self.tick_prep: TickPrep | None = None
         self._key_hold: Timer | None = None
+        self._last_key_at = float("-inf")  # time.monotonic() of the last key
         self._gc_held = False  # the collector waits while a key is answered
         # the hub thread's SnapshotArrived the UI has not taken yet (``_from_hub_thread``)
         self._on_its_way: SnapshotArrived | None = None
         self._on_its_way_lock = threading.Lock()
+        # the newest snapshot that came while a key was answered, and since when one waits
+        self._held_snapshot: tuple[float, Snapshot] | None = None
         for t in THEMES.values():
             self.register_theme(t)
         self._theme_chosen = True
@@ -216,6 +223,18 @@ class GpuconApp(ReplayKeys, App[int]):
         return super().get_css_variables()
 
     # -- start and stop --------------------------------------------------------------------
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, telling the app of each key on its input thread
+        (``app_input``): the hub holds back from then on, not from when the key is taken."""
+        return key_noticing(super().get_driver_class(), self._key_coming)
+
+    def _key_coming(self) -> None:
+        """On the terminal's input thread: a key was read; the UI will answer it."""
+        self._last_key_at = time.monotonic()
+        idle = self._ui_idle
+        if idle is not None:
+            idle.clear()
 
     def get_default_screen(self) -> Screen[Any]:
         """The fleet screen is the app's first screen: composed with the app, so the very
@@ -293,13 +312,14 @@ class GpuconApp(ReplayKeys, App[int]):
         (``widgets.tick_prep``), then hand it to the UI thread, which applies it."""
         prep = self.tick_prep
         if prep is not None:
-            idle = self._ui_idle
-            if idle is not None and not idle.is_set():  # a key is being answered: it first
-                idle.wait(KEY_HOLD_S)
+            # a key being answered goes first: the preparation waits before each step
+            # (``Hub.ui_gate``; a feed without one, a replay's, never holds a key)
+            make_gate = getattr(self.feed, "ui_gate", None)
+            gate = make_gate() if callable(make_gate) else _go_on
             # a failure here must not end the hub's thread: the UI thread then works the
             # same out itself, and shows whatever went wrong
             with contextlib.suppress(Exception):
-                prep.prepare(snapshot)
+                prep.prepare(snapshot, gate)
         # one snapshot waits for the UI at most: when the UI falls behind (a loaded machine)
         # the newer one takes the place of the one waiting. Textual's queue has no bound and
         # skips a replaced message only when it is taken: at 2,048 GPUs each waiting tick
@@ -331,6 +351,7 @@ class GpuconApp(ReplayKeys, App[int]):
         collection there walks every entity made since the last one (40 to 140 ms measured).
         The hub never waits more than ``hub.UI_WAIT_S`` a tick; the collector runs when the
         hold ends."""
+        self._last_key_at = time.monotonic()
         idle = self._ui_idle
         if idle is not None:
             idle.clear()
@@ -349,6 +370,20 @@ class GpuconApp(ReplayKeys, App[int]):
         idle = self._ui_idle
         if idle is not None:
             idle.set()
+        held, self._held_snapshot = self._held_snapshot, None
+        if held is not None and self.is_running:
+            self.show_snapshot(held[1])
+
+    def key_within(self, seconds: float) -> bool:
+        """A key came less than ``seconds`` ago (any thread may ask: the console's
+        collector waits for a pause in the typing, ``gc_pace.collect_unless``)."""
+        return time.monotonic() - self._last_key_at < seconds
+
+    def _answering_a_key(self) -> bool:
+        """A key is being answered (its hold runs) or was read and is on its way, and the
+        feed is a hub (``ui_idle``): a replay's snapshots are what its keys ask for."""
+        idle = self._ui_idle
+        return idle is not None and not idle.is_set()
 
     def on_unmount(self) -> None:
         if self._key_hold is not None:
@@ -363,6 +398,16 @@ class GpuconApp(ReplayKeys, App[int]):
         with self._on_its_way_lock:  # the hub's next snapshot is posted anew
             self._on_its_way = None
             snapshot = message.snapshot
+        # a key being answered goes first: its frame is drawn, then the snapshot shown (when
+        # the key's hold ends); one held longer than SNAPSHOT_HOLD_S (a burst of typing) is
+        # shown all the same
+        now = time.monotonic()
+        held = self._held_snapshot
+        since = now if held is None else held[0]
+        if self._answering_a_key() and now - since < SNAPSHOT_HOLD_S:
+            self._held_snapshot = (since, snapshot)
+            return
+        self._held_snapshot = None
         self.show_snapshot(snapshot)
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
@@ -446,6 +491,10 @@ class GpuconApp(ReplayKeys, App[int]):
         fleet = next((s for s in self.screen_stack if isinstance(s, FleetScreen)), None)
         if fleet is not None:
             yield from fleet_commands(fleet, ACTIONS, self.action_help)
+
+
+def _go_on() -> None:
+    """A gate that never waits."""
 
 
 def known_binding_ids() -> set[str]:

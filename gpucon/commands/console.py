@@ -189,6 +189,20 @@ def run(args: argparse.Namespace) -> int:
             gc.enable()
 
 
+# how long a thread that wants the interpreter waits for the one running before asking it
+# to let go (Python's default is 5 ms)
+SWITCH_INTERVAL_S = 0.001
+
+
+def _switch_often() -> None:
+    """After the first frame: a key passes through three threads (the terminal's input
+    thread, the UI's, Textual's writer) and each waits for the interpreter while the hub's
+    thread or a source read runs Python between two of its ``give_way`` points; at Python's
+    5 ms a key could wait 15-20 ms for its turns alone. Switching costs a few microseconds,
+    and only while two threads both run Python."""
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+
+
 def _collector_on() -> None:
     """After the first frame: what start-up built lives as long as the console, so it moves
     to the collector's permanent generation (``gc.freeze``) and full passes walk only what
@@ -274,9 +288,10 @@ def _console(
         from gpucon.config.credentials import credential_warnings
 
         app.startup_problems.extend(credential_warnings(config))
+    app.after_first_frame.append(_switch_often)
     if after_first_frame is not None:
         app.after_first_frame.append(after_first_frame)
-        session.hub.between_ticks = gc_pace.collect_between_ticks
+        session.hub.between_ticks = gc_pace.collect_unless(lambda: app.key_within(gc_pace.TYPING_S))
     if recorder is not None:
         app.after_first_frame.append(lambda: _watch_recorder(app, recorder))
     from gpucon.actions import stop

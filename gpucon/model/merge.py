@@ -287,8 +287,15 @@ class _Told:
 _LAST_ORIGINS: list[tuple[object, dict[str, frozenset[str]]]] = []
 
 
-def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
-    """Merge readings given in priority order (the first source known wins per field)."""
+def _go_on() -> None:
+    """``give_way`` when nothing waits."""
+
+
+def merge_readings(
+    readings: Sequence[Reading], give_way: Callable[[], object] = _go_on
+) -> MergedFleet:
+    """Merge readings given in priority order (the first source known wins per field);
+    ``give_way`` is called between the merge's steps (the hub's: a key goes first)."""
     gpus: list[Gpu] = []
     slots: list[Slot] = []
     backends: list[Backend] = []
@@ -317,6 +324,7 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
             )
         )
 
+    give_way()
     # each fragment's join key, worked out once (it is used three times): slot_join_key
     join_keys: list[Hashable] = [
         (s.gpu_uuid, s.gi_id) if s.gpu_uuid is not None and s.vm is None else s.id for s in slots
@@ -335,9 +343,11 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
             # slot with that id instead of replacing it
             existing = merged_slots.get(s.id)
             merged_slots[s.id] = s if existing is None else overlay(existing, s)
+    give_way()
     merged_backends = _by(backends, _all([t.backends for t in told]))
     merged_nodes = _by(nodes, [n.name for n in nodes])
     merged_backends = attach_pods_by_ip(merged_backends, merged_nodes.values())
+    give_way()
     lat_keys = _all([t.latency for t in told])
     named = set(lat_keys)
     if len(named) == len(lat_keys) and named <= merged_backends.keys():
@@ -361,6 +371,7 @@ def merge_readings(readings: Sequence[Reading]) -> MergedFleet:
             t.latency = [latency_name(lat) for lat in r.latency]
         origins = _origins(readings, told, join_keys, by_join, merged_backends, latency_name)
         resolved = resolve_latency(latency, merged_backends)
+    give_way()
     return MergedFleet(
         gpus=_by(gpus, _all([t.gpus for t in told])),
         slots=merged_slots,

@@ -124,14 +124,16 @@ class SimWorld:
 
     # -- stepping ---------------------------------------------------------------------------
 
-    def step(self, dt_s: float) -> None:
+    def step(self, dt_s: float, give_way: Callable[[], object] | None = None) -> None:
+        """Advance by ``dt_s``; ``give_way`` (the hub's, see ``SimSource``) is called between
+        the pools' steps (each a few ms at 2,048 GPUs), where the read may wait for a key."""
         if not dt_s > 0.0:
             return
         ticks = max(1, math.ceil(dt_s / MAX_TICK_S - 1e-9))
         for _ in range(ticks):
-            self._tick(dt_s / ticks)
+            self._tick(dt_s / ticks, give_way)
 
-    def _tick(self, dt: float) -> None:
+    def _tick(self, dt: float, give_way: Callable[[], object] | None = None) -> None:
         t = self.time
         for hook in self.hooks:
             hook(self, t, dt)
@@ -144,7 +146,11 @@ class SimWorld:
             name = pool.model.name
             offered = pool.base_rate * level * self.bursts[name].factor(t)
             self._dispatch(pool, offered, self.rate_factor.get(name, 1.0), dt, a_rate, a_queue)
+            if give_way is not None:
+                give_way()
             self._serve(pool, dt, phase, period_s)
+            if give_way is not None:
+                give_way()
         self._advance_slots(dt, phase)
         self.time = t + dt
         self.ticks += 1

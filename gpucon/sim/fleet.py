@@ -46,17 +46,18 @@ class SimFleet:
         with self._lock:
             return self._world.time
 
-    def step(self, dt_s: float) -> None:
-        """Advance virtual time by ``dt_s`` seconds (in ticks of at most 1 s)."""
+    def step(self, dt_s: float, give_way: Callable[[], object] | None = None) -> None:
+        """Advance virtual time by ``dt_s`` seconds (in ticks of at most 1 s), calling
+        ``give_way`` between its steps (``SimWorld.step``)."""
         if not math.isfinite(dt_s):
             raise ValueError(f"dt_s: expected a finite number of seconds, got {dt_s!r}")
         with self._lock:
-            self._world.step(dt_s)
+            self._world.step(dt_s, give_way)
 
-    def reading(self, now: float) -> Reading:
-        """The fleet as it is now, stamped ``now``."""
+    def reading(self, now: float, give_way: Callable[[], object] | None = None) -> Reading:
+        """The fleet as it is now, stamped ``now`` (``give_way``: ``ReadOut.read``)."""
         with self._lock:
-            return self._readout.read(now)
+            return self._readout.read(now, give_way)
 
     # -- the registry (write side) ----------------------------------------------------------
 

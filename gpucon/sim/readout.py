@@ -9,6 +9,7 @@ the UI skip the row).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from gpucon.model.fleet import (
     Backend,
@@ -193,7 +194,9 @@ class ReadOut:
         for dirty in (w.dirty_gpus, w.dirty_slots, w.dirty_backends, w.dirty_latency):
             dirty.clear()
 
-    def read(self, now: float) -> Reading:
+    def read(self, now: float, give_way: Callable[[], object] | None = None) -> Reading:
+        """The fleet's reading; ``give_way`` (the hub's, see ``SimSource``) is called between
+        the kinds of entity rebuilt."""
         started = time.perf_counter()
         w = self._world
         for g in w.gpus_with_xid:
@@ -206,6 +209,8 @@ class ReadOut:
             pos = self._slot_pos.get(s)
             if pos is not None:  # None: a slot a re-slice destroyed (gpucon.sim.mig)
                 self._slots[pos] = _slot(s)
+        if give_way is not None:
+            give_way()
         checks_changed = False
         for b in w.dirty_backends:
             i = self._backend_pos[b]
@@ -216,6 +221,8 @@ class ReadOut:
                 checks_changed = True
         if checks_changed:  # the same tuple otherwise: the hub's judge skips unchanged answers
             self._checks_tuple = tuple(self._checks)
+        if give_way is not None:
+            give_way()
         for b in w.dirty_latency:
             self._latency[self._backend_pos[b]] = _latency(b)
         self._clear()

@@ -33,6 +33,10 @@ class SimSource:
         self.cadence_s = cadence_s
         self.timeout_s = timeout_s
         self._last: float | None = None
+        # set by the hub before each read: called between the read's steps (at 2,048 GPUs
+        # the step and read-out are ~40 ms of Python, ~100 on a loaded machine), it waits
+        # while the UI answers a key
+        self.give_way: Callable[[], object] | None = None
 
     @classmethod
     def for_demo(
@@ -47,10 +51,13 @@ class SimSource:
 
     def read(self) -> Reading:
         now = self.clock()
+        give_way = self.give_way
         if self._last is not None:
-            self.fleet.step(min(MAX_CATCH_UP_S, max(0.0, now - self._last)))
+            self.fleet.step(min(MAX_CATCH_UP_S, max(0.0, now - self._last)), give_way)
+            if give_way is not None:
+                give_way()
         self._last = now
-        return self.fleet.reading(now)
+        return self.fleet.reading(now, give_way)
 
     def close(self) -> None:
         """Nothing to release: the fleet lives in this process."""

@@ -13,6 +13,7 @@ number changed. P95/SLO sorts by the ratio of p95 to its SLO (how far from breac
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from operator import attrgetter, itemgetter
 
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot
@@ -34,6 +35,10 @@ _STATE_RANK = {s.value: i for i, s in enumerate(BackendState)}
 _RANK_OF_STATE = {s: i for i, s in enumerate(BackendState)}
 _NO_LATENCY_STATES = frozenset(s for s in BackendState if s.value in NO_LATENCY_NOW)
 _TAKES_WORK_STATES = frozenset({BackendState.ACTIVE, BackendState.DRAINING})
+# what the live sorts read, as C-level getters
+_SLOT_OF, _BACKEND_OF = itemgetter(0), itemgetter(1)
+_ACTIVITY = attrgetter("activity_pct")
+_WEIGHT, _STATE, _INFLIGHT = attrgetter("weight"), attrgetter("state"), attrgetter("inflight")
 
 __all__ = ["DEFAULT_SORT", "NAME_SORTS", "SORT_VALUE", "RowOrder", "SortValue", "search_text"]
 
@@ -110,25 +115,30 @@ def live_values(rows: Rows, sort_key: str) -> dict[RowKey, SortValue | None] | N
 def _live_values(rows: Rows, sort_key: str) -> dict[RowKey, SortValue | None] | None:
     """Every row's value of a live column read straight off the snapshot's entities (what
     the rows would show), so a sort by it does not work out every row; None for a column
-    of names. Worked out per slot or backend, then handed to each row by its key."""
+    of names. Worked out per slot or backend, then handed to each row by its key.
+
+    Built with ``map``/``zip`` where it can: the loops then run in C, which matters on the
+    UI thread (a key's sort at 2,048 GPUs reads 13,700 rows)."""
     snap = rows.snapshot
     slots, backends, latency = snap.slots, snap.backends, snap.latency
+    keys = list(rows)
     per: dict[str, SortValue | None]
     if sort_key in ("activity", "trend"):
-        per = {sid: s.activity_pct for sid, s in slots.items()}
-        return {k: per.get(k[0]) for k in rows}
+        per = dict(zip(slots, map(_ACTIVITY, slots.values()), strict=True))
+        return dict(zip(keys, map(per.get, map(_SLOT_OF, keys)), strict=True))
     if sort_key == "mem":
         per = {
             sid: None if s.mem_used_mib is None else (s.mem_used_mib, s.mem_total_mib or 0.0)
             for sid, s in slots.items()
         }
-        return {k: per.get(k[0]) for k in rows}
+        return dict(zip(keys, map(per.get, map(_SLOT_OF, keys)), strict=True))
     if sort_key == "weight":
-        per = {name: b.weight for name, b in backends.items()}
+        per = dict(zip(backends, map(_WEIGHT, backends.values()), strict=True))
     elif sort_key == "state":
-        per = {name: _RANK_OF_STATE.get(b.state) for name, b in backends.items()}
+        states = map(_STATE, backends.values())
+        per = dict(zip(backends, map(_RANK_OF_STATE.get, states), strict=True))
     elif sort_key == "inflight":
-        per = {name: b.inflight for name, b in backends.items()}
+        per = dict(zip(backends, map(_INFLIGHT, backends.values()), strict=True))
     elif sort_key == "rps":
         per = {
             name: None
@@ -137,20 +147,23 @@ def _live_values(rows: Rows, sort_key: str) -> dict[RowKey, SortValue | None] | 
             for name, b in backends.items()
         }
     elif sort_key == "p95":
-        slos, default = snap.slo_p95_ms, rows.default_slo_ms
-        per = {}
-        for name, b in backends.items():
-            lat = latency.get(name)
-            if lat is None or lat.p95_ms is None or b.state in _NO_LATENCY_STATES:
-                per[name] = None  # a drained or down backend's last p95 is shown as absent
-            elif _not_serving(snap, b):
-                per[name] = None  # NOT READY: shown n/a, as its row does
-            else:
-                slo = slos.get(name, default)
-                per[name] = lat.p95_ms / slo if slo else lat.p95_ms
+        slos, default, gone = snap.slo_p95_ms, rows.default_slo_ms, _NO_LATENCY_STATES
+        # a drained or down backend's last p95 is shown as absent, a NOT READY one's n/a
+        per = {
+            name: None
+            if (lat := latency.get(name)) is None
+            or (p95 := lat.p95_ms) is None
+            or b.state in gone
+            or _not_serving(snap, b)
+            else (p95 / slo if (slo := slos.get(name, default)) else p95)
+            for name, b in backends.items()
+        }
     else:
         return None
-    return {k: per.get(k[1]) if k[1] else None for k in rows}
+    # a row without a backend ("" or None) has no value: no backend is named "" here
+    if "" in per:
+        per = {name: v for name, v in per.items() if name}
+    return dict(zip(keys, map(per.get, map(_BACKEND_OF, keys)), strict=True))
 
 
 class RowOrder:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from operator import attrgetter
 
 from gpucon.model.alerts import Alert, Severity
@@ -35,6 +35,10 @@ _HOST_INDEX = attrgetter("host", "index")
 _counts: tuple[object, tuple[int, int]] = (None, (0, 0))
 _gpus: tuple[object, list[Gpu]] = (None, [])
 _slot_count: tuple[object, object, int] = (None, None, 0)
+
+
+def _go_on() -> None:
+    """``give_way`` when nothing waits for a key."""
 
 
 def alert_counts(alerts: tuple[Alert, ...]) -> tuple[int, int]:
@@ -126,17 +130,23 @@ class TickPrep:
         self._problems = (snapshot.alerts, worst, rows, found)
         return found
 
-    def prepare(self, snapshot: Snapshot) -> None:
-        """Work out ahead, on the calling (hub's) thread, what showing ``snapshot`` reads."""
+    def prepare(self, snapshot: Snapshot, give_way: Callable[[], object] = _go_on) -> None:
+        """Work out ahead, on the calling (hub's) thread, what showing ``snapshot`` reads;
+        ``give_way`` is called before each step (the hub's ``ui_gate``: it waits while the
+        UI answers a key, so that the key has the interpreter to itself)."""
         if self.held:
             return
+        give_way()
         rows = self.rows(snapshot)
+        give_way()
         self.problems(snapshot, rows)
         order = self.order
         sort_key = order.sort_key if order is not None else ""
         if sort_key and sort_key not in NAME_SORTS:
+            give_way()
             live_values(rows, sort_key)
         alert_counts(snapshot.alerts)
+        give_way()
         gpus_worst_first(snapshot.gpus)
         slot_count(snapshot.slots, snapshot.backends)
         self.prepared += 1

@@ -87,7 +87,8 @@ def test_the_console_starts_with_the_collector_off_and_turns_it_on_after_the_fir
     assert main(["demo"]) == 0
     [(on_while_running, callbacks)] = seen
     assert not on_while_running
-    assert callbacks == [console._collector_on]
+    # after the first frame: threads switch more often, and the collector goes on
+    assert callbacks == [console._switch_often, console._collector_on]
     assert gc.isenabled()  # the app returned: on again whatever happened
     gc.disable()
     thresholds = gc.get_threshold()
@@ -106,7 +107,8 @@ def test_a_caller_with_the_collector_off_keeps_it_off(monkeypatch: pytest.Monkey
     monkeypatch.setattr(GpuconApp, "run", lambda app, *a, **k: seen.append(app.after_first_frame))
     gc.disable()
     assert main(["demo"]) == 0
-    assert seen == [[]]  # nothing to turn back on after the first frame
+    # nothing to turn back on after the first frame (only the threads' switching is set)
+    assert seen == [[console._switch_often]]
     assert not gc.isenabled()
 
 
@@ -139,3 +141,14 @@ def test_no_collection_runs_between_main_and_the_app(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_after_the_first_frame_a_thread_lets_go_of_the_interpreter_after_1_ms() -> None:
+    was = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.005)
+        console._switch_often()
+        assert sys.getswitchinterval() == pytest.approx(console.SWITCH_INTERVAL_S)
+        assert console.SWITCH_INTERVAL_S < 0.005
+    finally:
+        sys.setswitchinterval(was)

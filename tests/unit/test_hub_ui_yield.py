@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from gpucon.hub import UI_WAIT_S, Hub
 from gpucon.model.fleet import Health, Slot, SlotKind
@@ -78,13 +79,20 @@ def test_the_alert_rules_give_way_between_rules_too() -> None:
     hub.poll_once()
     hub.tick()
     checks: list[bool] = []
-    real = hub.let_ui_answer
+    real = hub.ui_gate
 
-    def counted(deadline: float) -> None:
-        checks.append(hub.ui_idle.is_set())
-        real(deadline)
+    def counted() -> Callable[[], None]:
+        gate = real()
 
-    hub.let_ui_answer = counted  # type: ignore[method-assign]
+        def check() -> None:
+            checks.append(hub.ui_idle.is_set())
+            gate()
+
+        return check
+
+    hub.ui_gate = counted  # type: ignore[method-assign,assignment]
+    hub.poll_once()  # a new reading: the tick merges again
     hub.tick()
-    # two checks between the tick's phases, one before every rule but the first
-    assert len(checks) == 2 + len(alerts.RULES) - 1
+    # four checks inside the merge, five between the tick's phases, three between the
+    # history's kinds, one before every rule but the first
+    assert len(checks) == 4 + 5 + 3 + len(alerts.RULES) - 1
