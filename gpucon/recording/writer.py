@@ -29,7 +29,7 @@ from gpucon.recording.codec import (
     _enc_float,
     round_all,
 )
-from gpucon.recording.fielddiff import FieldDiff
+from gpucon.recording.fielddiff import changed_columns, row_reader
 from gpucon.recording.frames import SAMPLES, _layout, _Section, snapshot_samples
 
 _MISSING = object()
@@ -85,7 +85,8 @@ class FrameWriter:
             for name, (enc, _) in self._sections.items()
             if isinstance(codec := getattr(enc, "__self__", None), ClassCodec)
         }
-        self._diffs = {name: FieldDiff(codec) for name, codec in self._codecs.items()}
+        # each class's reader of an object's field values as one tuple
+        self._readers = {name: row_reader(codec) for name, codec in self._codecs.items()}
 
     def schema(self) -> dict[str, list[str]]:
         return self.registry.schema()
@@ -190,11 +191,11 @@ class FrameWriter:
         """The whole state, encoded from the snapshot (a 512-GPU keyframe every minute costs
         less than keeping ~17,000 encoded rows up to date between them); the rows of the
         entities that are the same objects as at the last keyframe are that keyframe's."""
-        # the entities changed since the last frame (their other fields are kept: fielddiff)
-        moves = {name: self._moved(name, getattr(snapshot, name)) for name in self._codecs}
         if not self.samples:
             pass
         elif self._state:
+            # the entities changed since the last frame, for their samples
+            moves = {name: self._moved(name, getattr(snapshot, name)) for name in self._codecs}
             self._moves = moves
             self._changed = {n: self._changed_entities(n, m) for n, m in moves.items()}
             partial = self._sample_changes(snapshot)
@@ -211,18 +212,12 @@ class FrameWriter:
                 self._samples if name == SAMPLES else getattr(snapshot, name)
             )
             keys = list(mapping)
-            codec = self._codecs.get(name)
             values = list(mapping.values())
             rows = self._keyframe_rows(name, keys, values)
             # its own keys: a delta appends the keys that come (the keyframe's are kept)
             self._state[name] = _Section(keys.copy(), [True] * len(keys))
             if name != SAMPLES:
                 self._keep(name, mapping)
-            if codec is not None:
-                diff = self._diffs[name]
-                moved = moves.get(name)
-                if diff.keyframe() or moved is None or not diff.update(moved[0], values):
-                    diff.fill(self._values[name])
             # backends, latency, liveness and SLOs are usually keyed alike: the names once
             same = seen.setdefault(tuple(keys), name) if keys else name
             sections[name] = [keys if same == name else same, rows]
@@ -281,18 +276,16 @@ class FrameWriter:
             known = self._moves.get(name)
             if known is not None:
                 at, now, was = known
-                diff = self._diffs[name]
                 if at:
-                    out = diff.columns(
+                    out = changed_columns(
+                        self._codecs[name],
+                        self._readers[name],
                         list(map(self._at[name].__getitem__, at)),
                         list(map(now.__getitem__, at)),
                         list(map(was.__getitem__, at)),
-                        at,
                     )
                     if out:
                         columns[name] = out
-                if diff.refill:
-                    diff.fill(now)
                 self._keep(name, mapping)
                 continue
             if before is mapping or before == mapping:
@@ -327,14 +320,13 @@ class FrameWriter:
                     updates.setdefault(name, []).append([i, -1, row])
                 else:  # a plain value (an SLO): index and value
                     scalars.setdefault(name, []).extend((i, row))
-            if codec is not None:
-                diff = self._diffs[name]
-                diff.forget()  # the entities' positions moved
-                if same:
-                    at = list(map(index.__getitem__, same))
-                    out = diff.columns(at, list(same.values()), list(map(get, same)))
-                    if out:
-                        columns[name] = out
+            if codec is not None and same:
+                at = list(map(index.__getitem__, same))
+                out = changed_columns(
+                    codec, self._readers[name], at, list(same.values()), list(map(get, same))
+                )
+                if out:
+                    columns[name] = out
             gone = [index[k] for k in before if k not in mapping and alive[index[k]] is not None]
             for i in gone:
                 alive[i] = None
