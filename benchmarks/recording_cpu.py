@@ -72,7 +72,9 @@ with tempfile.TemporaryDirectory() as name:
     recorder = None
     if mode == "record":
         from gpucon.recording.recorder import Recorder
-        recorder = Recorder(Path(name) / "live.sqlite", fleet="demo", refresh_s=1.0)
+        # the hub's findings of what changed, where this tree's hub keeps its own
+        kw = {"moves": hub.moves} if hasattr(hub, "moves") else {}
+        recorder = Recorder(Path(name) / "live.sqlite", fleet="demo", refresh_s=1.0, **kw)
         hub.subscribe(recorder)
     hub.start(lambda _: None)
     time.sleep(warm_s)

@@ -31,8 +31,7 @@ def row_reader(codec: ClassCodec) -> Callable[[Any], Any] | None:
     """A reader of one object's field values as a tuple in ``codec.fields`` order (None
     for a class of one field): ``astuple`` for a model record, whose fields are exactly
     those, else the codec's ``attrgetter``."""
-    cls = codec.cls
-    if tuple(getattr(cls, "__struct_fields__", ())) == codec.fields and len(codec.fields) > 1:
+    if codec.astuple_rows:
         return astuple
     return codec.row_getter
 

@@ -21,7 +21,7 @@ from typing import Any
 from gpucon.model.history import Sample
 from gpucon.model.history_samples import history_samples
 from gpucon.model.merge import MergedFleet
-from gpucon.model.section_moves import MOVES
+from gpucon.model.section_moves import SectionMoves
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.codec import (
     ClassCodec,
@@ -48,12 +48,15 @@ def _consume(items: Iterator[Any]) -> None:
 class FrameWriter:
     """Turns each snapshot into a keyframe or a delta against the previous one."""
 
-    def __init__(self, *, samples: bool = True) -> None:
+    def __init__(self, *, samples: bool = True, moves: SectionMoves | None = None) -> None:
         self.registry = CodecRegistry()
         self._sections, self._singles = _layout(self.registry)
         # False: no samples section (the recorder takes them from the history as columns:
         # recording.columns)
         self.samples = samples
+        # the hub's findings of which entities are new objects (its history compared the
+        # same mappings): taken rather than compared again
+        self._found = moves
         if not samples:
             del self._sections[SAMPLES]
         self._state: dict[str, _Section] = {}
@@ -105,7 +108,7 @@ class FrameWriter:
             return [], values_before, values_before
         # the hub's history compared these two mappings already (the same keys in the
         # same order): its finding, not a second scan
-        found = MOVES.between(mapping, before)
+        found = None if self._found is None else self._found.between(mapping, before)
         if found is not None:
             self._values[name] = found[1]
             return found[0], found[1], values_before
