@@ -21,40 +21,36 @@ from typing import Any
 
 from msgspec.structs import astuple
 
-from gpucon.recording.codec import FLOAT, PLAIN, ClassCodec, round_all
+from gpucon.recording.codec import FLOAT, PLAIN, ClassCodec, encode_column, round_all
 
 # one changed field: [field index, [row index, ...], [value, ...]]
 Column = list[Any]
 
 
-def row_reader(codec: ClassCodec) -> Callable[[Any], Any] | None:
-    """A reader of one object's field values as a tuple in ``codec.fields`` order (None
-    for a class of one field): ``astuple`` for a model record, whose fields are exactly
-    those, else the codec's ``attrgetter``."""
+def row_reader(codec: ClassCodec) -> Callable[[Any], tuple[Any, ...]]:
+    """A reader of one object's field values as a tuple in ``codec.fields`` order:
+    ``astuple`` for a model record, whose fields are exactly those, else the codec's
+    ``attrgetter`` (a tuple of one for a class of one field)."""
     if codec.astuple_rows:
         return astuple
-    return codec.row_getter
+    get = codec.row_getter
+    if get is None:
+        one = codec.columns[0][0]
+        return lambda obj: (one(obj),)
+    return get
 
 
 def changed_columns(
-    codec: ClassCodec,
-    read: Callable[[Any], Any] | None,
-    at: list[int],
-    new: list[Any],
-    old: list[Any],
+    codec: ClassCodec, at: list[int], now_rows: list[Any], was_rows: list[Any]
 ) -> list[Column]:
-    """The fields that moved from ``old[j]`` to ``new[j]`` (objects of the codec's class),
-    each as ``[field, [at[j], ...], [value, ...]]``, in field order. ``read``: ``row_reader``'s."""
+    """The fields that moved from ``was_rows[j]`` to ``now_rows[j]`` (``row_reader``'s
+    tuples of objects of the codec's class), each as ``[field, [at[j], ...], [value,
+    ...]]``, in field order."""
     if not at:
         return []
     columns = codec.columns
-    if read is None:  # one field: the objects' values are the column
-        get = columns[0][0]
-        now_cols: list[Any] = [list(map(get, new))]
-        was_cols: list[Any] = [list(map(get, old))]
-    else:
-        now_cols = list(zip(*map(read, new), strict=True))
-        was_cols = list(zip(*map(read, old), strict=True))
+    now_cols = list(zip(*now_rows, strict=True))
+    was_cols = list(zip(*was_rows, strict=True))
     out: list[Column] = []
     positions = range(len(at))
     many = len(at) - len(at) // 4
@@ -76,6 +72,6 @@ def changed_columns(
         if kind == FLOAT:
             values = round_all(values)
         elif kind != PLAIN:
-            values = [None if v is None else enc(v) for v in values]
+            values = encode_column(enc, values)
         out.append([f, where, values])
     return out

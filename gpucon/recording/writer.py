@@ -78,8 +78,14 @@ class FrameWriter:
         self._changed: dict[str, dict[str, Any] | None] = {}
         # section -> the last keyframe's keys, objects and rows (reused where the same)
         self._key_rows: dict[str, tuple[list[str], list[Any], list[Any]]] = {}
-        # section -> the row index of each position of its mapping (as ``_keys``)
+        # section -> the row index of each position of its mapping (as ``_keys``), and
+        # whether each position is its row index (as after a keyframe)
         self._at: dict[str, list[int]] = {}
+        self._at_same: dict[str, bool] = {}
+        # section -> its entities' field values (``row_reader``'s tuples) by position, as
+        # last framed: a changed entity's old values are read from here, not from its old
+        # object again
+        self._rows: dict[str, list[Any]] = {}
         # slot -> the backends on it (their names), while no backend comes, goes or moves
         self._by_slot: dict[str, list[str]] | None = None
         # the sections whose values are dataclasses, with their codec
@@ -129,7 +135,9 @@ class FrameWriter:
                 keys = self._keys[name] = list(mapping)
                 self._values[name] = list(mapping.values())
                 # the section's row index of each position
-                self._at[name] = list(map(self._state[name].index.__getitem__, keys))
+                at = self._at[name] = list(map(self._state[name].index.__getitem__, keys))
+                self._at_same[name] = at == list(range(len(at)))
+                self._rows[name] = list(map(self._readers[name], self._values[name]))
 
     def _changed_entities(self, name: str, moved: _Moved | None) -> dict[str, Any] | None:
         """``moved`` as the changed entities by key (what the history samples read)."""
@@ -278,15 +286,17 @@ class FrameWriter:
             before = self._objects[name]
             known = self._moves.get(name)
             if known is not None:
-                at, now, was = known
+                at, now, _ = known
                 if at:
+                    rows = self._rows[name]
+                    now_rows = list(map(self._readers[name], map(now.__getitem__, at)))
                     out = changed_columns(
                         self._codecs[name],
-                        self._readers[name],
-                        list(map(self._at[name].__getitem__, at)),
-                        list(map(now.__getitem__, at)),
-                        list(map(was.__getitem__, at)),
+                        at if self._at_same[name] else list(map(self._at[name].__getitem__, at)),
+                        now_rows,
+                        list(map(rows.__getitem__, at)),
                     )
+                    _consume(map(rows.__setitem__, at, now_rows))
                     if out:
                         columns[name] = out
                 self._keep(name, mapping)
@@ -325,8 +335,9 @@ class FrameWriter:
                     scalars.setdefault(name, []).extend((i, row))
             if codec is not None and same:
                 at = list(map(index.__getitem__, same))
+                read = self._readers[name]
                 out = changed_columns(
-                    codec, self._readers[name], at, list(same.values()), list(map(get, same))
+                    codec, at, list(map(read, same.values())), list(map(read, map(get, same)))
                 )
                 if out:
                     columns[name] = out
