@@ -21,9 +21,18 @@ from typing import Any
 
 from msgspec.structs import astuple
 
-from gpucon.recording.codec import FLOAT, PLAIN, ClassCodec, encode_column, round_all
+from gpucon.recording.codec import (
+    DECIMALS,
+    FLOAT,
+    PLAIN,
+    ClassCodec,
+    encode_column,
+    round_all,
+    scale_all,
+)
 
-# one changed field: [field index, [row index, ...], [value, ...]]
+# one changed field: [field index, [row index, ...], [value, ...]], and for a float field
+# whose values are written as integers, the decimals they were scaled by (format 4)
 Column = list[Any]
 
 
@@ -70,6 +79,10 @@ def changed_columns(
             where = list(map(at.__getitem__, hits))
         _, kind, enc = columns[f]
         if kind == FLOAT:
+            scaled = scale_all(values)
+            if scaled is not None:  # integers, read back divided (format 4)
+                out.append([f, where, scaled, DECIMALS])
+                continue
             values = round_all(values)
         elif kind != PLAIN:
             values = encode_column(enc, values)

@@ -52,16 +52,17 @@ def test_the_fields_that_moved_are_given_and_read_back() -> None:
     power = {u: {"power_w": 100.0 + i} for i, u in enumerate(uuids[:8])}
     snap = _gpus(snap, power)
     delta = writer.delta(snap)
-    assert [fields[f] for f, _, _ in delta["c"]["gpus"]] == ["power_w"]
+    assert [fields[c[0]] for c in delta["c"]["gpus"]] == ["power_w"]
     _check(state, DELTA, delta, snap)
     # power moves again and, in one GPU, the name too
     moved: dict[str, dict[str, Any]] = {u: {"power_w": 200.0 + i} for i, u in enumerate(uuids[:8])}
     moved[uuids[3]]["name"] = "H200 NVL"
     snap = _gpus(snap, moved)
     delta = writer.delta(snap)
-    named = {fields[f]: (rows, values) for f, rows, values in delta["c"]["gpus"]}
+    named = {fields[c[0]]: (c[1], c[2]) for c in delta["c"]["gpus"]}
     assert named["name"] == ([uuids.index(uuids[3])], ["H200 NVL"])
-    assert named["power_w"][1] == [200.0 + i for i in range(8)]
+    # a float field's values as integers, the value times 10^5 (format 4)
+    assert named["power_w"][1] == [(200 + i) * 100_000 for i in range(8)]
     assert list(named) == sorted(named, key=fields.index)  # in field order
     _check(state, DELTA, delta, snap)
     # new objects whose values are all equal: nothing to give
@@ -92,14 +93,14 @@ def test_a_field_moving_in_most_changed_entities_is_given_for_all_of_them() -> N
         snap = _gpus(snap, moved)
         delta = writer.delta(snap)
         _check(state, DELTA, delta, snap)
-        rows = {f: r for f, r, _ in delta["c"]["gpus"]}
+        rows = {c[0]: c[1] for c in delta["c"]["gpus"]}
         assert len(rows[power]) == len(uuids)
     # power stops moving but in one GPU: only that one is given
     snap = _gpus(snap, {u: {"temperature_c": 60.0} for u in uuids[1:]})
     snap = _gpus(snap, {uuids[0]: {"power_w": 50.0}})
     delta = writer.delta(snap)
     _check(state, DELTA, delta, snap)
-    rows = {f: r for f, r, _ in delta["c"]["gpus"]}
+    rows = {c[0]: c[1] for c in delta["c"]["gpus"]}
     assert rows[power] == [list(snap.gpus).index(uuids[0])]
 
 
@@ -124,3 +125,30 @@ def test_round_all_with_nones_among_the_numbers() -> None:
     assert round_all(values) == [1.12346, None, 2.0, None, -0.0, 1_790_000_000.12346]
     assert round_all([None, float("nan"), float("inf"), 3.3]) == [None, None, None, 3.3]
     assert round_all([]) == [] and round_all([None]) == [None]
+
+
+def test_float_columns_as_integers_and_as_floats_both_read() -> None:
+    """Format 4 writes a float field's changed values as integers (times 10^5, a fourth item
+    says so); a format-3 delta's floats read as they did; a value too large for a 64-bit
+    integer is written as a float."""
+    snap = _live(None, 1, size=16)[0]
+    writer = FrameWriter(samples=False)
+    state = FrameState()
+    _check(state, KEYFRAME, writer.keyframe(snap), snap)
+    uuids = list(snap.gpus)
+    fields = CodecRegistry().codec(type(snap.gpus[uuids[0]])).fields
+    power = fields.index("power_w")
+    snap = _gpus(snap, {uuids[0]: {"power_w": 123.456789}, uuids[1]: {"power_w": None}})
+    delta = writer.delta(snap)
+    (column,) = [c for c in delta["c"]["gpus"] if c[0] == power]
+    assert column[2:] == [[12345679, None], 5]
+    _check(state, DELTA, delta, snap)
+    assert state.snapshot().gpus[uuids[0]].power_w == 123.45679
+    # as a format-3 file wrote it: floats, three items
+    state.apply(snap.taken_at + 1.0, DELTA, {"c": {"gpus": [[power, [0], [7.5]]]}})
+    assert state.snapshot().gpus[uuids[0]].power_w == 7.5
+    snap = _gpus(snap, {uuids[0]: {"power_w": 1e16}})
+    delta = writer.delta(snap)
+    (column,) = [c for c in delta["c"]["gpus"] if c[0] == power]
+    assert column[2:] == [[1e16]]
+    _check(state, DELTA, delta, snap)
