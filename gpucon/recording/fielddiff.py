@@ -1,15 +1,16 @@
 """The changed fields of a section's changed entities, as a delta gives them (writer.py).
 
-At 512 GPUs about 3,500 entities change a tick (new objects), and in each only one to five
+At 512 GPUs 2,000 to 3,500 entities change a tick (new objects), and in each only one to five
 of 13 to 21 fields moved: a latency's percentiles and rate, a backend's in-flight count, a
 slot's activity. Every field of those entities is compared, with no Python statement per
-entity: each entity's values are read as one tuple (``msgspec.structs.astuple``, straight
-from the record's slots: a twelfth of ``operator.attrgetter``'s time over twenty names),
-the tuples turned into a column per field (``zip``), and each column compared with the old
-objects' whole (one comparison in C, by identity first); only a column that differs is
-looked into, and Python touches only the values that moved. A field that moved in most of
-the entities is given for all of them (the few unchanged values written again cost less
-than picking out the others). Pure, and stateless.
+entity: each entity's values are read as one tuple (``row_reader``: ``msgspec.structs.astuple``,
+straight from the record's slots, a twelfth of ``operator.attrgetter``'s time over twenty
+names), the tuples turned into a column per field (``zip``), and each column compared whole
+with the values kept from the last frame (one comparison in C, by identity first); only a
+column that differs is looked into, and Python touches only the values that moved. A field
+that moved in most of the entities is given for all of them (the few unchanged values written
+again cost less than picking out the others). A float field's values are given as integers
+(``codec.scale_all``, format 4). Pure, and stateless.
 """
 
 from __future__ import annotations
