@@ -18,9 +18,10 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-# findings kept (four sections a tick: the last 4 ticks; a reader further behind compares
-# for itself). Each holds two whole mappings: at 2,048 GPUs ~0.6 MiB apiece
-LIMIT = 16
+# findings kept (four sections a tick: the last 2 ticks; the recorder is less than a tick
+# behind, and one further behind compares for itself). Each holds two whole mappings (at 2,048
+# GPUs ~0.6 MiB apiece) and keeps the older one's changed entities alive
+LIMIT = 8
 
 
 class SectionMoves:
