@@ -126,7 +126,9 @@ size, warm_s, seconds = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 with tempfile.TemporaryDirectory() as name:
     hub = Hub([SimSource.for_demo(7, None, size)], refresh_s=1.0,
               slo_p95_ms_by_model=DEMO_SLO_P95_MS, rate_window=DEMO_RATE_WINDOW)
-    recorder = Recorder(Path(name) / "live.sqlite", fleet="demo", refresh_s=1.0)
+    # the hub's findings of what changed, where this tree's hub keeps its own
+    kw = {"moves": hub.moves} if hasattr(hub, "moves") else {}
+    recorder = Recorder(Path(name) / "live.sqlite", fleet="demo", refresh_s=1.0, **kw)
     hub.subscribe(recorder)
     hub.start(lambda _: None)
     time.sleep(warm_s)

@@ -39,7 +39,7 @@ from gpucon.model.liveness import LivenessPolicy, dead_targets, withhold_dead_ta
 from gpucon.model.liveness_book import LivenessBook
 from gpucon.model.merge import MergedFleet, merge_readings
 from gpucon.model.reading import Reading
-from gpucon.model.section_moves import MOVES
+from gpucon.model.section_moves import SectionMoves
 from gpucon.model.snapshot import Snapshot
 from gpucon.model.staleness import StaleFieldCache, Staleness, stale_after_s
 from gpucon.sources.base import Source, guarded_read
@@ -165,6 +165,8 @@ class Hub:
         # a few ticks of old mappings (~28 MiB at 2,048 GPUs) that a console not recording
         # has no use for
         self._blocks = HistoryBlocks()
+        # where those findings are noted (the recorder is handed this hub's)
+        self.moves = SectionMoves()
         self._stale_fields = StaleFieldCache()
         self._gaps: tuple[object, list[str]] = (None, [])
         self._merged: tuple[tuple[Reading, ...], MergedFleet | None] = ((), None)
@@ -205,7 +207,7 @@ class Hub:
     def subscribe(self, callback: SnapshotCallback) -> None:
         """Hand ``callback`` every snapshot from now on, from the thread that ticks (the hub's):
         it must only pass the snapshot on (the recorder queues it for its own thread)."""
-        self._blocks.note_moves_in(MOVES)
+        self._blocks.note_moves_in(self.moves)
         self._subscribers.append(callback)
 
     def restore_history(self, ticks: Iterable[tuple[float, Mapping[str, Sample]]]) -> None:

@@ -145,12 +145,16 @@ class HistoryBlocks:
         moved: list[int] | None = None
         if kept is not None and kept.ids == ids:
             old = kept.entities
+            if self._moves is not None:
+                # the new objects' positions, for the recorder too (whatever their number)
+                moved = list(compress(range(len(entities)), map(is_not, entities, old)))
+                self._moves.note(by_id, kept.mapping, moved, entities)
+                if 4 * len(moved) > len(entities):
+                    moved = None
             # counted in C first: with every entity a new object (a live source) the list
             # of those that moved is never made
-            if 4 * (len(entities) - sum(map(is_, entities, old))) <= len(entities):
+            elif 4 * (len(entities) - sum(map(is_, entities, old))) <= len(entities):
                 moved = list(compress(range(len(entities)), map(is_not, entities, old)))
-                if self._moves is not None:
-                    self._moves.note(by_id, kept.mapping, moved, entities)
         if kept is None or moved is None:
             # entities came, went or moved, or most are new objects: read them all, a field
             # at a time (comprehensions beat a loop over the few that moved past a quarter)

@@ -1,13 +1,14 @@
 """Which entities of a snapshot's section are new objects since the section before it, as the
 hub's history found them, for whoever compares the same two mappings again (the recorder).
 
-The hub's history (``history_delta.HistoryBlocks``) compares each tick's slots, latency and
-GPUs with last tick's, entity by entity, by identity, to read only the new objects. The
+The hub's history (``history_delta.HistoryBlocks``) compares each tick's slots, latency, GPUs
+and queues with last tick's, entity by entity, by identity, to read only the new objects. The
 recorder makes the same comparison of the same two mappings a moment later, on its own
-thread. A ``SectionMoves`` keeps the newest findings, each tied to the two mapping objects it
-compared (held, so their ids cannot be reused): a finding is given only for exactly those two
-objects, so a reader that framed another mapping in between compares for itself. Bounded:
-a reader more than a few ticks behind finds nothing and compares for itself.
+thread. Each hub owns a ``SectionMoves`` (``Hub.moves``), noted into once something
+subscribes, and hands it to its recorder: it keeps the newest findings, each tied to the two
+mapping objects it compared (held, so their ids cannot be reused): a finding is given only for
+exactly those two objects, so a reader that framed another mapping in between compares for
+itself. Bounded: a reader more than a few ticks behind finds nothing and compares for itself.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-# findings kept (three sections a tick: the last 4 ticks; a reader further behind compares
-# for itself). Each holds two whole mappings: at 2,048 GPUs ~0.6 MiB apiece
-LIMIT = 12
+# findings kept (four sections a tick: the last 2 ticks; the recorder is less than a tick
+# behind, and one further behind compares for itself). Each holds two whole mappings (at 2,048
+# GPUs ~0.6 MiB apiece) and keeps the older one's changed entities alive
+LIMIT = 8
 
 
 class SectionMoves:
@@ -58,7 +60,3 @@ class SectionMoves:
             return None
         found: tuple[list[int], list[Any]] = hit[2]
         return found
-
-
-# the process's findings: the hub notes, the recorder reads
-MOVES = SectionMoves()

@@ -94,7 +94,12 @@ class ColumnWriter:
             before = last.get((kind, series))
             same = before is not None and before[0] == ids and before[2] == code
             header.append([kind, series, code, len(ids), None if same else list(ids), int(same)])
-            body.append(_xor(data, before[1]) if same and before is not None else data)
+            if not same or before is None:
+                body.append(data)
+            elif data == before[1]:  # unchanged (memcmp): its zeros without the arithmetic
+                body.append(bytes(len(data)))
+            else:
+                body.append(_xor(data, before[1]))
         self._last = columns
         head_value = {"f": header, "s": singles}
         if all(map(math.isfinite, singles.values())):

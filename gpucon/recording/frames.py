@@ -9,13 +9,14 @@ A keyframe lists each section's keys once (or names an earlier section keyed ali
 rows in the same order; from then until the next keyframe an entity is named by its index in
 that list (new keys are appended), so a delta does not repeat a 512-GPU fleet's names each
 second. A delta gives, per section, the changed fields of changed entities a field at a time
-(``c``: ``[[field, [index, ...], [value, ...]], ...]``; format 1 wrote them an entity at a time,
-``u``: ``[index, field, value, field, value, ...]``, still read), a changed row whole (``u``:
-``[index, -1, row]``), changed plain values (``v``: ``[index, value, index, value, ...]``:
-history samples, SLOs), new rows (``n``: ``[key, row]``), removed indexes (``d``), the single
-values that changed (``s``), and the changed items of a single list of unchanged length
-(``p``: the alerts, when only a figure in a message moved). Applying a field's column or the
-plain values runs in C (``map`` of a setter over the indexes).
+(``c``: ``[[field, [index, ...], [value, ...]], ...]``; since format 4 a float field's values
+are integers, the value times 10^5, with a fourth item, 5, saying so; format 1 wrote them an
+entity at a time, ``u``: ``[index, field, value, field, value, ...]``, still read), a changed
+row whole (``u``: ``[index, -1, row]``), changed plain values (``v``: ``[index, value, index,
+value, ...]``: history samples, SLOs), new rows (``n``: ``[key, row]``), removed indexes
+(``d``), the single values that changed (``s``), and the changed items of a single list of
+unchanged length (``p``: the alerts, when only a figure in a message moved). Applying a field's
+column or the plain values runs in C (``map`` of a setter over the indexes).
 
 ``writer.FrameWriter`` turns snapshots into frames (the recorder's thread); ``FrameState``
 applies frames and gives the snapshot back (replay, ``snapshot --from``, restoring history).
@@ -38,7 +39,7 @@ from gpucon.model.history_blocks import NAN, split_key
 from gpucon.model.history_rings import Block
 from gpucon.model.history_samples import history_samples
 from gpucon.model.snapshot import Snapshot
-from gpucon.recording.codec import CodecRegistry
+from gpucon.recording.codec import CodecRegistry, unscale_all
 from gpucon.recording.columns import COLUMNS, ColumnReader, snapshot_fleet
 
 KEYFRAME = 0
@@ -205,7 +206,10 @@ class FrameState:
         for name, columns in frame.get("c", {}).items():
             rows = self._section(name).rows
             marks = dirty.setdefault(name, set())
-            for f, where, values in columns:
+            for column in columns:
+                f, where, values = column[0], column[1], column[2]
+                if len(column) > 3:  # a float field's values as integers (format 4)
+                    values = unscale_all(values, column[3])
                 marks.update(where)
                 try:  # every row's field set in C (rows parsed from JSON are lists)
                     _consume(map(operator.setitem, map(rows.__getitem__, where), repeat(f), values))

@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+from gpucon.model.section_moves import SectionMoves
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.collector import collector_paused
 from gpucon.recording.columns import ColumnWriter, fleet_columns, newest_columns
@@ -56,6 +57,7 @@ class Recorder:
         max_age_s: float = 7 * 86_400.0,
         audit_path: Path | None = None,
         block: bool = False,
+        moves: SectionMoves | None = None,
     ) -> None:
         self.path = path
         # True: the caller waits for room instead of dropping (recording faster than real
@@ -91,7 +93,8 @@ class Recorder:
         self.size_bytes = self.store.size_bytes()
         self.log_bytes = _file_size(_log_path(path))
         # the fleet a frame at a time; the history samples as columns, read from the history
-        self._writer = FrameWriter(samples=False)
+        # (``moves``: the hub's findings of which entities changed, ``Hub.moves``)
+        self._writer = FrameWriter(samples=False, moves=moves)
         self._columns = ColumnWriter()
         self._queue: queue.Queue[object] = queue.Queue(maxsize=QUEUE_LIMIT)
         self._last_key_t: float | None = None

@@ -30,10 +30,11 @@ import msgspec
 from gpucon.recording import writable
 from gpucon.recording.columns import COLUMNS, is_columns, parse
 
-FORMAT = "gpucon-recording/3"
+FORMAT = "gpucon-recording/4"
 # formats this gpucon reads: 1 wrote a delta's changes an entity at a time (frames.py), 2
-# its history samples as JSON (3: as columns, recording.columns)
-READABLE = frozenset({"gpucon-recording/1", "gpucon-recording/2", FORMAT})
+# its history samples as JSON (3: as columns, recording.columns), 3 a delta's float fields
+# as floats (4: as integers scaled by 10^5, frames.py)
+READABLE = frozenset({"gpucon-recording/1", "gpucon-recording/2", "gpucon-recording/3", FORMAT})
 # waiting on a lock (another writer, a checkpoint) at most this long before an error
 BUSY_TIMEOUT_MS = 2000
 

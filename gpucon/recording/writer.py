@@ -21,7 +21,7 @@ from typing import Any
 from gpucon.model.history import Sample
 from gpucon.model.history_samples import history_samples
 from gpucon.model.merge import MergedFleet
-from gpucon.model.section_moves import MOVES
+from gpucon.model.section_moves import SectionMoves
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.codec import (
     ClassCodec,
@@ -29,7 +29,7 @@ from gpucon.recording.codec import (
     _enc_float,
     round_all,
 )
-from gpucon.recording.fielddiff import FieldDiff
+from gpucon.recording.fielddiff import changed_columns, row_reader
 from gpucon.recording.frames import SAMPLES, _layout, _Section, snapshot_samples
 
 _MISSING = object()
@@ -48,12 +48,15 @@ def _consume(items: Iterator[Any]) -> None:
 class FrameWriter:
     """Turns each snapshot into a keyframe or a delta against the previous one."""
 
-    def __init__(self, *, samples: bool = True) -> None:
+    def __init__(self, *, samples: bool = True, moves: SectionMoves | None = None) -> None:
         self.registry = CodecRegistry()
         self._sections, self._singles = _layout(self.registry)
         # False: no samples section (the recorder takes them from the history as columns:
         # recording.columns)
         self.samples = samples
+        # the hub's findings of which entities are new objects (its history compared the
+        # same mappings): taken rather than compared again
+        self._found = moves
         if not samples:
             del self._sections[SAMPLES]
         self._state: dict[str, _Section] = {}
@@ -75,8 +78,14 @@ class FrameWriter:
         self._changed: dict[str, dict[str, Any] | None] = {}
         # section -> the last keyframe's keys, objects and rows (reused where the same)
         self._key_rows: dict[str, tuple[list[str], list[Any], list[Any]]] = {}
-        # section -> the row index of each position of its mapping (as ``_keys``)
+        # section -> the row index of each position of its mapping (as ``_keys``), and
+        # whether each position is its row index (as after a keyframe)
         self._at: dict[str, list[int]] = {}
+        self._at_same: dict[str, bool] = {}
+        # section -> its entities' field values (``row_reader``'s tuples) by position, as
+        # last framed: a changed entity's old values are read from here, not from its old
+        # object again
+        self._rows: dict[str, list[Any]] = {}
         # slot -> the backends on it (their names), while no backend comes, goes or moves
         self._by_slot: dict[str, list[str]] | None = None
         # the sections whose values are dataclasses, with their codec
@@ -85,7 +94,8 @@ class FrameWriter:
             for name, (enc, _) in self._sections.items()
             if isinstance(codec := getattr(enc, "__self__", None), ClassCodec)
         }
-        self._diffs = {name: FieldDiff(codec) for name, codec in self._codecs.items()}
+        # each class's reader of an object's field values as one tuple
+        self._readers = {name: row_reader(codec) for name, codec in self._codecs.items()}
 
     def schema(self) -> dict[str, list[str]]:
         return self.registry.schema()
@@ -104,7 +114,7 @@ class FrameWriter:
             return [], values_before, values_before
         # the hub's history compared these two mappings already (the same keys in the
         # same order): its finding, not a second scan
-        found = MOVES.between(mapping, before)
+        found = None if self._found is None else self._found.between(mapping, before)
         if found is not None:
             self._values[name] = found[1]
             return found[0], found[1], values_before
@@ -125,7 +135,9 @@ class FrameWriter:
                 keys = self._keys[name] = list(mapping)
                 self._values[name] = list(mapping.values())
                 # the section's row index of each position
-                self._at[name] = list(map(self._state[name].index.__getitem__, keys))
+                at = self._at[name] = list(map(self._state[name].index.__getitem__, keys))
+                self._at_same[name] = at == list(range(len(at)))
+                self._rows[name] = list(map(self._readers[name], self._values[name]))
 
     def _changed_entities(self, name: str, moved: _Moved | None) -> dict[str, Any] | None:
         """``moved`` as the changed entities by key (what the history samples read)."""
@@ -190,11 +202,11 @@ class FrameWriter:
         """The whole state, encoded from the snapshot (a 512-GPU keyframe every minute costs
         less than keeping ~17,000 encoded rows up to date between them); the rows of the
         entities that are the same objects as at the last keyframe are that keyframe's."""
-        # the entities changed since the last frame (their other fields are kept: fielddiff)
-        moves = {name: self._moved(name, getattr(snapshot, name)) for name in self._codecs}
         if not self.samples:
             pass
         elif self._state:
+            # the entities changed since the last frame, for their samples
+            moves = {name: self._moved(name, getattr(snapshot, name)) for name in self._codecs}
             self._moves = moves
             self._changed = {n: self._changed_entities(n, m) for n, m in moves.items()}
             partial = self._sample_changes(snapshot)
@@ -211,18 +223,12 @@ class FrameWriter:
                 self._samples if name == SAMPLES else getattr(snapshot, name)
             )
             keys = list(mapping)
-            codec = self._codecs.get(name)
             values = list(mapping.values())
             rows = self._keyframe_rows(name, keys, values)
             # its own keys: a delta appends the keys that come (the keyframe's are kept)
             self._state[name] = _Section(keys.copy(), [True] * len(keys))
             if name != SAMPLES:
                 self._keep(name, mapping)
-            if codec is not None:
-                diff = self._diffs[name]
-                moved = moves.get(name)
-                if diff.keyframe() or moved is None or not diff.update(moved[0], values):
-                    diff.fill(self._values[name])
             # backends, latency, liveness and SLOs are usually keyed alike: the names once
             same = seen.setdefault(tuple(keys), name) if keys else name
             sections[name] = [keys if same == name else same, rows]
@@ -280,19 +286,19 @@ class FrameWriter:
             before = self._objects[name]
             known = self._moves.get(name)
             if known is not None:
-                at, now, was = known
-                diff = self._diffs[name]
+                at, now, _ = known
                 if at:
-                    out = diff.columns(
-                        list(map(self._at[name].__getitem__, at)),
-                        list(map(now.__getitem__, at)),
-                        list(map(was.__getitem__, at)),
-                        at,
+                    rows = self._rows[name]
+                    now_rows = list(map(self._readers[name], map(now.__getitem__, at)))
+                    out = changed_columns(
+                        self._codecs[name],
+                        at if self._at_same[name] else list(map(self._at[name].__getitem__, at)),
+                        now_rows,
+                        list(map(rows.__getitem__, at)),
                     )
+                    _consume(map(rows.__setitem__, at, now_rows))
                     if out:
                         columns[name] = out
-                if diff.refill:
-                    diff.fill(now)
                 self._keep(name, mapping)
                 continue
             if before is mapping or before == mapping:
@@ -327,14 +333,14 @@ class FrameWriter:
                     updates.setdefault(name, []).append([i, -1, row])
                 else:  # a plain value (an SLO): index and value
                     scalars.setdefault(name, []).extend((i, row))
-            if codec is not None:
-                diff = self._diffs[name]
-                diff.forget()  # the entities' positions moved
-                if same:
-                    at = list(map(index.__getitem__, same))
-                    out = diff.columns(at, list(same.values()), list(map(get, same)))
-                    if out:
-                        columns[name] = out
+            if codec is not None and same:
+                at = list(map(index.__getitem__, same))
+                read = self._readers[name]
+                out = changed_columns(
+                    codec, at, list(map(read, same.values())), list(map(read, map(get, same)))
+                )
+                if out:
+                    columns[name] = out
             gone = [index[k] for k in before if k not in mapping and alive[index[k]] is not None]
             for i in gone:
                 alive[i] = None

@@ -48,6 +48,7 @@ def start_recording(
         max_bytes=int(limits.max_mib * 1024 * 1024),
         max_age_s=limits.max_age_h * 3600.0,
         audit_path=session.audit_path,
+        moves=hub.moves,
     )
     if restore:
         ticks = recorded_ticks(
@@ -126,6 +127,7 @@ def record_simulated(
         keyframe_s=keyframe_s,
         max_bytes=max_bytes,
         block=True,
+        moves=hub.moves,
     )
     hub.subscribe(recorder)
     try:

@@ -3,9 +3,6 @@ through the simulator's own changes, stale values, entities gone, back and in an
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import msgspec
 from msgspec.structs import replace
 
@@ -14,7 +11,7 @@ from gpucon.model.history import Block, Sample
 from gpucon.model.history_delta import HistoryBlocks
 from gpucon.model.history_samples import history_blocks
 from gpucon.model.merge import merge_readings
-from gpucon.model.section_moves import MOVES, SectionMoves
+from gpucon.model.section_moves import SectionMoves
 from gpucon.model.snapshot import Snapshot
 from gpucon.model.staleness import Staleness
 from gpucon.recording.writer import FrameWriter
@@ -77,7 +74,12 @@ def test_the_new_objects_found_are_told_for_exactly_the_two_mappings_compared() 
     assert moves.between(first.slots, second.slots) is None
     # unchanged sections are found too (no new object), then pushed out by newer findings
     assert moves.between(second.latency, first.latency) == ([], list(first.latency.values()))
-    for _ in range(3):
+    # every slot a new object (most of them moved): the finding names them all
+    fresh = {k: replace(v) for k, v in changed.items()}
+    kept(replace(second, slots=fresh))
+    found = moves.between(fresh, changed)
+    assert found is not None and found[0] == list(range(len(fresh)))
+    for _ in range(4):
         kept(replace(second, slots=dict(changed)))
     assert moves.between(second.slots, first.slots) is None
 
@@ -99,10 +101,12 @@ def test_the_hub_hands_on_the_liveness_mapping_and_a_recording_matches_without_f
     first = hub.tick()
     clock.now += 1.0
     hub.poll_once()
-    assert MOVES.between(hub.tick().slots, first.slots) is None
+    assert hub.moves.between(hub.tick().slots, first.slots) is None
     clock.now += 1.0
     hub.subscribe(lambda _snapshot: None)  # as the recorder does
-    with_findings, without = FrameWriter(samples=False), FrameWriter(samples=False)
+    # one writer given the hub's findings (as the recorder is), one comparing for itself
+    with_findings = FrameWriter(samples=False, moves=hub.moves)
+    without = FrameWriter(samples=False)
     frames: list[tuple[object, object]] = []
     used = kept_liveness = 0
     for tick in range(25):
@@ -115,23 +119,12 @@ def test_the_hub_hands_on_the_liveness_mapping_and_a_recording_matches_without_f
             # equal verdicts are the same mapping (most ticks)
             assert snapshot.liveness is before.liveness or snapshot.liveness != before.liveness
             kept_liveness += snapshot.liveness is before.liveness
-            used += MOVES.between(snapshot.slots, before.slots) is not None
+            used += hub.moves.between(snapshot.slots, before.slots) is not None
         key = tick % 10 == 0
         a = with_findings.keyframe(snapshot) if key else with_findings.delta(snapshot)
-        with _no_findings():
-            b = without.keyframe(snapshot) if key else without.delta(snapshot)
+        b = without.keyframe(snapshot) if key else without.delta(snapshot)
         frames.append((a, b))
     hub.stop()
     assert used > 10 and kept_liveness > 10
     for framed, compared in frames:
         assert msgspec.json.encode(framed) == msgspec.json.encode(compared)
-
-
-@contextmanager
-def _no_findings() -> Iterator[None]:
-    """The recorder as if the hub had found nothing: it compares every entity itself."""
-    MOVES.between = lambda now, before: None  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        del MOVES.between

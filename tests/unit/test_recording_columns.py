@@ -38,7 +38,7 @@ def test_each_frame_holds_the_samples_the_hub_appended_to_its_history(tmp_path: 
         on_snapshot=keep,
     )
     store = RecordingStore(path, readonly=True)
-    assert store.meta()["format"] == FORMAT == "gpucon-recording/3"
+    assert store.meta()["format"] == FORMAT == "gpucon-recording/4"
     state = FrameState()
     xored = 0
     for t, kind, _, samples in store.frame_parts(min(live), fleet=False):
@@ -107,7 +107,7 @@ def test_a_format_1_file_appended_to_reads_both_parts(tmp_path: Path) -> None:
         path, seconds=20, demo=DemoOptions(7, None, None), start=1_790_000_300.0, on_snapshot=keep
     )
     store = RecordingStore(path, readonly=True)
-    assert store.meta()["format"] == "gpucon-recording/3"
+    assert store.meta()["format"] == FORMAT
     cursor = ReplayCursor(store)
     cursor.seek(1_790_000_100.0)  # the format-1 part: samples as JSON
     cursor.fill_history()

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import msgspec
 
 from gpucon.hub import Hub
 from gpucon.model.fleet import Gpu
 from gpucon.model.snapshot import Snapshot
-from gpucon.recording.codec import CodecRegistry, round_float
+from gpucon.recording.codec import CodecRegistry, round_float, unscale_all
 from gpucon.recording.frames import DELTA, KEYFRAME, FrameState, snapshot_samples
 from gpucon.recording.store import decode_frame, encode_frame
 from gpucon.recording.writer import FrameWriter
 from gpucon.sim import DEMO_RATE_WINDOW, DEMO_SLO_P95_MS
 from gpucon.sim.source import SimSource
 from tests.ui.fleet_fixture import FrozenClock
+
+
+def _plain(columns: list[Any]) -> list[Any]:
+    """A delta's columns as ``[field, rows, values]``, a float field's integers (format 4)
+    read back as the floats they stand for."""
+    return [[c[0], c[1], unscale_all(c[2], c[3]) if len(c) > 3 else c[2]] for c in columns]
 
 
 def _live(scenario: str | None, ticks: int, size: int | None = None) -> list[Snapshot]:
@@ -84,7 +91,7 @@ def test_a_delta_holds_only_what_changed() -> None:
     delta = writer.delta(msgspec.structs.replace(snap, gpus={**snap.gpus, gpu.uuid: hotter}))
     index = Gpu.__struct_fields__.index("temperature_c")
     # a field at a time: the field, the rows' indexes, their values
-    assert delta["c"]["gpus"] == [[index, [list(snap.gpus).index(gpu.uuid)], [91.0]]]
+    assert _plain(delta["c"]["gpus"]) == [[index, [list(snap.gpus).index(gpu.uuid)], [91.0]]]
     # and the history sample it gives (a plain value: index and value)
     (sample,) = [k for k in snapshot_samples(snap) if k == f"gpu:{gpu.uuid}:temp"]
     assert delta["v"]["samples"] == [list(snapshot_samples(snap)).index(sample), 91.0]
@@ -150,13 +157,13 @@ def test_a_changed_entity_gives_its_changed_fields_as_encoding_it_whole_would() 
         for f, (a, b) in enumerate(zip(codec.encode(moved), codec.encode(gpu), strict=True))
         if a != b
     ]
-    assert delta["c"]["gpus"] == expected
-    named = {codec.fields[f]: values[0] for f, _, values in delta["c"]["gpus"]}
+    assert _plain(delta["c"]["gpus"]) == expected
+    named = {codec.fields[f]: values[0] for f, _, values in _plain(delta["c"]["gpus"])}
     assert named == {"mem_used_mib": 5.12346, "name": "H200"}
     # a NaN is stored as null
     nan = msgspec.structs.replace(moved, power_w=float("nan"))
     delta = writer.delta(msgspec.structs.replace(snap, gpus={**snap.gpus, uuid: nan}))
-    assert delta["c"]["gpus"] == [[codec.fields.index("power_w"), row, [None]]]
+    assert _plain(delta["c"]["gpus"]) == [[codec.fields.index("power_w"), row, [None]]]
 
 
 def test_changed_entities_give_each_field_with_only_the_rows_it_moved_in() -> None:
@@ -177,7 +184,7 @@ def test_changed_entities_give_each_field_with_only_the_rows_it_moved_in() -> No
     fields = CodecRegistry().codec(Gpu).fields
     where = list(snap.gpus)
     # a field at a time, in the class's field order
-    assert delta["c"]["gpus"] == sorted(
+    assert _plain(delta["c"]["gpus"]) == sorted(
         [
             [fields.index("util_pct"), [where.index(uuids[1])], [12.5]],
             [fields.index("power_w"), [where.index(u) for u in uuids[:2]], [111.0, 222.0]],

@@ -1,0 +1,137 @@
+"""What recording costs a 512-GPU console's process, quickly: a demo hub ticking in real time
+with and without a recorder, in child processes run in turn (and a ``--base`` checkout's
+recorder), the process's CPU and each thread's, from /proc.
+
+Run: ``.venv/bin/python -m benchmarks.recording_cpu [--seconds 60] [--rounds 3] [--base DIR]``.
+Prints min/median/max per kind; writes nothing (``benchmarks.recording`` measures the whole
+console in a pty and writes RESULTS.md).
+
+Each child is the console's core without its UI: the hub over the simulated fleet, the
+console's garbage-collector pacing (``commands/gc_pace.py``, collections between ticks), the
+recorder subscribed or not. The process's CPU is counted over ``--seconds`` after a warm-up
+(a keyframe falls in every window longer than a minute); per thread: the hub's, the
+recorder's, the source reads' workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_CHILD = """
+import gc, json, os, sys, tempfile, time
+from pathlib import Path
+from gpucon.hub import Hub
+from gpucon.sim import DEMO_RATE_WINDOW, DEMO_SLO_P95_MS
+from gpucon.sim.source import SimSource
+try:
+    from gpucon.commands import gc_pace
+except ImportError:
+    gc_pace = None
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+def threads():
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        out[tid] = (name, (int(fields[11]) + int(fields[12])) / TICK)
+    return out
+
+def by_name(before, after):
+    import threading
+    names = {str(t.native_id): t.name for t in threading.enumerate()}
+    got = {}
+    for tid, (name, cpu) in after.items():
+        name = names.get(tid, name)
+        name = "read" if name.startswith("ThreadPool") or name.startswith("gpucon-read") else name
+        got[name] = got.get(name, 0.0) + cpu - before.get(tid, (name, 0.0))[1]
+    return got
+
+size, warm_s, seconds, mode = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+if gc_pace is not None:
+    gc.set_threshold(gc_pace.BACKSTOP_YOUNG, gc_pace.MIDDLE_THRESHOLD, gc_pace.OLD_THRESHOLD)
+with tempfile.TemporaryDirectory() as name:
+    hub = Hub([SimSource.for_demo(7, None, size)], refresh_s=1.0,
+              slo_p95_ms_by_model=DEMO_SLO_P95_MS, rate_window=DEMO_RATE_WINDOW)
+    if gc_pace is not None:
+        hub.between_ticks = gc_pace.collect_between_ticks
+    recorder = None
+    if mode == "record":
+        from gpucon.recording.recorder import Recorder
+        # the hub's findings of what changed, where this tree's hub keeps its own
+        kw = {"moves": hub.moves} if hasattr(hub, "moves") else {}
+        recorder = Recorder(Path(name) / "live.sqlite", fleet="demo", refresh_s=1.0, **kw)
+        hub.subscribe(recorder)
+    hub.start(lambda _: None)
+    time.sleep(warm_s)
+    t0, c0, began = threads(), time.process_time(), time.monotonic()
+    time.sleep(seconds)
+    t1, c1, took = threads(), time.process_time(), time.monotonic() - began
+    per = {k: v * 1000.0 / took for k, v in by_name(t0, t1).items()}
+    frames = recorder.frames_written if recorder is not None else 0
+    hub.stop()
+    if recorder is not None:
+        recorder.close()
+print(json.dumps({"ms_per_s": (c1 - c0) * 1000.0 / took, "threads": per, "frames": frames}))
+"""
+
+
+def child(tree: Path, size: int, warm_s: float, seconds: float, mode: str) -> dict[str, object]:
+    """One child's figures (``tree``'s gpucon)."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    argv = [sys.executable, "-P", "-c", _CHILD, str(size), str(warm_s), str(seconds), mode]
+    out = subprocess.run(argv, env=env, cwd=tree, capture_output=True, text=True, check=True)
+    found: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    return found
+
+
+def spread(values: list[float]) -> str:
+    return "/".join(f"{v:.1f}" for v in (min(values), statistics.median(values), max(values)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--size", type=int, default=512)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--warm", type=float, default=10.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--base", type=Path, default=None, help="another checkout's recorder")
+    parser.add_argument("--no-plain", action="store_true", help="only the recorders")
+    args = parser.parse_args()
+    kinds: list[tuple[str, Path, str]] = [] if args.no_plain else [("plain", ROOT, "plain")]
+    kinds.append(("record", ROOT, "record"))
+    if args.base is not None:
+        kinds.append(("base", args.base.resolve(), "record"))
+    total: dict[str, list[float]] = {k: [] for k, _, _ in kinds}
+    per: dict[str, dict[str, list[float]]] = {k: {} for k, _, _ in kinds}
+    for _ in range(args.rounds):
+        for kind, tree, mode in kinds:
+            got = child(tree, args.size, args.warm, args.seconds, mode)
+            ms = float(got["ms_per_s"])  # type: ignore[arg-type]
+            total[kind].append(ms)
+            threads: dict[str, float] = got["threads"]  # type: ignore[assignment]
+            for name, v in threads.items():
+                per[kind].setdefault(name, []).append(v)
+            shown = ", ".join(f"{n} {v:.1f}" for n, v in sorted(threads.items()) if v >= 0.5)
+            print(f"  {kind}: {ms:.1f} ms/s ({shown})", flush=True)
+    for kind, _, _ in kinds:
+        names = ", ".join(f"{n} {spread(v)}" for n, v in sorted(per[kind].items()) if max(v) >= 0.5)
+        print(f"{kind}: {spread(total[kind])} ms of CPU a second (min/median/max); {names}")
+
+
+if __name__ == "__main__":
+    main()
