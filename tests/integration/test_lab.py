@@ -20,6 +20,7 @@ import redis
 from gpucon.config import load_config
 from gpucon.lab.lab import LabOptions, LabStack
 from gpucon.registry import keys
+from tests.helpers.lab_cli import read_until
 
 pytestmark = pytest.mark.integration
 
@@ -108,15 +109,8 @@ def start_cli_lab(tmp_path: Path) -> tuple[subprocess.Popen[str], list[str]]:
             "--duration", "0.5", "--dir", str(tmp_path / "lab"), "--no-prometheus"]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if "traffic: done" in line:
-            return proc, lines
+    if read_until(proc, lines, "traffic: done") is not None:
+        return proc, lines
     proc.kill()
     raise AssertionError("gpucon lab did not start:\n" + "".join(lines))
 

@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 
 from gpucon.lab.traffic import TrafficSpec, generate
 from gpucon.lab.traffic_control import RateControl
+from tests.helpers.lab_cli import read_until
 from tests.helpers.servers import RedisProcess
 
 pytestmark = pytest.mark.integration
@@ -67,30 +68,24 @@ def test_gpucon_lab_takes_the_rate_from_what_is_typed(tmp_path: Path) -> None:
     assert proc.stdin is not None and proc.stdout is not None
     lines: list[str] = []
 
-    def read_until(text: str) -> str:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if text in line:
-                return line
-        raise AssertionError(f"no {text!r} from gpucon lab:\n" + "".join(lines))
+    def wait_for(text: str) -> str:
+        line = read_until(proc, lines, text)
+        if line is None:
+            raise AssertionError(f"no {text!r} from gpucon lab:\n" + "".join(lines))
+        return line
 
     try:
-        read_until("traffic: paused (--rate 0)")
+        wait_for("traffic: paused (--rate 0)")
         url = re.search(r"redis\s+(redis://\S+)", "".join(lines))
         assert url is not None
         client = redis.Redis.from_url(url.group(1))
         assert client.xlen("gen:queue") == 0
         proc.stdin.write("rate fast\n")
         proc.stdin.flush()
-        assert "rate: expected a number >= 0, got 'fast'" in read_until("traffic: rate")
+        assert "rate: expected a number >= 0, got 'fast'" in wait_for("traffic: rate")
         proc.stdin.write("rate 40\n")
         proc.stdin.flush()
-        read_until("traffic: 40 req/s")
+        wait_for("traffic: 40 req/s")
         deadline = time.monotonic() + 15
         while client.xlen("gen:queue") < 10 and time.monotonic() < deadline:
             time.sleep(0.05)
