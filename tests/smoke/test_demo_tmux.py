@@ -40,6 +40,33 @@ class Tmux:
         )
         return result.stdout
 
+    def new_session(self, command: str, width: int, height: int) -> None:
+        """Window ``demo`` running ``command``, on a server started with no user config.
+
+        ``new-session`` starts the server itself (a separate ``start-server`` leaves a server
+        with no session, which exits at once and may take the next client down with it). It
+        is checked: a session that failed to start would read as a blank screen until a
+        deadline, saying nothing of why."""
+        argv = ["tmux", "-S", str(self.socket), "-f", "/dev/null", "new-session", "-d"]
+        argv += ["-s", "demo", "-x", str(width), "-y", str(height), command]
+        errors = []
+        for _attempt in range(3):
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            if result.returncode == 0 and self.has_session():
+                self("resize-window", "-t", "demo", "-x", str(width), "-y", str(height))
+                return
+            errors.append(f"rc={result.returncode} {result.stderr.strip()}")
+            self("kill-server")
+        raise AssertionError("tmux new-session failed: " + "; ".join(errors))
+
+    def has_session(self) -> bool:
+        result = subprocess.run(
+            ["tmux", "-S", str(self.socket), "has-session", "-t", "demo"],
+            capture_output=True,
+            timeout=60,
+        )
+        return result.returncode == 0
+
     def screen(self) -> str:
         return self("capture-pane", "-p", "-t", "demo")
 
@@ -58,8 +85,22 @@ class Tmux:
             time.sleep(0.2)
         raise AssertionError(
             f"timed out after {timeout:.0f}s waiting for {what}; the screen:\n{text}\n"
-            f"the last screen with text on it:\n{shown}"
+            f"the last screen with text on it:\n{shown}\n"
+            f"tmux session there: {self.has_session()}; processes: {self.processes()}"
         )
+
+    def processes(self) -> str:
+        """What runs in the pane's process group (a console that never drew: hung or gone)."""
+        pid = self("display-message", "-p", "-t", "demo", "#{pane_pid}").strip()
+        if not pid.isdigit():
+            return "no pane"
+        ps = subprocess.run(
+            ["ps", "-o", "pid,stat,etime,time,args", "--ppid", pid, "-p", pid],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return ps.stdout
 
     def wait_still(
         self, what: str, view: Callable[[str], object], still_s: float, timeout: float = STEP_S
@@ -91,7 +132,6 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed (scripts/test installs it)")
     t = Tmux(tmp_path / "tmux.sock")  # a private server: never anyone's sessions
-    t("-f", "/dev/null", "start-server")  # no user config: a known, plain tmux
     env = {
         "XDG_CONFIG_HOME": str(tmp_path / "config"),  # no config: the demo needs none
         "XDG_STATE_HOME": str(tmp_path / "state"),
@@ -104,8 +144,7 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
         f"env -u COLUMNS -u LINES {exports} {sys.executable} -m gpucon.commands.cli demo --seed 7; "
         "echo GPUCON-EXIT=$?; sleep 600"  # the pane stays to be read; the server is killed
     )
-    t("new-session", "-d", "-s", "demo", "-x", str(WIDTH), "-y", str(HEIGHT), command)
-    t("resize-window", "-t", "demo", "-x", str(WIDTH), "-y", str(HEIGHT))
+    t.new_session(command, WIDTH, HEIGHT)  # no user config: a known, plain tmux
     try:
         yield t
     finally:

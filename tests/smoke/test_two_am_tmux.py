@@ -27,7 +27,6 @@ def start_demo(tmp_path: Path, *args: str, width: int = 80, height: int = 24) ->
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed (scripts/test installs it)")
     t = Tmux(tmp_path / "tmux.sock")
-    t("-f", "/dev/null", "start-server")
     env = {
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
         "XDG_STATE_HOME": str(tmp_path / "state"),
@@ -38,9 +37,7 @@ def start_demo(tmp_path: Path, *args: str, width: int = 80, height: int = 24) ->
         f"env -u COLUMNS -u LINES {exports} {sys.executable} -m gpucon.commands.cli demo "
         f"{' '.join(args)}; echo GPUCON-EXIT=$?; sleep 600"
     )
-    size = ("-x", str(width), "-y", str(height))
-    t("new-session", "-d", "-s", "demo", *size, command)
-    t("resize-window", "-t", "demo", *size)
+    t.new_session(command, width, height)
     return t
 
 
