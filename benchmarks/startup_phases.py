@@ -7,7 +7,9 @@ and ``benchmarks/hello_app.py``, each started ``--starts`` times in a 180×50 pt
 notes the process's CPU time and the wall clock (from its first line) when a watched module is
 first imported, when the console's steps begin and end (config, session, App), when the first
 byte reaches the terminal and when the marker does (the first frame with data), then exits.
-Printed: each point's CPU min and median, and the median wall. Diagnostics only: the marks
+Printed: each point's CPU min and median, and the median wall. A live console's first
+reads are points too (each source's first read, in the hub's workers, and the wait for them
+before the first snapshot, ``tick_if_read``). Diagnostics only: the marks
 cost a little themselves, and the totals are not the start-up benchmark's
 (``benchmarks/startup_cpu.py`` counts from the process's start, interpreter included).
 """
@@ -21,7 +23,6 @@ import time
 from collections.abc import Callable
 from importlib.machinery import ModuleSpec
 from pathlib import Path
-from types import ModuleType
 from typing import Any, TextIO
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,11 +96,13 @@ class _Terminal:
         return getattr(self.real, name)
 
 
-def _timed(module: ModuleType, name: str, marks: _Marks) -> None:
+def _timed(module: Any, name: str, marks: _Marks, before: Callable[[], None] | None = None) -> None:
     function: Callable[..., Any] = getattr(module, name)
 
     def step(*args: Any, **kwargs: Any) -> Any:
         marks.mark(f"{name} >")
+        if before is not None:
+            before()
         try:
             return function(*args, **kwargs)
         finally:
@@ -108,9 +111,38 @@ def _timed(module: ModuleType, name: str, marks: _Marks) -> None:
     setattr(module, name, step)
 
 
+def _watch_reads(marks: _Marks) -> None:
+    """The first reads (a live console's, in the hub's workers) and the wait for them before
+    the first snapshot (``Hub.tick_if_read``): each one's start and end is a point. Called
+    as the session opens, which imports the hub anyway."""
+    from gpucon import hub
+
+    read = hub.guarded_read  # type: ignore[attr-defined]
+    seen: set[str] = set()
+
+    def guarded_read(source: Any, *args: Any) -> Any:
+        first = source.name not in seen
+        seen.add(source.name)
+        if first:
+            marks.mark(f"{source.name} read >")
+        try:
+            return read(source, *args)
+        finally:
+            if first:
+                marks.mark(f"{source.name} read <")
+
+    hub.guarded_read = guarded_read  # type: ignore[attr-defined,assignment]
+    _timed(hub.Hub, "tick_if_read", marks)
+
+
 def child(argv: list[str]) -> None:
-    """``--child OUT MARKER (-m MODULE | FILE) ARGS...``: run the program, noting points."""
-    out, marker, target, *rest = argv
+    """``--child OUT MARKER [--switch-interval S] (-m MODULE | FILE) ARGS...``: run the
+    program, noting points (``--switch-interval``: Python's, set before anything else)."""
+    out, marker, *argv = argv
+    if argv[0] == "--switch-interval":
+        sys.setswitchinterval(float(argv[1]))
+        argv = argv[2:]
+    target, *rest = argv
     marks = _Marks()
     marks.mark("first line")
     sys.meta_path.insert(0, _FirstImports(marks))
@@ -125,7 +157,9 @@ def child(argv: list[str]) -> None:
             from gpucon.commands import console
 
             for name in STEPS:
-                _timed(console, name, marks)
+                _timed(
+                    console, name, marks, (lambda: _watch_reads(marks)) if name == "_open" else None
+                )
         sys.argv = rest
         runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
     else:
@@ -133,7 +167,9 @@ def child(argv: list[str]) -> None:
         runpy.run_path(target, run_name="__main__")
 
 
-def _starts(label: str, program: list[str], marker: str, starts: int) -> None:
+def _starts(
+    label: str, program: list[str], marker: str, starts: int, switch: list[str] | None = None
+) -> None:
     import statistics
     import tempfile
 
@@ -148,7 +184,11 @@ def _starts(label: str, program: list[str], marker: str, starts: int) -> None:
             out = Path(tmp) / f"marks{i}.tsv"
             argv = [sys.executable, "-m", "benchmarks.startup_phases", "--child", str(out)]
             run_in_pty(
-                [*argv, marker, *program], marker=None, duration_s=10, env=env, cwd=str(ROOT)
+                [*argv, marker, *(switch or []), *program],
+                marker=None,
+                duration_s=10,
+                env=env,
+                cwd=str(ROOT),
             )
             if i == 0 or not out.exists():
                 continue
@@ -174,12 +214,24 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=13)
     parser.add_argument("--live", metavar="CONFIG", help="also gpucon live on this config")
     parser.add_argument("--marker", default="H200", help="the live console's first-frame text")
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        metavar="S",
+        help="also the live console with Python's thread switch interval S from its start",
+    )
+    parser.add_argument("--no-demo", action="store_true", help="leave the demo out")
     args = parser.parse_args()
     cli = ["-m", "gpucon.commands.cli"]
-    _starts("gpucon demo", [*cli, "demo"], "sdxl", args.starts)
+    if not args.no_demo:
+        _starts("gpucon demo", [*cli, "demo"], "sdxl", args.starts)
     if args.live:
         live = [*cli, "live", "--config", args.live, "--read-only"]
         _starts("gpucon live", live, args.marker, args.starts)
+        if args.switch_interval is not None:
+            switch = ["--switch-interval", str(args.switch_interval)]
+            label = f"gpucon live, switch interval {args.switch_interval:g} s"
+            _starts(label, live, args.marker, args.starts, switch)
     hello = str(ROOT / "benchmarks" / "hello_app.py")
     _starts("textual hello-world", [hello], "Hello, world", args.starts)
 
