@@ -26,6 +26,7 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from gpucon.model.snapshot import Snapshot
@@ -38,6 +39,8 @@ from gpucon.widgets.slot_table import SlotTable
 from gpucon.widgets.tick_prep import TickPrep, alert_counts
 
 if TYPE_CHECKING:
+    from textual.widget import AwaitMount
+
     from gpucon.app import GpuconApp
     from gpucon.recording.status import RecordingStatus
     from gpucon.screens.action_runner import ActionRunner, PlanFailed, PlanReady
@@ -93,6 +96,8 @@ class FleetScreen(Screen[None]):
         self.prep = TickPrep(self.rows)
         # paused: since when (epoch s); the table, queues, GPUs and alerts hold what they show
         self.paused_at: float | None = None
+        # the bottom's panels being mounted, or mounted (``_mount_panels``)
+        self._panels_mounting: AwaitMount | None = None
 
     @property
     def gpucon(self) -> GpuconApp:
@@ -111,20 +116,48 @@ class FleetScreen(Screen[None]):
         # mounted when first asked for; no container holds fewer than two widgets: each
         # widget is built, styled, laid out and drawn before the first frame
         yield SlotTable(id="slots")
-        with Horizontal(id="bottom"):
-            with Vertical(id="bottom-left"):
-                yield QueuePanel(id="queues")
-                yield HealthPanel(id="health")
-            if self.noc:  # the wall's alerts page: counts to read from across a room
-                from textual.widgets import Digits, Label
-
-                with Horizontal(id="noc-counts"):
-                    yield Label("CRIT", classes="noc-label -crit")
-                    yield Digits("0", id="noc-crit")
-                    yield Label("WARN", classes="noc-label -warn")
-                    yield Digits("0", id="noc-warn")
-            yield AlertsPanel(id="alerts")
+        # the bottom's panels (queues, GPUs and nodes, alerts) are mounted into it right
+        # after the first frame (``_mount_panels``): styling, laying out and drawing them
+        # was a third of the first frame's work. The bottom itself is there from the start,
+        # with its height and border, so the table does not move when they come
+        yield Horizontal(id="bottom")
         yield KeyBar()
+
+    def _panels(self) -> list[Widget]:
+        """The bottom's widgets: queues over the GPUs (and nodes), the alerts beside them."""
+        panels: list[Widget] = [
+            Vertical(QueuePanel(id="queues"), HealthPanel(id="health"), id="bottom-left")
+        ]
+        if self.noc:  # the wall's alerts page: counts to read from across a room
+            from textual.widgets import Digits, Label
+
+            panels.append(
+                Horizontal(
+                    Label("CRIT", classes="noc-label -crit"),
+                    Digits("0", id="noc-crit"),
+                    Label("WARN", classes="noc-label -warn"),
+                    Digits("0", id="noc-warn"),
+                    id="noc-counts",
+                )
+            )
+        panels.append(AlertsPanel(id="alerts"))
+        return panels
+
+    async def _mount_panels(self) -> None:
+        """After the first frame: the bottom's panels, showing the snapshot the table shows
+        (drawn in the frame after the first, tens of milliseconds later)."""
+        if self._panels_mounting is not None:  # under way or done (a key asked for them)
+            await self._panels_mounting
+            return
+        try:
+            bottom = self.query_one("#bottom", Horizontal)
+        except NoMatches:  # the screen is being taken down
+            return
+        self._panels_mounting = bottom.mount_all(self._panels())
+        await self._panels_mounting
+        self._fit_width(self.size.width)
+        if self.snapshot is not None:
+            self._show_panels(self.snapshot)
 
     @property
     def table(self) -> SlotTable:
@@ -141,6 +174,7 @@ class FleetScreen(Screen[None]):
         self._fit_width(self.size.width)
         if self.gpucon.snapshot is not None:
             self.show_snapshot(self.gpucon.snapshot)
+        self.call_after_refresh(self._mount_panels)
         # the filter box is not needed for the first frame; mounted hidden a moment later, the
         # first `/` only shows it (mounting an Input took up to 250 ms under ticks)
         self.set_timer(FILTER_BOX_AFTER_S, self._filter_box)
@@ -157,7 +191,6 @@ class FleetScreen(Screen[None]):
         # a tall terminal gives the bottom (alerts) a third of its height
         try:
             bottom = self.query_one("#bottom")
-            queues = self.query_one(QueuePanel)
         except NoMatches:
             return
         height = self.size.height
@@ -165,6 +198,10 @@ class FleetScreen(Screen[None]):
             bottom.styles.height = "1fr"
         else:
             bottom.styles.height = 10 if height < 30 else max(13, height // 3)
+        try:  # the panels come after the first frame (``_mount_panels``): sized then
+            queues = self.query_one(QueuePanel)
+        except NoMatches:
+            return
         if queues.compact != narrow:
             queues.compact = narrow
             if self.snapshot is not None:
@@ -180,21 +217,28 @@ class FleetScreen(Screen[None]):
         try:
             table = self.table
             status = self.query_one(StatusBar)
-            queues = self.query_one(QueuePanel)
-            health = self.query_one(HealthPanel)
-            alerts = self.query_one(AlertsPanel)
         except NoMatches:  # widgets not in the DOM (mounting or taken down): the next one paints
             return
         table.set_rate_window(snapshot.rate_window)
         rows = self.prep.rows(snapshot)
         table.show_rows(rows, snapshot.history, self.prep.problems(snapshot, rows))
         status.show_snapshot(snapshot)
+        self._show_panels(snapshot)
+        self._show_page_label()
+
+    def _show_panels(self, snapshot: Snapshot) -> None:
+        """The bottom's panels, once they are mounted (``_mount_panels``)."""
+        try:
+            queues = self.query_one(QueuePanel)
+            health = self.query_one(HealthPanel)
+            alerts = self.query_one(AlertsPanel)
+        except NoMatches:  # not mounted yet: they show the newest snapshot when they are
+            return
         queues.show_snapshot(snapshot)
         health.show_snapshot(snapshot)
         alerts.show_snapshot(snapshot)
         if self.noc:
             self._show_counts(snapshot)
-        self._show_page_label()
 
     # -- pause, alerts -----------------------------------------------------------------------
 
@@ -239,12 +283,18 @@ class FleetScreen(Screen[None]):
                 return active.binding
         return Binding(binding_id, binding_id)
 
-    def action_focus_alerts(self) -> None:
-        self.query_one(AlertsPanel).focus()
+    async def action_focus_alerts(self) -> None:
+        await self._mount_panels()  # a key pressed before they came waits for them
+        with contextlib.suppress(NoMatches):
+            self.query_one(AlertsPanel).focus()
 
-    def action_goto_alert(self) -> None:
+    async def action_goto_alert(self) -> None:
         """Jump to the row of the highlighted alert (the top one unless the alerts have focus)."""
-        panel = self.query_one(AlertsPanel)
+        await self._mount_panels()
+        try:
+            panel = self.query_one(AlertsPanel)
+        except NoMatches:  # the screen is being taken down
+            return
         alerts = panel.snapshot.alerts if panel.snapshot is not None else ()
         if not alerts:
             self.notify("no alerts", title="gpucon")
