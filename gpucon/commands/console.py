@@ -153,7 +153,11 @@ def _open(
         session.hub.tick()
     else:
         # a live fleet's first reads (NVML's initialisation, first connections) run in the
-        # hub's workers while the UI is imported and built, not after the first frame
+        # hub's workers while the UI is imported and built, not after the first frame. Each
+        # NVML call gives the interpreter up and waits for it back when it returns: at
+        # Python's 5 ms switch interval the first read's ~40 calls waited 5 ms each behind
+        # the imports; at 1 ms it is in ~20 ms sooner (benchmarks/RESULTS.md)
+        _switch_often()
         session.hub.start_reading()
     return session, recorder
 

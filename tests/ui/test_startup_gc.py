@@ -7,6 +7,7 @@ these tests check that it always comes back on, and that a caller who had it off
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import os
@@ -152,3 +153,32 @@ def test_after_the_first_frame_a_thread_lets_go_of_the_interpreter_after_1_ms() 
         assert console.SWITCH_INTERVAL_S < 0.005
     finally:
         sys.setswitchinterval(was)
+
+
+def test_a_live_console_switches_threads_often_from_its_first_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first reads run in the hub's workers while the UI is imported: each NVML call
+    gives the interpreter up and waits for it back, so the switching is quick from then."""
+    from gpucon.config import load_config
+    from gpucon.hub import Hub
+
+    config = tmp_path / "config.toml"
+    config.write_text('fleet = "local"\n\n[fleets.local.nvml]\nhost = ""\ntimeout_s = 2.0\n')
+    seen: list[float] = []
+    monkeypatch.setattr(Hub, "start_reading", lambda self: seen.append(sys.getswitchinterval()))
+    was = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.005)
+        args = console_args("live", "--config", str(config), "--read-only")
+        session, _ = console._open(args, load_config(config), 1.0)
+        session.close()
+    finally:
+        sys.setswitchinterval(was)
+    assert seen == [pytest.approx(console.SWITCH_INTERVAL_S)]
+
+
+def console_args(*argv: str) -> argparse.Namespace:
+    from gpucon.commands.cli import build_parser
+
+    return build_parser(list(argv)).parse_args(list(argv))
