@@ -7,8 +7,9 @@ Run on the GPU machine (device tool), with textual and nvitop importable:
 1. First frame: each program started alone ``--starts`` times, interleaved (gpucon, the
    ``--base`` checkout's gpucon when given, nvitop), each in its own 180×50 pseudo-terminal
    (benchmarks/pty_run.py) until its first frame shows the GPU ("H200"): wall seconds and CPU
-   seconds (user+sys, from process start) to it, min/median/max. Bytecode is cached for all
-   (after one uncounted start of each), as for installed packages.
+   seconds (user+sys, from process start) to it, min/median/max, and each gpucon's ratio to
+   nvitop round by round (a start against nvitop's start of the same round), min/median/max.
+   Bytecode is cached for all (after one uncounted start of each), as for installed packages.
 2. Running: gpucon and nvitop at the same time for ``--seconds``: CPU seconds per minute from
    process start (start-up included) and, beside it, from the first frame on (steady); peak
    RSS; bytes per second written to the terminal.
@@ -96,13 +97,17 @@ def env_for(checkout: Path) -> dict[str, str]:
 def first_frames(
     commands: dict[str, tuple[list[str], Path]], marker: bytes, starts: int
 ) -> dict[str, Any]:
-    """Each program started alone ``starts`` times, interleaved: wall and CPU seconds (from
-    process start) to its first frame showing ``marker``, min/median/max."""
-    wall: dict[str, list[float]] = {name: [] for name in commands}
-    cpu: dict[str, list[float]] = {name: [] for name in commands}
-    missed: dict[str, int] = dict.fromkeys(commands, 0)
+    """Each program started alone ``starts`` times, interleaved (the order turning by one
+    each round): wall and CPU seconds (from process start) to its first frame showing
+    ``marker``, min/median/max; and each program's ratio to the last one's (nvitop) round
+    by round, min/median/max: steadier than the ratio of the medians on a busy machine."""
+    names = list(commands)
+    wall: dict[str, list[float | None]] = {name: [] for name in names}
+    cpu: dict[str, list[float | None]] = {name: [] for name in names}
     for round_ in range(starts + 1):  # round 0 warms the bytecode caches: not counted
-        for name, (argv, cwd) in commands.items():
+        turn = round_ % len(names)
+        for name in names[turn:] + names[:turn]:
+            argv, cwd = commands[name]
             run = run_in_pty(
                 argv,
                 marker=marker,
@@ -113,20 +118,28 @@ def first_frames(
             )
             if round_ == 0:
                 continue
-            if run.marker_s is None:
-                missed[name] += 1
-                continue
             wall[name].append(run.marker_s)
-            cpu[name].append(run.cpu_at_marker_s)
-    return {
-        name: {
-            "wall_s": spread(wall[name]) if wall[name] else None,
-            "cpu_s": spread(cpu[name]) if cpu[name] else None,
-            "starts": len(wall[name]),
-            "missed": missed[name],
+            cpu[name].append(None if run.marker_s is None else run.cpu_at_marker_s)
+    reference = names[-1]
+
+    def per_round(of: dict[str, list[float | None]], name: str) -> dict[str, float] | None:
+        each = [a / b for a, b in zip(of[name], of[reference], strict=True) if a and b]
+        return spread(each) if each else None
+
+    result: dict[str, Any] = {}
+    for name in names:
+        walls = [w for w in wall[name] if w is not None]
+        cpus = [c for c in cpu[name] if c is not None]
+        result[name] = {
+            "wall_s": spread(walls) if walls else None,
+            "cpu_s": spread(cpus) if cpus else None,
+            "starts": len(walls),
+            "missed": starts - len(walls),
         }
-        for name in commands
-    }
+        if name != reference:
+            result[name][f"wall_per_round_vs_{reference}"] = per_round(wall, name)
+            result[name][f"cpu_per_round_vs_{reference}"] = per_round(cpu, name)
+    return result
 
 
 NVML_START = """\

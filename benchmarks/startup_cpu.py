@@ -5,6 +5,11 @@ Run: ``.venv/bin/python -m benchmarks.startup_cpu [--seconds 60] [--repeat 9] [-
 (before/after in one run, on the same machine state).
 Every figure comes from this one run, on this machine, in a 180×50 pseudo-terminal.
 
+Printed for each program: wall and CPU (user+sys from process start) to the first frame,
+min/median/max; the ratio of the medians to the hello-world's; and, steadier on a shared
+machine, each round's ratio (a start against the hello-world's start of the same round),
+min/median/max, wall and CPU.
+
 Both programs start the same way (``python FILE`` / ``python -m gpucon.commands.cli demo``) with the
 same environment. Python's bytecode cache is on (in a temporary ``PYTHONPYCACHEPREFIX``, after
 one warm-up start of each), as it is for any installed package: pip compiles a wheel's
@@ -70,11 +75,15 @@ def startup(
     repeat: int, env: dict[str, str], checkouts: dict[str, Path]
 ) -> tuple[dict[str, Starts], Starts]:
     """Each checkout's ``gpucon demo`` and the hello-world, started ``repeat`` times,
-    interleaved so that all see the same machine state: ({label: starts}, hello-world)."""
-    walls: dict[str, list[float]] = {label: [] for label in [*checkouts, HELLO_LABEL]}
-    cpus: dict[str, list[float]] = {label: [] for label in walls}
-    for _ in range(repeat):
-        for label in walls:
+    interleaved so that all see the same machine state: ({label: starts}, hello-world). The
+    order within a round turns by one each round, so that none always starts first (after a
+    quiet moment) or last."""
+    labels = [*checkouts, HELLO_LABEL]
+    walls: dict[str, list[float]] = {label: [] for label in labels}
+    cpus: dict[str, list[float]] = {label: [] for label in labels}
+    for round_ in range(repeat):
+        turn = round_ % len(labels)
+        for label in labels[turn:] + labels[:turn]:
             if label == HELLO_LABEL:
                 wall, cpu = _first_marker_s(HELLO, b"Hello, world", env, ROOT)
             else:
@@ -84,6 +93,21 @@ def startup(
     starts = {label: Starts(tuple(walls[label]), tuple(cpus[label])) for label in walls}
     hello = starts.pop(HELLO_LABEL)
     return starts, hello
+
+
+def ratios(run: Starts, hello: Starts) -> str:
+    """The ratio to the hello-world, round by round (each start against the hello-world's
+    start of the same round): min/median/max, wall and CPU. The medians' ratio moves with
+    whichever rounds the machine was busy in; the per-round ratios show how far it moves."""
+
+    def spread(ours: tuple[float, ...], theirs: tuple[float, ...]) -> str:
+        each = sorted(a / b for a, b in zip(ours, theirs, strict=True) if b > 0)
+        return f"{each[0]:.2f}/{statistics.median(each):.2f}/{each[-1]:.2f}"
+
+    return (
+        f"per round: wall {spread(run.wall_s, hello.wall_s)}x, "
+        f"CPU {spread(run.cpu_s, hello.cpu_s)}x (min/median/max)"
+    )
 
 
 def _first_marker_s(
@@ -145,7 +169,12 @@ def main() -> None:
         print("  " + hello.line("textual hello-world"))
         for label, run in starts.items():
             ratio = run.median_wall() / hello.median_wall()
-            print(f"  {run.line(label)}; {ratio:.2f}x the hello-world's median (goal <= 1.2x)")
+            cpu_ratio = statistics.median(run.cpu_s) / statistics.median(hello.cpu_s)
+            print(
+                f"  {run.line(label)}; {ratio:.2f}x the hello-world's median wall "
+                f"(goal <= 1.2x), {cpu_ratio:.2f}x its median CPU"
+            )
+            print(f"    {ratios(run, hello)}")
         if args.startup_only:
             return
         for label, extra, goal in (
