@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from textual.message import Message
 
 from gpucon.app import GpuconApp
 from gpucon.messages import SnapshotArrived
 from gpucon.model.snapshot import Snapshot
 from gpucon.screens.detail import DetailScreen
+from gpucon.screens.fleet import FleetScreen
 from gpucon.screens.help import HelpScreen
+from gpucon.widgets.panels import AlertsPanel, QueuePanel
 from gpucon.widgets.slot_rows import COLUMNS
 from tests.ui.rig import Rig, table_lines, table_of
 
@@ -321,3 +324,41 @@ async def test_key_bar_names_each_screens_keys_as_remapped() -> None:
         assert isinstance(app.screen, DetailScreen)
         bar = str(app.screen.query_one(KeyBar).render())
         assert "Back" in bar and "Drain" not in bar
+
+
+async def test_the_panels_come_after_the_first_frame_and_nothing_moves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first frame draws the status bar, the table and the keys over an empty bottom of
+    the right size; the queue, GPU and alert panels are mounted into it once it is drawn,
+    showing the snapshot the table shows, and the table keeps its place."""
+    at_first_frame: list[tuple[object, object, int]] = []
+    mount = FleetScreen._mount_panels
+
+    async def noting(self: FleetScreen) -> None:
+        if not at_first_frame:
+            bottom = self.query_one("#bottom")
+            at_first_frame.append((self.table.region, bottom.region, len(bottom.children)))
+        await mount(self)
+
+    monkeypatch.setattr(FleetScreen, "_mount_panels", noting)
+    app = Rig().app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        table_region, bottom_region, children = at_first_frame[0]
+        assert children == 0  # drawn without them
+        assert table_region == table_of(app).region
+        assert bottom_region == app.screen.query_one("#bottom").region
+        assert table_region.height > 0 and bottom_region.height >= 10
+        alerts = app.screen.query_one(AlertsPanel)
+        queues = app.screen.query_one(QueuePanel)
+        assert alerts.snapshot is app.snapshot
+        assert "gen" in str(queues.render())  # the rig's queue, shown once mounted
+
+
+async def test_a_key_for_the_alerts_before_the_panels_come_waits_for_them() -> None:
+    app = Rig().app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("exclamation_mark")  # before any pause: the panels may not be there
+        await pilot.pause()
+        assert app.focused is app.screen.query_one(AlertsPanel)
