@@ -11,6 +11,11 @@ it last rose and, roughly, how fast. A run that has not risen costs nothing: a t
 each new value with the last one in one comprehension and visits only those that moved, had a
 gap or are in a run.
 
+For each tick where every series moved and none was in a gap, the book also keeps the
+steepest rise of any series since the tick before (per second, in C over the block): the
+least-squares slope of samples that never drop is at most their steepest step, so a rule can
+tell in O(window) that no series in a window rose fast enough to matter (``rise_bound``).
+
 The book only narrows the search: the memory trend rule fits the few series it cannot reject
 again from the history itself, so its alerts are exactly those of the walk back. A run with no
 rise for ``horizon`` ticks (the most a window can cover: the history's capacity) is forgotten.
