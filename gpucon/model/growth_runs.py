@@ -211,8 +211,11 @@ class GrowthRuns:
         dt = t - self._times[(tick - 1) % len(self._times)]
         if not dt > 0.0 or not values:
             return
-        top = max(map(sub, values, self.last))
         big = max(max(values), -min(values))
+        if not big < INF:  # an infinity (a value beyond single precision): left unknown
+            return
+        # neither array holds a NaN or an infinity: every difference is a number
+        top = max(map(sub, values, self.last))
         self._rises[tick % len(self._rises)] = max(top, 0.0) / dt + _ROUNDING_SLACK * big
 
     def rise_bound(self, first: int) -> float:

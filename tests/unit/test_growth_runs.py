@@ -225,3 +225,13 @@ def test_the_bound_on_the_rises_is_the_steepest_rise_in_the_window() -> None:
     assert fresh.rise_bound(0) == pytest.approx(0.25, abs=1e-6)
     assert fresh.rise_bound(2) == 0.0  # a window of one tick: no rise in it
     assert fresh.rise_bound(-1) == math.inf  # before the book began
+
+
+def test_a_value_beyond_single_precision_leaves_its_tick_unknown() -> None:
+    """An infinity minus an infinity is no number: a steep rise beside it is not lost."""
+    runs = GrowthRuns(120)
+    inf = math.inf
+    for k, (a, b) in enumerate([(inf, 10.0), (inf, 20.0), (inf, 5_000.0), (inf, 5_001.0)]):
+        runs.update(k, float(k), ("a", "b"), array("f", [a, b]))
+    assert runs.rise_bound(0) == math.inf
+    assert runs.rise_bound(2) == math.inf
