@@ -178,11 +178,16 @@ def _child(args: argparse.Namespace) -> None:
     print(json.dumps(results))
 
 
-def _interleaved(args: argparse.Namespace) -> dict[str, dict[int, dict[str, Any]]]:
+def _interleaved(
+    args: argparse.Namespace,
+) -> tuple[dict[str, dict[int, dict[str, Any]]], dict[str, dict[int, list[float]]]]:
     """Every checkout measured ``--repeat`` times, one after the other, each run in its own
-    process (its ``gpucon`` first on the path); the ticks of all runs pooled."""
+    process (its ``gpucon`` first on the path); the ticks of all runs pooled, and each run's
+    median total (the machine's speed moves from one run to the next: both checkouts' runs
+    side by side show it)."""
     trees = [("now", HERE.parent)] + ([("before", Path(args.base).resolve())] if args.base else [])
     pooled: dict[str, dict[int, dict[str, Any]]] = {name: {} for name, _ in trees}
+    per_run: dict[str, dict[int, list[float]]] = {name: {} for name, _ in trees}
     flags = ["--ticks", str(args.ticks), "--sizes", *map(str, args.sizes)]
     flags += ["--churn"] * args.churn + ["--stale"] * args.stale
     for _ in range(args.repeat):
@@ -197,13 +202,16 @@ def _interleaved(args: argparse.Namespace) -> dict[str, dict[int, dict[str, Any]
                 check=True,
             ).stdout
             for size, samples in json.loads(out.strip().splitlines()[-1]).items():
+                phases = zip(samples["read"], samples["merge"], samples["render"], strict=True)
+                totals = [sum(tick) for tick in phases]
+                per_run[name].setdefault(int(size), []).append(statistics.median(totals))
                 into = pooled[name].setdefault(int(size), {})
                 for key, values in samples.items():
                     if isinstance(values, list):
                         into.setdefault(key, []).extend(values)
                     else:
                         into[key] = values
-    return pooled
+    return pooled, per_run
 
 
 def _table(results: dict[int, dict[str, float]], label: str = "") -> None:
@@ -240,7 +248,7 @@ def main() -> None:
         return
     mode = "every value changing" if args.churn else "the simulator's own changes"
     if args.base or args.repeat > 1:
-        pooled = _interleaved(args)
+        pooled, per_run = _interleaved(args)
         print(
             f"ms per tick, min/median/max of {args.ticks} ticks x {args.repeat} runs ({mode}; "
             "CPU time, terminal written to /dev/null)"
@@ -248,6 +256,10 @@ def main() -> None:
         for name, by_size in pooled.items():
             print(f"-- {name}")
             _table({n: summary(samples) for n, samples in by_size.items()})
+        for name, runs_by_size in per_run.items():
+            for n, medians in runs_by_size.items():
+                shown = " ".join(f"{m:.1f}" for m in medians)
+                print(f"each run's median total, {name}, {n} GPUs (in run order): {shown}")
         return
     results = {
         n: summary(asyncio.run(measure(n, args.ticks, args.stale, args.churn))) for n in args.sizes

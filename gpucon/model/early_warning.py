@@ -112,11 +112,16 @@ def _memory_trend_runs(
     the window are looked at, and only those that may alert are fitted (``_memory_alert``)."""
     history = i.history
     clip = history.appended - n  # the window's first tick
+    least = t.min_free_mem_mib
+    # no series rose steeply enough in the window for any slot with ``least`` free to fill
+    # within the warning's horizon (the fit's slope is at most the steepest rise): nothing to
+    # look at (with every slot's memory creeping up each tick, every run passed the tests below)
+    if runs.rise_bound(clip) * t.mem_full_warn_s * (1 + _SUMS_MARGIN) < least:
+        return
     now_t = window_times[-1]
     still = t.mem_trend_window_s / 4
     warn = t.mem_full_warn_s * (1 + _SUMS_MARGIN)
     slots = i.slots
-    least = t.min_free_mem_mib
     min_rises = t.mem_trend_rises
     ids, last, gapped, by_pos = runs.ids, runs.last, runs.gapped, runs.runs
     times = runs.ring_times

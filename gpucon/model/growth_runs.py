@@ -11,6 +11,11 @@ it last rose and, roughly, how fast. A run that has not risen costs nothing: a t
 each new value with the last one in one comprehension and visits only those that moved, had a
 gap or are in a run.
 
+For each tick where every series moved and none was in a gap, the book also keeps the
+steepest rise of any series since the tick before (per second, in C over the block): the
+least-squares slope of samples that never drop is at most their steepest step, so a rule can
+tell in O(window) that no series in a window rose fast enough to matter (``rise_bound``).
+
 The book only narrows the search: the memory trend rule fits the few series it cannot reject
 again from the history itself, so its alerts are exactly those of the walk back. A run with no
 rise for ``horizon`` ticks (the most a window can cover: the history's capacity) is forgotten.
@@ -23,9 +28,13 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from itertools import compress
-from operator import ne
+from operator import ne, sub
 
 NAN = math.nan
+INF = math.inf
+# what a tick's bound on the rises adds per MiB of the largest value: more than any rounding
+# of a least-squares slope fitted to those values in double precision (~1e-13 of it)
+_ROUNDING_SLACK = 1e-9
 
 
 class Run:
@@ -79,6 +88,9 @@ class GrowthRuns:
         self.ids: Sequence[str] = ()
         self._pos: dict[str, int] = {}
         self._times = array("d", [NAN]) * (horizon + 2)  # the times of the newest ticks
+        # for each of the newest ticks, a bound on every series' rise since the tick before,
+        # per second (INF: not known, e.g. a series came back from a gap): ``rise_bound``
+        self._rises = array("d", [INF]) * (horizon + 2)
         self.last = array("d")  # each series' last known value (NaN: none yet)
         self.gapped: dict[int, int] = {}  # series in a gap -> the tick of their last value
         self.runs: dict[int, Run] = {}  # series (by position) in a run that has risen
@@ -117,12 +129,14 @@ class GrowthRuns:
             self._reset()
         if self.first_tick < 0:
             self.first_tick = tick
+        same = ids == self.ids and self.tick == tick - 1
         if ids != self.ids:
             self._remap(ids)
         self.tick = tick
         times = self._times
         size = len(times)
         times[tick % size] = t
+        self._rises[tick % size] = INF
         last, runs, gapped = self.last, self.runs, self.gapped
         # the series whose value moved (NaN != anything: a gap, or no value yet, "moved");
         # an equal value changes nothing unless the series is in a run or a gap
@@ -133,6 +147,8 @@ class GrowthRuns:
             # every series moved, none in a gap, no new gap (an array with a NaN is unequal
             # to itself): a live fleet at its worst, each one taken in a loop with no gap to
             # handle, and the new values kept in one copy
+            if same and last == last:  # every series had a value at the tick before
+                self._bound_rises(tick, t, values)
             self._all_rose_or_fell(tick, t, values)
             return
         if len(moved) == count:  # every series moved (a live fleet at its worst): all of them
@@ -188,6 +204,31 @@ class GrowthRuns:
                 else:
                     run.add(t, v)
             last[i] = v
+
+    def _bound_rises(self, tick: int, t: float, values: array[float]) -> None:
+        """Note the most any series rose since the tick before, per second (in C: three
+        passes over the block), plus a rounding slack in proportion to the largest value."""
+        dt = t - self._times[(tick - 1) % len(self._times)]
+        if not dt > 0.0 or not values:
+            return
+        big = max(max(values), -min(values))
+        if not big < INF:  # an infinity (a value beyond single precision): left unknown
+            return
+        # neither array holds a NaN or an infinity: every difference is a number
+        top = max(map(sub, values, self.last))
+        self._rises[tick % len(self._rises)] = max(top, 0.0) / dt + _ROUNDING_SLACK * big
+
+    def rise_bound(self, first: int) -> float:
+        """A bound on the slope (per second) of any line fitted to a stretch of one series'
+        samples that never drops, within ticks ``first`` to the newest: the least-squares
+        slope of such samples is a weighted mean of the slopes between neighbours, none above
+        the steepest rise of any series between two neighbouring ticks. INF where a tick in
+        the window is not known or had a series in a gap."""
+        if first < self.first_tick or self.tick - first >= len(self._rises):
+            return INF
+        size = len(self._rises)
+        rises = self._rises
+        return max([rises[k % size] for k in range(first + 1, self.tick + 1)], default=0.0)
 
     def _all_rose_or_fell(self, tick: int, t: float, values: array[float]) -> None:
         """``update``'s loop when every series moved and none is or was in a gap: each value

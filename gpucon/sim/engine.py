@@ -16,7 +16,6 @@ import math
 import random
 from collections.abc import Callable
 
-from gpucon.model.fleet import BackendState
 from gpucon.sim.catalog import CONTEXT_MIB
 from gpucon.sim.layout import FleetParts
 from gpucon.sim.metrics import scrape_backend, scrape_slot
@@ -27,8 +26,8 @@ from gpucon.sim.queueing import (
     variability,
     wait_probability,
     wait_quantile_s,
-    water_fill,
 )
+from gpucon.sim.takers import Takers
 from gpucon.sim.traffic import BurstSchedule, tide
 
 # share of a pool's capacity its daily peak offers (before bursts)
@@ -40,7 +39,6 @@ MAX_TICK_S = 1.0
 # multiplier on the rate (``rate_factor``: a traffic spike) reaches the stream at once
 RATE_TAU_S = 20.0
 QUEUE_TAU_S = 30.0  # how fast a queue's load follows a change of rate or capacity
-ACTIVE = BackendState.ACTIVE
 
 
 MAX_TEMP_C = 93.0
@@ -97,6 +95,7 @@ class SimWorld:
             pool.base_rate = PEAK_LOAD * capacity
             pool.rate = pool.base_rate * tide(self.start_of_day_s)
         self.stream_entries = 0.0  # entries ever added to the stream
+        self._takers: dict[Pool, Takers] = {}  # each pool's, as of its last dispatch
         self._warm_start()
 
     def _warm_start(self) -> None:
@@ -172,34 +171,20 @@ class SimWorld:
         if factor > 0.0:
             pool.calm_rate += (arrivals / factor / dt - pool.calm_rate) * a_rate
         pool.rate = pool.calm_rate * factor
-        takers: list[SimBackend] = []
-        caps: list[float] = []
-        keys: list[float] = []
-        # the lists' appends bound once: this loop visits every backend every tick
-        take, cap_of, key_of = takers.append, caps.append, keys.append
-        for b in pool.backends:
-            takes = b.state is ACTIVE and b.ready and b.weight > 0.0 and not b.fails_health
-            b.takes = takes
-            if takes:
-                alone = b.service_s * b.interference
-                capacity = b.concurrency / (alone * b.batch_factor)
-                b.capacity = capacity
-                take(b)
-                cap_of(capacity)
-                key_of(b.weight / alone)
-            else:
-                b.alloc = 0.0  # a taker's alloc is set from the water fill below
+        # who takes work, and each one's cap and key: worked out again only when one of
+        # their inputs changed (``sim.takers``)
+        takers = self._takers[pool] = Takers.of(pool.backends, self._takers.get(pool))
         # the smoothed rate drives the fluid backlog (sustained overload); the short-term
         # randomness of arrivals is the queueing model's business, not counted twice
-        alloc = water_fill(pool.rate + pool.backlog / dt, keys, caps)
+        alloc = takers.fill(pool.rate + pool.backlog / dt)
         dispatched = sum(alloc)
-        for b, a in zip(takers, alloc, strict=True):
+        for b, a in zip(takers.takers, alloc, strict=True):
             b.alloc = a
         pool.backlog = max(0.0, pool.backlog + (pool.rate - dispatched) * dt)
         pool.dispatched = dispatched
 
-        capacity = sum(caps)
-        servers = float(sum([b.concurrency for b in takers]))
+        capacity = takers.capacity
+        servers = takers.servers
         backlog_wait = pool.backlog / dispatched if dispatched > 0 else 0.0
         # a queue does not jump: its load relaxes toward the present one over QUEUE_TAU_S
         rho_now = pool.rate / capacity if capacity > 0.0 else 1.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from array import array
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -159,3 +160,78 @@ def test_every_series_moved_keeps_the_runs_the_walk_keeps(
         for book in (quick, walking):
             book.update(tick, 1_790_000_000.0 + tick, ids, block)
         assert _state(quick) == _state(walking), tick
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from([0.5, 1.0, 1.0, 2.0]),  # seconds since the tick before
+            # each series' change: every one moves (the book's bound on the rises is kept)
+            st.lists(
+                st.sampled_from([-0.3, 0.1, 0.4, 0.7, 1.6, 3.0, 45.0]), min_size=5, max_size=5
+            ),
+        ),
+        min_size=1,
+        max_size=60,
+    ),
+    t=st.builds(
+        AlertThresholds,
+        mem_trend_window_s=st.sampled_from([6.0, 60.0]),
+        mem_trend_rises=st.integers(1, 3),
+        mem_full_warn_s=st.sampled_from([60.0, 1800.0]),
+        mem_full_crit_s=st.just(30.0),
+        min_free_mem_mib=st.sampled_from([0.0, 50.0, 1536.0]),
+    ),
+    typecode=st.sampled_from("fd"),
+)
+def test_the_bound_on_the_rises_lets_off_only_what_the_walk_lets_off(
+    steps: list[tuple[float, list[float]]], t: AlertThresholds, typecode: str
+) -> None:
+    """Every series creeping up or down each tick, some near the steepest rise at which a
+    slot with ``min_free_mem_mib`` free fills within the warning's horizon: a window whose
+    rises all stay under it is let off whole, and the alerts are the walk back's."""
+    ids = tuple("abcde")
+    h = History(capacity=120)
+    runs = GrowthRuns(120)
+    now = 1_790_000_000.0
+    level = [70_000.0, 30_000.0, 10_000.0, 79_000.0, 500.0]
+    for dt, deltas in steps:
+        now += dt
+        level = [v + d for v, d in zip(level, deltas, strict=True)]
+        block = array(typecode, level)
+        h = h.append_blocks(now, [("slot", "mem_used", ids, block)], {})
+        runs.update(h.appended - 1, now, ids, block)
+        slots = {
+            sid: Slot(sid, SlotKind.MIG, mem_used_mib=v, mem_total_mib=81_920.0)
+            for sid, v in zip(ids, block, strict=True)
+        }
+        assert _alerts(now, h, slots, runs, t) == _alerts(now, h, slots, None, t)
+
+
+def test_the_bound_on_the_rises_is_the_steepest_rise_in_the_window() -> None:
+    runs = GrowthRuns(120)
+    for k, (a, b) in enumerate([(10.0, 20.0), (10.5, 20.25), (11.0, 20.0), (11.0, 22.0)]):
+        runs.update(k, 2.0 * k, ("a", "b"), array("d", [a, b]))
+    # tick 3: "a" flat, so not every series moved: its bound is not known
+    assert runs.rise_bound(2) == math.inf
+    assert runs.rise_bound(0) == math.inf  # the window reaches tick 3 too
+    runs.update(4, 8.0, ("a", "b"), array("d", [12.0, 21.0]))
+    assert runs.rise_bound(3) == pytest.approx(0.5, abs=1e-6)  # (12 - 11) / 2 s
+    fresh = GrowthRuns(120)
+    for k, (a, b) in enumerate([(10.0, 20.0), (10.5, 20.25), (11.0, 20.0)]):
+        fresh.update(k, 2.0 * k, ("a", "b"), array("d", [a, b]))
+    # ticks 1 and 2: +0.5 MiB in 2 s at most (a window's first tick needs no tick before it)
+    assert fresh.rise_bound(0) == pytest.approx(0.25, abs=1e-6)
+    assert fresh.rise_bound(2) == 0.0  # a window of one tick: no rise in it
+    assert fresh.rise_bound(-1) == math.inf  # before the book began
+
+
+def test_a_value_beyond_single_precision_leaves_its_tick_unknown() -> None:
+    """An infinity minus an infinity is no number: a steep rise beside it is not lost."""
+    runs = GrowthRuns(120)
+    inf = math.inf
+    for k, (a, b) in enumerate([(inf, 10.0), (inf, 20.0), (inf, 5_000.0), (inf, 5_001.0)]):
+        runs.update(k, float(k), ("a", "b"), array("f", [a, b]))
+    assert runs.rise_bound(0) == math.inf
+    assert runs.rise_bound(2) == math.inf

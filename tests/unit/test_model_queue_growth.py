@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+from array import array
 from collections.abc import Sequence
 
 import pytest
 
 from gpucon.model.alerts import Alert, AlertThresholds, Cause, Severity, derive_alerts
 from gpucon.model.fleet import Backend, LatencyStats, QueueStats
+from gpucon.model.history import History
 from tests.unit.test_model_early_warning import history, inputs
 
 T = AlertThresholds()
@@ -62,6 +65,33 @@ def test_a_spike_is_named_within_three_ticks_with_its_rate_wait_and_models() -> 
         "queue growing +4.7/s for 3 ticks (3 s), 19 waiting, oldest 3.3 s (was 0.0 s); "
         "queue time up: sdxl 3.3 s, sd15 2.6 s"
     )
+
+
+def test_the_models_are_named_the_same_when_the_backends_history_is_one_block_a_tick() -> None:
+    """The hub appends each backend's queue time as one block a tick: the models waiting
+    longer are read off two blocks, and named as from one series per backend."""
+    waiting = [*CALM, 9.0, 14.0, 19.0]
+    names = ("sdxl-a", "sd15-a", "bert-a", "gone-a")
+    ms = {
+        "sdxl-a": [1.0] * len(CALM) + [900.0, 2100.0, 3300.0],
+        "sd15-a": [1.0] * len(CALM) + [700.0, 1500.0, 2600.0],
+        "bert-a": [1.0] * (len(CALM) + 3),
+        # no sample 3 ticks back (where the growth began): not named, as from its own series
+        "gone-a": [1.0] * (len(CALM) - 1) + [math.nan, 1.0, 1.0, 9000.0],
+    }
+    h = History(capacity=120)
+    for k in range(len(waiting)):
+        block = array("f", [ms[n][k] for n in names])
+        h = h.append_blocks(float(k), [("backend", "queue_ms", names, block)], {KEY: waiting[k]})
+    lat = {name: LatencyStats(name, queue_ms=1.0) for name in names}
+    backends = {n: Backend(n, model=n.split("-")[0]) for n in names}
+    q = QueueStats("gen:queue", lag=19, pending=0)
+    now = len(waiting) - 1.0
+    found = derive_alerts(inputs(now, h, queues={q.stream: q}, latency=lat, backends=backends), T)
+    (alert,) = [a for a in found if a.rule == "queue_growth"]
+    assert alert.message.endswith("; queue time up: sdxl 3.3 s, sd15 2.6 s")
+    series = {f"backend:{n}:queue_ms": [None if v != v else v for v in ms[n]] for n in names}
+    assert growth(waiting, series=series, latency=lat, backends=backends) == [alert]
 
 
 def test_two_ticks_are_enough_when_they_rise_by_the_minimum() -> None:
