@@ -111,3 +111,23 @@ def test_the_column_takes_its_full_width_only_once_the_names_have_theirs() -> No
     narrow = {c.key: w for c, _, w in layout(100, natural)}
     # short of room, a name is served first: the cell compacts rather than cut a backend
     assert narrow["p95"] == MIN_WIDTH and COLUMN_BY_KEY["p95"].width == MIN_WIDTH
+
+
+async def test_a_down_backend_shows_no_rate_while_its_window_winds_down() -> None:
+    from tests.ui.rig import sim_rig, table_lines
+
+    rig = sim_rig(scenario="backend-down")
+    app = rig.app(warmup=20)  # down since tick 13; its 10 s window still counts ~0.1 req/s
+    down = next(b for b in app.snapshot.backends.values() if b.state.value == "down")
+    rate = app.snapshot.latency[down.name].req_per_s
+    assert rate is not None and rate > 0  # what the latency source still reports
+    async with app.run_test(size=(150, 30)) as pilot:
+        await pilot.pause()
+        line = next(x for x in table_lines(app) if f" {down.name} " in x)
+        # P95/SLO and REQ/S both say it takes no requests: no number that reads as live traffic
+        assert line.split()[-2:] == ["—/14000", "—"], line
+    row = build_rows(app.snapshot, 2500.0)
+    key = next(k for k in row if k[1] == down.name)
+    assert SORT_VALUE["rps"](row[key]) is None  # sorts as it shows: absent
+    for state in ("drained", "down"):
+        assert cell("rps", row[key]._replace(state=state), 7, "") == ("—", "dim")
