@@ -205,7 +205,10 @@ def test_rebalance_without_a_version_or_without_change_fails_preconditions() -> 
 
 
 def test_catalog_finds_each_action_and_refuses_unknown_names() -> None:
-    assert get_action("drain").plan is drain.plan_drain
+    # the catalog's plan is the action's, with a line per stale source ahead (none here)
+    snap = fleet(b1=Backend("b1", model="m", weight=1.0), b2=Backend("b2", model="m", weight=1.0))
+    made = get_action("drain").plan(snap, {"backend": "b1"})
+    assert made == drain.plan_drain(snap, {"backend": "b1"})
     assert get_action("undrain").apply is drain.apply_undrain
     assert get_action("rebalance").tier is Tier.REVERSIBLE
     with pytest.raises(BadParams, match=r"^action: unknown action 'explode'"):
