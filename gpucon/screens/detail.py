@@ -18,9 +18,11 @@ from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
 from gpucon.widgets.keybar import KeyBar
 from gpucon.widgets.liveness_text import liveness_text
+from gpucon.widgets.p95_cell import ABSENT
 from gpucon.widgets.panels import StatusBar, TextPanel
 from gpucon.widgets.plot import Plot
 from gpucon.widgets.safe_text import safe
+from gpucon.widgets.slot_cells import NO_LATENCY_NOW
 from gpucon.widgets.slot_facts import absent_slot, health_facts, slot_facts
 
 if TYPE_CHECKING:
@@ -31,6 +33,17 @@ if TYPE_CHECKING:
 LATENCY_WIDTH = 35
 
 
+def _no_requests_now(b: Backend, snapshot: Snapshot) -> str | None:
+    """What REQ/S says of a backend that takes no requests now, as the table's cell does:
+    ``—`` drained or down, ``n/a`` NOT READY (its readiness says it serves nothing); None
+    when it takes requests."""
+    if b.state.value in NO_LATENCY_NOW:
+        return ABSENT
+    lv = snapshot.liveness.get(b.name)
+    ready = b.ready if lv is None else lv.serving
+    return fmt.NA if ready is False and b.state.value in ("active", "draining") else None
+
+
 def backend_lines(
     backends: tuple[Backend, ...],
     snapshot: Snapshot,
@@ -39,10 +52,13 @@ def backend_lines(
 ) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
     rps = f"REQ/S {snapshot.rate_window}" if snapshot.rate_window else "REQ/S"
-    text.append(
-        f"BACKEND              STATE     WT  INFL {rps:>9}  P50   P95   P99 ms  ERR  MODEL\n",
-        style="bold",
+    # laid out as the lines below are, so each value sits under its header (they were one
+    # cell right of it from INFL on)
+    head = (
+        f"{'BACKEND':<21}{'STATE':<9} {'WT':>3} {'INFL':>5} {rps:>9} "
+        f"{'P50':>4} {'P95':>5} {'P99':>5} ms {'ERR':>3}  MODEL\n"
     )
+    text.append(head, style="bold")
     if not backends:
         text.append("no backend registered on this slot\n", style="dim")
     for b in backends:
@@ -64,6 +80,14 @@ def backend_lines(
                 f"  stale {fmt.age(lat_age)}"
             )
             line.append(f"{stale:<{LATENCY_WIDTH - 2}}  ", style="dim italic")
+        elif (gone := _no_requests_now(b, snapshot)) is not None:
+            # drained, down or NOT READY: the source's window still holds what it served
+            # before, not traffic now (the table shows "—" / "n/a"); the last p's, dimmed
+            last = (
+                f"{gone:>9} {fmt.ms(lat.p50_ms):>4} {fmt.ms(lat.p95_ms):>5} "
+                f"{fmt.ms(lat.p99_ms):>5}  before"
+            )
+            line.append(f"{last:<{LATENCY_WIDTH - 2}}  ", style="dim italic")
         else:
             err = None if lat.error_rate is None else lat.error_rate * 100
             line.append(
