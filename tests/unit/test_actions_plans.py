@@ -225,3 +225,20 @@ def test_drain_of_the_last_backend_of_a_model_fails_even_if_others_serve() -> No
     assert [p.name for p in plan.failed_preconditions] == ["others_serving:llama"]
     assert "nothing would serve model llama" in plan.failed_preconditions[0].text
     assert drain.plan_drain(snap, {"backend": "b2"}).ok  # b3 still serves bert
+
+
+def test_rebalance_says_why_a_registry_only_slot_has_no_capacity() -> None:
+    """The lab's backends name their slots in the registry, and no GPU source reports them:
+    the plan said "its slot is not known" beside a slot the table shows."""
+    snap = Snapshot(
+        taken_at=100.0,
+        backends={
+            "b1": Backend("b1", slot_id="lab/gpu0/gi1", model="m", weight=1.0),
+            "b2": Backend("b2", model="m", weight=1.0),
+        },
+    )
+    plan = rebalance.plan_rebalance(snap, {})
+    text = "\n".join(plan.changes)
+    assert "b1: 1 → 1 (unchanged) · no capacity known (no GPU source reports its slot's" in text
+    assert "b2: 1 → 1 (unchanged) · no capacity known (the registry names no slot" in text
+    assert "is not known" not in text
