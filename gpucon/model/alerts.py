@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from msgspec.structs import replace
 
-from gpucon.model import early_warning, noisy_neighbour, queue_stall
+from gpucon.model import early_warning, noisy_neighbour, queue_slo, queue_stall
 from gpucon.model.alert_base import (
     Alert,
     AlertInputs,
@@ -374,6 +374,7 @@ RULES = (
     *early_warning.RULES,
     *noisy_neighbour.RULES,
     *queue_stall.RULES,
+    *queue_slo.RULES,
 )
 
 
