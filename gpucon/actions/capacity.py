@@ -63,7 +63,13 @@ def sustained(snapshot: Snapshot, backend: Backend) -> Capacity:
     history = snapshot.history
     slot = snapshot.slots.get(backend.slot_id or "")
     if slot is None:
-        return Capacity(None, why_not="its slot is not known")
+        # the registry may well name it (the lab does): no GPU source reports its activity
+        why = (
+            "no GPU source reports its slot's activity"
+            if backend.slot_id
+            else "the registry names no slot for it"
+        )
+        return Capacity(None, why_not=why)
     n = sum(1 for t in history.times if t >= snapshot.taken_at - WINDOW_S)
     activity = history.get(f"slot:{slot.id}:activity")
     p95 = history.get(f"backend:{backend.name}:p95")

@@ -62,7 +62,22 @@ def get_action(name: str) -> ActionSpec:
         raise BadParams("action", f"unknown action {shown(name)} (known: {', '.join(KNOWN)})")
     tier, title = entry
     plan_fn, apply_fn = _functions(name)
-    return ActionSpec(name, tier, title, plan_fn, apply_fn, EDITABLE.get(name, ()))
+    return ActionSpec(
+        name, tier, title, _saying_what_is_stale(plan_fn, name), apply_fn, EDITABLE.get(name, ())
+    )
+
+
+def _saying_what_is_stale(plan_fn: PlanFn, name: str) -> PlanFn:
+    """``plan_fn`` whose plans lead with a WARN line per stale source their checks may read
+    (``actions.freshness``): a check that passes on a source's last word says so."""
+    from gpucon.actions.freshness import with_stale_inputs
+
+    rechecked = recheck_of(name) is not None
+
+    def plan(snapshot: Snapshot, params: Mapping[str, object]) -> Plan:
+        return with_stale_inputs(plan_fn(snapshot, params), snapshot, rechecked)
+
+    return plan
 
 
 def _functions(name: str) -> tuple[PlanFn, ApplyFn]:

@@ -101,7 +101,8 @@ def headroom(
     moving = f"{whose} load (req/s n/a)" if moved is None else f"{whose} {moved:.3g} req/s"
     total = _model_rps(snapshot, model)
     of_total = "" if moved is None or total is None else f" (of {what}'s {total:.3g}/s)"
-    head = f"{counted(len(loads), 'backend')} take {moving}{of_total}"
+    verb = "takes" if len(loads) == 1 else "take"
+    head = f"{counted(len(loads), 'backend')} {verb} {moving}{of_total}"
     if all(r is None for r in rooms):
         return Precondition(name, True, f"{head}: headroom n/a (no activity or p95 known)")
     parts = []

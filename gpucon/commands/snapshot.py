@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
         "--scenario",
         metavar="NAME",
         default=None,
-        help="simulated incident; the snapshot is taken 40 s in, 30 s after it starts",
+        help="simulated incident; the snapshot is taken 45 s in, 35 s after it starts",
     )
     parser.add_argument("--size", type=int, metavar="N", default=None, help="simulate N GPUs")
     parser.add_argument(
@@ -73,8 +73,9 @@ def load_snapshot_config(args: argparse.Namespace) -> GpuconConfig:
 
 
 # a scenario's snapshot is taken this long into the simulation: its incident starts at 10 s,
-# so the fault shows (a snapshot at t=0 would show a healthy fleet and not say why)
-SCENARIO_AT_S = 40.0
+# so the fault shows (a snapshot at t=0 would show a healthy fleet and not say why); past
+# 40 s, when gpu-fault's XID comes (at 40 s itself the snapshot showed no XID and no alert)
+SCENARIO_AT_S = 45.0
 
 
 def _advance_to_incident(session: Session, scenario: str) -> None:

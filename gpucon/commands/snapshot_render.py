@@ -61,7 +61,9 @@ def _source(snapshot: Snapshot, name: str) -> dict[str, Any]:
     doc: dict[str, Any] = jsonable(status)
     age = status.age_s(snapshot.taken_at)
     doc["age_s"] = None if age is None else round(age, 3)
-    doc["stale"] = name in snapshot.staleness.sources
+    # a source whose every read failed has no age, and is no less stale: its newest read failed
+    down = str(getattr(status.health, "value", status.health)) == "down"
+    doc["stale"] = name in snapshot.staleness.sources or down
     return doc
 
 

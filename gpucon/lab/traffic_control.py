@@ -117,8 +117,14 @@ class TypedRate:
         self._after_spike = rate_per_s
 
     def apply_soon(self, line: str) -> None:
-        """From any thread: ``apply(line)`` on the generators' loop."""
-        self.loop.call_soon_threadsafe(self.apply, line)
+        """From any thread: ``apply(line)`` on the generators' loop. Once the traffic has ended
+        its loop is closed: the line is answered here ("ended", or what is wrong with it), not
+        dropped without a word while the lab runs on."""
+        try:
+            self.loop.call_soon_threadsafe(self.apply, line)
+        except RuntimeError:  # the loop is closed: the generators are done
+            self.ended = True
+            self.apply(line)
 
     def apply(self, line: str) -> None:
         try:
@@ -129,7 +135,8 @@ class TypedRate:
         if command is None:
             return
         if isinstance(command, ShowHelp):
-            self.say(f"traffic: {self.rate_per_s:g} req/s now; {HELP}")
+            now = "ended, nothing sent" if self.ended else f"{self.rate_per_s:g} req/s now"
+            self.say(f"traffic: {now}; {HELP}")
             return
         if self.ended:
             self.say("traffic: ended (--duration or --count reached); restart the lab for more")

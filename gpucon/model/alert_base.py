@@ -216,16 +216,19 @@ def fmt_duration(seconds: float) -> str:
 
 def fmt_elapsed(seconds: float) -> str:
     """A time that grows every tick (since an XID, a source's last good read, a pending MIG
-    change), coarsely: ``<10s``, then 10 s steps, whole minutes, hours (floored). An alert's
-    text then changes a few times a minute at most, so a steady screen is not rewritten each
-    second for it; the alert's own age is shown beside it the same way."""
+    change), coarsely: ``<10s``, then the steps the stale cells and the status bar give an
+    age in (5 s, whole minutes, hours, days; floored), so one screen never says ``15s`` and
+    ``10s`` for the same outage. An alert's text then changes every 5 s at most, so a steady
+    screen is not rewritten each second for it."""
     if seconds < 10:
         return "<10s"
     if seconds < 60:
-        return f"{int(seconds // 10) * 10}s"
-    if seconds < 7200:
+        return f"{int(seconds // 5) * 5}s"
+    if seconds < 3600:
         return f"{int(seconds // 60)}m"
-    return f"{int(seconds // 3600)}h"
+    if seconds < 172_800:
+        return f"{int(seconds // 3600)}h"
+    return f"{int(seconds // 86_400)}d"
 
 
 __all__ = [

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from msgspec.structs import replace
 
-from gpucon.model import early_warning, noisy_neighbour, queue_stall
+from gpucon.model import early_warning, noisy_neighbour, queue_slo, queue_stall
 from gpucon.model.alert_base import (
     Alert,
     AlertInputs,
@@ -35,8 +35,9 @@ from gpucon.model.alert_base import (
 )
 from gpucon.model.alert_base import fmt as _fmt
 from gpucon.model.alert_order import AlertGroup, group_alerts, ordered
-from gpucon.model.fleet import BackendState, Gpu, Health, NodeInfo
+from gpucon.model.fleet import Backend, BackendState, Gpu, Health, NodeInfo
 from gpucon.model.history import sustained
+from gpucon.model.liveness import BackendLiveness
 from gpucon.model.xid import xid_meaning
 
 __all__ = [
@@ -182,10 +183,10 @@ def _not_ready(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, S
         for b in i.backends.values()
         if not ((lv := live(b.name)) is not None and lv.serving is True and b.state not in quiet)
     ]:
-        if b.state is BackendState.DOWN:
-            yield ("not_ready", b.name, Severity.CRITICAL, "backend down")
-            continue
         lv = i.liveness.get(b.name)
+        if b.state is BackendState.DOWN:
+            yield ("not_ready", b.name, Severity.CRITICAL, _down_message(b, lv))
+            continue
         if b.state is BackendState.DRAINED:
             # taken out on purpose, and it may well be stopped: a reminder, not an alarm,
             # that it must be fixed before it is undrained
@@ -214,6 +215,20 @@ def _not_ready(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, S
         Severity.INFO,
         f"nothing vouches for {len(names)} backends ({shown}, …): {unvouched[0][1]}",
     )
+
+
+REASON_CHARS = 80  # of a registry reason in an alert: the detail screen shows it whole
+
+
+def _down_message(b: Backend, lv: BackendLiveness | None) -> str:
+    """``backend down: scheduler marked it down (health check failed: connection refused);
+    readiness: http refused``: who said so and why, and what its readiness says now."""
+    who = f"{b.owner} marked it down" if b.owner else "the registry says down"
+    if b.reason:
+        reason = b.reason if len(b.reason) <= REASON_CHARS else b.reason[: REASON_CHARS - 1] + "…"
+        who += f" ({reason})"
+    now = "" if lv is None or not lv.because else f"; readiness: {lv.because}"
+    return f"backend down: {who}{now}"
 
 
 def _stale_source(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
@@ -359,6 +374,7 @@ RULES = (
     *early_warning.RULES,
     *noisy_neighbour.RULES,
     *queue_stall.RULES,
+    *queue_slo.RULES,
 )
 
 

@@ -25,7 +25,6 @@ from gpucon.model.alert_base import (
     Severity,
     fmt,
     fmt_duration,
-    fmt_ms,
     p95_near_or_over,
 )
 from gpucon.model.cotenants import foreign_memory_mib, foreign_processes
@@ -262,7 +261,8 @@ def p95_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
             "p95_trend",
             name,
             Severity.WARNING,
-            f"p95 {fmt_ms(p95)} is {100 * p95 / slo:.0f}% of SLO {fmt_ms(slo)}, "
+            # in ms, as the table's P95/SLO and the p95_slo alert beside it say it
+            f"p95 {fmt(p95, ' ms')} is {100 * p95 / slo:.0f}% of SLO {fmt(slo, ' ms')}, "
             f"rising {fmt(rate, ' ms/s')} over {ts[-1] - ts[0]:.0f}s "
             f"(at SLO in ~{fmt_duration(at_slo)})",
         )

@@ -37,7 +37,8 @@ STALL_CRIT_S = 60.0
 QUEUE_SOURCE = "redis"
 
 
-def _fresh(i: AlertInputs, t: AlertThresholds) -> bool:
+def fresh_queue(i: AlertInputs, t: AlertThresholds) -> bool:
+    """Whether the queue's source read well within its staleness limit (no such source: yes)."""
     status = i.sources.get(QUEUE_SOURCE)
     if status is None:
         return True
@@ -79,7 +80,7 @@ def _why(q: QueueStats) -> str:
 
 
 def queue_stalled(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
-    if not i.queues or not _fresh(i, t):
+    if not i.queues or not fresh_queue(i, t):
         return
     for stream, q in i.queues.items():
         found = stalled(q)
@@ -88,7 +89,7 @@ def queue_stalled(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
 
 
 def no_backends(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
-    if i.backends or QUEUE_SOURCE not in i.sources or not _fresh(i, t):
+    if i.backends or QUEUE_SOURCE not in i.sources or not fresh_queue(i, t):
         return
     served = [q for q in i.queues.values() if q.group is not None]
     if not served:

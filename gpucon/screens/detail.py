@@ -5,7 +5,6 @@ Updated with every snapshot while open."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
@@ -14,153 +13,35 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
 
-from gpucon.model.fleet import Backend, Slot
+from gpucon.model.fleet import Backend
 from gpucon.model.snapshot import Snapshot
-from gpucon.widgets import fmt, health_text
+from gpucon.widgets import fmt
 from gpucon.widgets.keybar import KeyBar
 from gpucon.widgets.liveness_text import liveness_text
+from gpucon.widgets.p95_cell import ABSENT
 from gpucon.widgets.panels import StatusBar, TextPanel
 from gpucon.widgets.plot import Plot
 from gpucon.widgets.safe_text import safe
+from gpucon.widgets.slot_cells import NO_LATENCY_NOW
+from gpucon.widgets.slot_facts import absent_slot, health_facts, slot_facts
 
 if TYPE_CHECKING:
     from gpucon.app import GpuconApp
 
 
-def _field(text: Text, label: str, value: object, width: int = 48) -> None:
-    text.append(f"{label:>14} ", style="dim")
-    text.append_text(safe(fmt.NA if value is None or value == "" else value, width))
-    text.append("\n")
-
-
-def _stale_note(ages: Mapping[str, float], *fields: str) -> str:
-    age = max((ages[f] for f in fields if f in ages), default=None)
-    return "" if age is None else f"  [stale {fmt.age(age)}]"
-
-
-def slot_facts(slot: Slot | None, slot_id: str, ages: Mapping[str, float] | None = None) -> Text:
-    text = Text(no_wrap=True, overflow="ellipsis")
-    if slot is None:
-        text.append_text(safe(slot_id, 80, "bold"))
-        text.append("  not in the current snapshot (gone, or its source is down)\n", "italic")
-        return text
-    text.append_text(safe(slot.id, 80, "bold"))
-    text.append(f"  {slot.kind.value.upper()}\n", style="bold")
-    ages = ages or {}
-    metric = slot.activity_metric or "n/a: no source reports activity for this slot"
-    stale = _stale_note(ages, "activity_pct")
-    _field(text, "activity", f"{fmt.pct(slot.activity_pct)} ({metric}){stale}", 100)
-    stale = _stale_note(ages, "mem_used_mib", "mem_total_mib")
-    _field(text, "memory GiB", fmt.mem(slot.mem_used_mib, slot.mem_total_mib) + stale)
-    _field(text, "host", slot.host)
-    _field(
-        text,
-        "GPU",
-        f"{slot.gpu_index if slot.gpu_index is not None else '?'} "
-        f"{slot.gpu_name or ''} {slot.gpu_uuid or ''}".strip(),
-    )
-    _field(text, "profile", slot.profile)
-    if slot.gi_id is not None:
-        _field(text, "GI / CI", f"{slot.gi_id} / {fmt.NA if slot.ci_id is None else slot.ci_id}")
-    _field(text, "SMs", slot.sm_count)
-    if slot.pod or slot.node:
-        _field(text, "pod / node", f"{slot.pod or fmt.NA} / {slot.node or fmt.NA}")
-    if slot.vm is not None:
-        vm = slot.vm
-        _field(
-            text,
-            "VM",
-            f"{vm.name} ({vm.state or fmt.NA}), {fmt.count(vm.vcpus)} vCPU, "
-            f"{fmt.gib(vm.memory_mib)} GiB",
-        )
-        _field(text, "passthrough", ", ".join(vm.gpu_pci_addresses) or None)
-        if vm.mps is not None:
-            mps = vm.mps
-            daemon = {True: "running", False: "STOPPED", None: fmt.NA}[mps.daemon_running]
-            _field(text, "MPS daemon", f"{daemon}, default {fmt.pct(mps.default_thread_pct)}")
-            for server, share in mps.thread_pct_by_server:
-                _field(text, "MPS share", f"{server}: {fmt.pct(share)}")
-    if slot.processes:
-        text.append("\n     processes\n", style="bold")
-        for p in slot.processes[:20]:
-            text.append(f"{p.pid:>14} ")
-            text.append_text(safe(p.name or fmt.NA, 40))
-            text.append(f"  {fmt.gib(p.used_memory_mib)} GiB\n")
-    return text
-
-
-def health_facts(slot: Slot | None, snapshot: Snapshot) -> Text:
-    """The slot's GPU health and its node's state; "n/a" for what no source reports."""
-    text = Text(no_wrap=True, overflow="ellipsis")
-    if slot is None:
-        return text
-    gpu = snapshot.gpus.get(slot.gpu_uuid) if slot.gpu_uuid else None
-    text.append("    GPU health\n", style="bold")
-    if gpu is None:
-        _field(text, "GPU", "n/a: no source reports this slot's GPU")
-    else:
-        pct = gpu.power_pct
-        of_limit = "" if pct is None else f" ({pct:.0f}% of limit)"
-        _field(text, "temperature", health_text.temperature(gpu))
-        _field(text, "power", f"{health_text.power(gpu)}{of_limit}")
-        _field(text, "GPU util", fmt.pct(gpu.util_pct))
-        _field(text, "last XID", health_text.xid(gpu, snapshot.taken_at, long=True), 90)
-        _field(text, "clocks", health_text.clocks(gpu))
-    # the slot's node: as Kubernetes placed it or its backends, else the node named like
-    # its host (a Kubernetes node's name is usually the host name NVML and DCGM report)
-    backend_nodes = [b.node for b in snapshot.backends_on(slot.id) if b.node]
-    node_name = slot.node or (backend_nodes[0] if backend_nodes else None) or slot.host
-    node = snapshot.nodes.get(node_name) if node_name else None
-    if node is not None:
-        since = snapshot.mig_pending_since.get(node.name)
-        text.append("    node\n", style="bold")
-        _field(text, "node", node.name)
-        _field(text, "MIG config", node.mig_config)
-        _field(text, "MIG state", health_text.node_state(node, since, snapshot.taken_at))
-        _field(text, "scheduling", "CORDONED (unschedulable)" if node.unschedulable else "open")
-    mps_facts(text, slot, snapshot)
-    return text
-
-
-def mps_target_of(slot: Slot, snapshot: Snapshot) -> str | None:
-    """The MPS daemon target (as the config names it) that serves ``slot``, if one is read."""
-    names = [slot.id, slot.gpu_uuid, slot.vm.name if slot.vm else None]
-    if slot.host is not None and slot.gpu_index is not None:
-        names.append(f"{slot.host}/gpu{slot.gpu_index}")
-    return next((n for n in names if n is not None and n in snapshot.mps), None)
-
-
-def mps_facts(text: Text, slot: Slot, snapshot: Snapshot) -> None:
-    """The MPS daemon as read from it (``gpucon.sources.mps``): up or not, its servers, their
-    clients and shares, the defaults."""
-    target = mps_target_of(slot, snapshot)
-    if target is None:
-        return
-    mps = snapshot.mps[target]
-    text.append("    MPS daemon (read from it)\n", style="bold")
-    if not mps.daemon_running:
-        _field(text, "daemon", f"NOT RUNNING ({target})")
-        return
-    _field(text, "daemon", f"running ({target})")
-    pinned = mps.pinned_mem_limit or fmt.NA
-    _field(text, "default", f"{fmt.pct(mps.default_thread_pct)} of SMs, pinned {pinned}")
-    shares = dict(mps.thread_pct_by_server)
-    clients = dict(mps.clients_by_server)
-    if not clients and not shares:
-        _field(text, "servers", "none (no client has connected)")
-    for server in sorted(set(shares) | set(clients)):
-        pids = clients.get(server, ())
-        listed = ", ".join(str(p) for p in pids[:6]) + (" ..." if len(pids) > 6 else "")
-        _field(
-            text,
-            f"server {server}",
-            f"{fmt.pct(shares.get(server))} of SMs, {len(pids)} client(s) {listed}".strip(),
-            90,
-        )
-
-
 # REQ/S, P50, P95, P99 and ERR with their gaps, as the header lays them out
 LATENCY_WIDTH = 35
+
+
+def _no_requests_now(b: Backend, snapshot: Snapshot) -> str | None:
+    """What REQ/S says of a backend that takes no requests now, as the table's cell does:
+    ``—`` drained or down, ``n/a`` NOT READY (its readiness says it serves nothing); None
+    when it takes requests."""
+    if b.state.value in NO_LATENCY_NOW:
+        return ABSENT
+    lv = snapshot.liveness.get(b.name)
+    ready = b.ready if lv is None else lv.serving
+    return fmt.NA if ready is False and b.state.value in ("active", "draining") else None
 
 
 def backend_lines(
@@ -171,10 +52,13 @@ def backend_lines(
 ) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
     rps = f"REQ/S {snapshot.rate_window}" if snapshot.rate_window else "REQ/S"
-    text.append(
-        f"BACKEND              STATE     WT  INFL {rps:>9}  P50   P95   P99 ms  ERR  MODEL\n",
-        style="bold",
+    # laid out as the lines below are, so each value sits under its header (they were one
+    # cell right of it from INFL on)
+    head = (
+        f"{'BACKEND':<21}{'STATE':<9} {'WT':>3} {'INFL':>5} {rps:>9} "
+        f"{'P50':>4} {'P95':>5} {'P99':>5} ms {'ERR':>3}  MODEL\n"
     )
+    text.append(head, style="bold")
     if not backends:
         text.append("no backend registered on this slot\n", style="dim")
     for b in backends:
@@ -196,6 +80,14 @@ def backend_lines(
                 f"  stale {fmt.age(lat_age)}"
             )
             line.append(f"{stale:<{LATENCY_WIDTH - 2}}  ", style="dim italic")
+        elif (gone := _no_requests_now(b, snapshot)) is not None:
+            # drained, down or NOT READY: the source's window still holds what it served
+            # before, not traffic now (the table shows "—" / "n/a"); the last p's, dimmed
+            last = (
+                f"{gone:>9} {fmt.ms(lat.p50_ms):>4} {fmt.ms(lat.p95_ms):>5} "
+                f"{fmt.ms(lat.p99_ms):>5}  before"
+            )
+            line.append(f"{last:<{LATENCY_WIDTH - 2}}  ", style="dim italic")
         else:
             err = None if lat.error_rate is None else lat.error_rate * 100
             line.append(
@@ -291,7 +183,12 @@ class DetailScreen(Screen[None]):
         backends = snapshot.backends_on(self.slot_id)
         self.query_one(StatusBar).show_snapshot(snapshot)
         self.query_one("#detail-info", TextPanel).show_text(
-            slot_facts(slot, self.slot_id, snapshot.staleness.ages(f"slot:{self.slot_id}"))
+            slot_facts(
+                slot,
+                self.slot_id,
+                snapshot.staleness.ages(f"slot:{self.slot_id}"),
+                None if slot is not None else absent_slot(snapshot, self.slot_id),
+            )
         )
         self.query_one("#detail-health", TextPanel).show_text(health_facts(slot, snapshot))
         metric = slot.activity_metric if slot and slot.activity_metric else "no metric"

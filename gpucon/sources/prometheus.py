@@ -18,8 +18,10 @@ from typing import Any
 
 from gpucon.model.fleet import Health
 from gpucon.model.reading import Reading, failed_reading
+from gpucon.redact import redact
 from gpucon.sources.base import describe_error
 from gpucon.sources.connect import HttpAuth, prometheus_client
+from gpucon.sources.net_errors import network_cause
 from gpucon.sources.problems import Problems
 from gpucon.sources.prom_parse import HOST_LABELS, parse_dcgm
 from gpucon.sources.prom_triton import parse_triton
@@ -126,7 +128,8 @@ class PrometheusSource:
             try:
                 data = client.custom_query(promql, timeout=remaining)
             except (requests.ConnectionError, requests.Timeout) as exc:
-                return f"{self.url}: {describe_error(exc)}"
+                # what happened first (an alert line is cut at the panel's edge), then where
+                return f"{network_cause(exc)} ({redact(self.url)})"
             except Exception as exc:  # a bad template or a server error: skip this family
                 failures.append(f"{family}: {describe_error(exc)[:200]}")
                 return None

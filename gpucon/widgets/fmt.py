@@ -52,11 +52,13 @@ def seconds(value: float | None) -> str:
 
 
 def since(value: float | None) -> str:
-    """How long ago, coarsely: ``<2s``, ``<10s``, then 10 s steps, minutes, hours (floored).
+    """How long ago, coarsely: ``<2s``, ``<10s``, then ``age``'s steps (5 s, minutes, hours,
+    days; floored), so a source's, an alert's and an XID's age read the same as a stale
+    cell's (one screen never says ``10s`` and ``15s`` for the same outage).
 
     For ages that tick every second (a source's last read, an alert's start): the text
-    changes a few times a minute at most, so a steady screen is not rewritten every second
-    for a digit nobody acts on; the step is always visible (``<2s`` = fresh).
+    changes every 5 s at most, so a steady screen is not rewritten every second for a digit
+    nobody acts on; the step is always visible (``<2s`` = fresh).
     """
     if value is None:
         return NA
@@ -64,11 +66,7 @@ def since(value: float | None) -> str:
         return "<2s"
     if value < 10:
         return "<10s"
-    if value < 60:
-        return f"{int(value // 10) * 10}s"
-    if value < 7200:
-        return f"{int(value // 60)}m"
-    return f"{int(value // 3600)}h"
+    return age(value)
 
 
 def age(value: float) -> str:

@@ -3,7 +3,9 @@
 Textual's ``Footer`` mounts one widget per key and re-composes them whenever the bindings
 change; drawn that way, the keys cost more start-up than the whole slot table. This bar is
 one ``Static`` with one ``rich.text.Text``: the same keys (as remapped in ``[keys]``, shown
-with ``App.get_key_display``), the same theme colours, the command-palette key last.
+with ``App.get_key_display``), the same theme colours, the command-palette key last. A bar too
+narrow for every key cuts the least needed ones; Help stays on the right beside the palette's
+key, since it lists every key the bar had no room for.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ FIRST = (
 )
 
 
+# kept on the right beside the command palette's key, never cut: the key that lists the rest
+KEPT = "help"
+
+
 def _rank(binding_id: str | None) -> int:
     return FIRST.index(binding_id) if binding_id in FIRST else len(FIRST)
 
@@ -45,7 +51,7 @@ class KeyBar(Static):
         super().__init__("", id=id)
         self._shown: tuple[str, tuple[object, ...]] | None = None
         # (keys, command-palette key), built from the screen's bindings; None: not built yet
-        self._parts: tuple[Text, Text] | None = None
+        self._parts: tuple[Text, Text, Text] | None = None
         self._text = Text()
 
     def on_mount(self) -> None:
@@ -79,7 +85,7 @@ class KeyBar(Static):
         colour = self.app.theme_variables.get(variable)
         return Style.parse(f"{'bold ' if bold else ''}{colour or ''}".strip() or "none")
 
-    def _build(self, screen: Screen[object]) -> tuple[Text, Text]:
+    def _build(self, screen: Screen[object]) -> tuple[Text, Text, Text]:
         key_style = self._style("footer-key-foreground", bold=True)
         text_style = self._style("footer-description-foreground")
         keys = Text(no_wrap=True, overflow="ellipsis", end="")
@@ -93,24 +99,35 @@ class KeyBar(Static):
             seen.add(binding.action)
             shown.append((binding, enabled))
         shown.sort(key=lambda item: _rank(item[0].id))  # stable: the rest keep their order
+        kept = [item for item in shown if item[0].id == KEPT]
         for binding, enabled in shown:
+            if binding.id == KEPT:
+                continue
             keys.append(f" {self.app.get_key_display(binding)} ", key_style)
             keys.append(f"{binding.description} ", text_style if enabled else "dim")
         commands = Text(end="")
+        for binding, enabled in kept:  # a narrow bar cuts the keys on the left, not this one
+            commands.append(f" {self.app.get_key_display(binding)} ", key_style)
+            commands.append(f"{binding.description} ", text_style if enabled else "dim")
+        short = commands.copy()
         if self.app.ENABLE_COMMAND_PALETTE and palette in active:
             binding = active[palette].binding
-            commands.append("▏", text_style)
-            commands.append(f"{self.app.get_key_display(binding)} ", key_style)
+            for part in (commands, short):
+                part.append("▏", text_style)
+                part.append(f"{self.app.get_key_display(binding)} ", key_style)
             commands.append(f"{binding.description or 'Commands'} ", text_style)
-        return keys, commands
+        return keys, commands, short
 
     def on_resize(self) -> None:
         self._show_parts()
 
-    def _fit(self, parts: tuple[Text, Text]) -> Text:
-        """The keys on the left, the command palette's key on the right (as Footer docks it)."""
-        keys, commands = parts
+    def _fit(self, parts: tuple[Text, Text, Text]) -> Text:
+        """The keys on the left, the command palette's key on the right (as Footer docks it);
+        short of room, the palette's key without its word, then the keys on the left cut."""
+        keys, commands, short = parts
         width = self.size.width
+        if keys.cell_len + commands.cell_len > width:
+            commands = short
         gap = width - keys.cell_len - commands.cell_len
         text = keys.copy()
         if commands:

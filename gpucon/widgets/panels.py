@@ -20,14 +20,13 @@ from gpucon.model.alerts import Alert, Severity
 from gpucon.model.fleet import Health
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
+from gpucon.widgets.alert_lines import alert_lines, fit_lines
 from gpucon.widgets.safe_text import clean, fit, safe
 from gpucon.widgets.text_diff import changed_cells
 from gpucon.widgets.tick_prep import alert_counts, slot_count
 
 if TYPE_CHECKING:
     from gpucon.recording.status import RecordingStatus
-
-_SEVERITY_LABEL = {Severity.CRITICAL: "CRIT", Severity.WARNING: "WARN", Severity.INFO: "INFO"}
 
 
 class TextPanel(Static):
@@ -266,18 +265,9 @@ def compact_queues(snapshot: Snapshot) -> Text:
     return text
 
 
-def alert_line(alert: Alert, now: float, style: str) -> Text:
-    line = Text(no_wrap=True, overflow="ellipsis")
-    line.append(f"{_SEVERITY_LABEL[alert.severity]} ", style=style)
-    line.append(f"{fmt.since(max(0.0, now - alert.since)):>4} ", style="dim")
-    line.append_text(safe(alert.target, 40, "bold"))
-    line.append("  ")
-    line.append(safe(alert.message, 120))
-    return line
-
-
 class AlertsPanel(TextPanel, can_focus=True):
-    """Active alerts in the order the snapshot gives them, one full line each.
+    """Active alerts in the order the snapshot gives them, one line each (a few for a long
+    message while the panel has lines to spare: ``alert_lines``).
 
     Focusable (Tab, or ``!`` on the fleet screen): up/down move a highlight, Enter (or ``g``)
     asks the screen to jump to the highlighted alert's row (``AlertsPanel.Jump``).
@@ -358,13 +348,16 @@ class AlertsPanel(TextPanel, can_focus=True):
         top = max(0, self.cursor - room + 1) if self.has_focus else 0
         shown = alerts[top : top + room]
         width = max(20, self.size.width - 2)
-        for i, alert in enumerate(shown, top):
-            line = alert_line(alert, snapshot.taken_at, styles[alert.severity])
-            if self.has_focus and i == self.cursor:
-                line.stylize("reverse")
-                line.pad_right(width - line.cell_len)
-            text.append_text(line)
-            text.append("\n")
+        now = snapshot.taken_at
+        # all alerts shown and lines to spare: a message cut at the edge goes on below
+        counts = [1] * len(shown) if more else fit_lines(list(shown), now, width, room)
+        for i, (alert, count) in enumerate(zip(shown, counts, strict=True), top):
+            for line in alert_lines(alert, now, styles[alert.severity], width, count):
+                if self.has_focus and i == self.cursor:
+                    line.stylize("reverse")
+                    line.pad_right(width - line.cell_len)
+                text.append_text(line)
+                text.append("\n")
         if more:
             rest = len(alerts) - top - len(shown)
             text.append(f"… {rest} more below, {top} above" if top else f"… and {rest} more")

@@ -61,7 +61,6 @@ def row_targets(key: RowKey) -> tuple[str, ...]:
 def _ratio(row: RowValues) -> float | None:
     if row.p95 is None or row.state in NO_LATENCY_NOW or not_serving(row):
         return None  # shown as absent (or n/a): sorts as absent
-        return None
     return row.p95 / row.slo if row.slo else row.p95
 
 
@@ -92,7 +91,12 @@ SORT_VALUE: Mapping[str, Callable[[RowValues], SortValue | None]] = {
     "state": lambda r: _STATE_RANK.get(r.state),
     "inflight": lambda r: r.inflight,
     "p95": _ratio,
-    "rps": lambda r: None if not_serving(r) else r.rps,  # NOT READY shows n/a
+    # NOT READY and a stale rate show n/a, drained or down "—": absent
+    "rps": lambda r: (
+        None
+        if r.state in NO_LATENCY_NOW or not_serving(r) or (r.stale and r.stale_age("rps"))
+        else r.rps
+    ),
 }
 
 
@@ -140,9 +144,13 @@ def _live_values(rows: Rows, sort_key: str) -> dict[RowKey, SortValue | None] | 
     elif sort_key == "inflight":
         per = dict(zip(backends, map(_INFLIGHT, backends.values()), strict=True))
     elif sort_key == "rps":
+        fields = snap.staleness.fields  # a rate from a stale source shows n/a: absent
         per = {
             name: None
-            if (lat := latency.get(name)) is None or _not_serving(snap, b)
+            if (lat := latency.get(name)) is None
+            or b.state in _NO_LATENCY_STATES
+            or _not_serving(snap, b)
+            or (fields and "req_per_s" in fields.get(f"latency:{name}", ()))
             else lat.req_per_s
             for name, b in backends.items()
         }

@@ -10,8 +10,9 @@ of a current value: no bar, no SLO colour. A rate from a stale source is not a r
 REQ/S shows ``n/a·45s``. Cells too narrow for the age (WT, STATE) are only dimmed; the row's
 INFL cell carries the registry's age. P95/SLO has one format for every row (``p95_cell``):
 ``14/2500``, stale ``1840/2500·45s``, ``n/a/2500`` when no p95 is current (none reported, or
-NOT READY: REQ/S is ``n/a`` then too), ``—/2500`` drained or down. A fresh "not ready" wins over
-a stale registry state; a drained backend that is not ready shows ``drained ✗``.
+NOT READY: REQ/S is ``n/a`` then too), ``—/2500`` drained or down (REQ/S ``—`` then: what
+its window still counts is from before, not traffic now). A fresh "not ready" wins over a stale
+registry state; a drained backend that is not ready shows ``drained ✗``.
 """
 
 from __future__ import annotations
@@ -115,6 +116,10 @@ def not_serving(row: RowValues) -> bool:
 
 
 def _rps(row: RowValues, width: int) -> Cell:
+    if row.backend and row.state in NO_LATENCY_NOW:
+        # it takes no requests: what the window still counts is from before it was drained or
+        # went down, winding down, not traffic now (absent, as its P95/SLO)
+        return (ABSENT, "dim")
     if row.backend and not_serving(row):
         # no rate now, stale source or not (as its P95/SLO): the window ends before it stopped
         return (fmt.NA, "na")

@@ -60,6 +60,11 @@ def test_snapshot_text_and_down_source_exit_status(
     assert main(["snapshot", "--config", str(config_file(tmp_path, down))]) == 1
     out = capsys.readouterr().out
     assert "source redis" in out and "down" in out and "ConnectionError" in out
+    # as JSON: a source never read is stale (it said "stale": false beside "health": "down")
+    assert main(["snapshot", "--json", "--config", str(config_file(tmp_path, down))]) == 1
+    sources = {s["name"]: s for s in json.loads(capsys.readouterr().out)["sources"]}
+    assert sources["redis"]["health"] == "down" and sources["redis"]["age_s"] is None
+    assert sources["redis"]["stale"] is True
 
 
 def test_snapshot_config_error_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -111,3 +111,46 @@ def test_the_column_takes_its_full_width_only_once_the_names_have_theirs() -> No
     narrow = {c.key: w for c, _, w in layout(100, natural)}
     # short of room, a name is served first: the cell compacts rather than cut a backend
     assert narrow["p95"] == MIN_WIDTH and COLUMN_BY_KEY["p95"].width == MIN_WIDTH
+
+
+async def test_a_down_backend_shows_no_rate_while_its_window_winds_down() -> None:
+    from tests.ui.rig import sim_rig, table_lines
+
+    rig = sim_rig(scenario="backend-down")
+    app = rig.app(warmup=20)  # down since tick 13; its 10 s window still counts ~0.1 req/s
+    snapshot = app.snapshot
+    assert snapshot is not None
+    down = next(b for b in snapshot.backends.values() if b.state.value == "down")
+    rate = snapshot.latency[down.name].req_per_s
+    assert rate is not None and rate > 0  # what the latency source still reports
+    async with app.run_test(size=(150, 30)) as pilot:
+        await pilot.pause()
+        line = next(x for x in table_lines(app) if f" {down.name} " in x)
+        # P95/SLO and REQ/S both say it takes no requests: no number that reads as live traffic
+        assert line.split()[-2:] == ["—/14000", "—"], line
+    row = build_rows(snapshot, 2500.0)
+    key = next(k for k in row if k[1] == down.name)
+    assert SORT_VALUE["rps"](row[key]) is None  # sorts as it shows: absent
+    for state in ("drained", "down"):
+        assert cell("rps", row[key]._replace(state=state), 7, "") == ("—", "dim")
+
+
+def test_a_stale_rate_sorts_as_the_n_a_it_shows() -> None:
+    from gpucon.model.reading import failed_reading
+    from gpucon.widgets.row_order import live_values
+    from tests.ui.rig import sim_rig
+
+    rig = sim_rig()
+    rig.step(20)
+    rig.clock.now += 30  # the sim source is not read for 30 s: its rates are no rate now
+    rig.hub.record(failed_reading("sim", rig.clock.now, 2.0, "TimeoutError: read timed out"))
+    snapshot = rig.hub.tick()
+    built = RowBuilder(2500.0).build(snapshot)  # sorted off the snapshot's entities
+    plain = build_rows(snapshot, 2500.0)  # sorted off the rows' values
+    backends = [k for k in plain if k[1]]
+    assert backends and all(plain[k].rps is not None for k in backends)  # the last rates
+    for k in backends:
+        assert cell("rps", plain[k], 9, "")[0] == "n/a·30s"
+        assert SORT_VALUE["rps"](plain[k]) is None  # it sorted by the rate it hides
+    values = live_values(built, "rps")
+    assert values is not None and all(values[k] is None for k in backends)

@@ -12,7 +12,7 @@ import redis
 from gpucon.app import GpuconApp
 from gpucon.hub import Hub
 from gpucon.sources.redisq import RedisQueueSource
-from gpucon.widgets.panels import StatusBar
+from gpucon.widgets.panels import StatusBar, TextPanel
 from tests.helpers.servers import RedisProcess
 from tests.ui.rig import table_lines
 
@@ -53,3 +53,12 @@ async def test_registry_only_slots_are_counted_and_told_apart(
             gi = slot.rsplit("/", 1)[1]
             # GPU and SLOT from the id: "0 gi1" side by side, or "0/gi1" once GPU is dropped
             assert f"0/{gi}" in row or (" 0 " in row and f" {gi} " in row), row
+        # its detail says why there are no facts: only the registry names the slot (it said
+        # "gone, or its source is down" with every source up)
+        app.open_detail(SLOTS[0])
+        await pilot.pause()
+        info = app.screen.query_one("#detail-info", TextPanel)
+        head = " ".join(info.render_line(y).text for y in range(2))
+        assert "no GPU source (NVML, DCGM or libvirt) reports this slot" in head, head
+        assert "gone" not in head and "down" not in head, head
+        assert "the registry places lab-b0 on it" in " ".join(head.split()) or size[0] < 120

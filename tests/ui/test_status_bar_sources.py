@@ -3,6 +3,7 @@ the console is listed DOWN before the healthy sources, which the narrow bar may 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import redis
@@ -48,6 +49,42 @@ async def test_a_killed_redis_is_shown_down_first_at_80_columns(tmp_path: Path) 
             assert len(line) == 80
             assert "redis  DOWN " in line  # on screen, with the age of its last good read
             assert line.index("redis") < line.index("hand")  # the healthy ones come after
+    finally:
+        redis_source.close()
+        server.kill()
+
+
+async def test_the_outage_has_one_age_in_the_status_bar_the_cells_and_the_alert(
+    tmp_path: Path,
+) -> None:
+    """A stopped redis-server 17 s after its last good read: the status bar, the queue panel
+    and the stale-source alert all say 15s (the alert said 10s: its own steps)."""
+    server = RedisProcess(tmp_path)
+    server.start()
+    seed = redis.Redis.from_url(server.url)
+    seed.xgroup_create("gen:queue", "g1", id="$", mkstream=True)
+    seed.close()
+    now = [time.time()]  # the sources stamp their readings with the real clock
+    redis_source = RedisQueueSource(
+        server.url, streams=("gen:queue",), timeout_s=1.0, client_name="gpucon-test"
+    )
+    hub = Hub([redis_source], refresh_s=1.0, clock=lambda: now[0])
+    try:
+        hub.poll_once()
+        hub.tick()
+        server.kill()
+        now[0] += 17.0
+        hub.poll_once()
+        down = hub.tick()
+        assert down.sources["redis"].health is Health.DOWN
+        alert = next(a for a in down.alerts if a.target == "redis")
+        assert "last good read 15s ago" in alert.message, alert.message
+
+        app = GpuconApp(hub, autostart=False, mode="live", read_only=True)
+        async with app.run_test(size=(150, 40)) as pilot:
+            await pilot.pause()
+            bar = app.screen.query_one(StatusBar).render_line(0).text
+            assert "redis  DOWN  15s" in bar, bar
     finally:
         redis_source.close()
         server.kill()

@@ -205,7 +205,10 @@ def test_rebalance_without_a_version_or_without_change_fails_preconditions() -> 
 
 
 def test_catalog_finds_each_action_and_refuses_unknown_names() -> None:
-    assert get_action("drain").plan is drain.plan_drain
+    # the catalog's plan is the action's, with a line per stale source ahead (none here)
+    snap = fleet(b1=Backend("b1", model="m", weight=1.0), b2=Backend("b2", model="m", weight=1.0))
+    made = get_action("drain").plan(snap, {"backend": "b1"})
+    assert made == drain.plan_drain(snap, {"backend": "b1"})
     assert get_action("undrain").apply is drain.apply_undrain
     assert get_action("rebalance").tier is Tier.REVERSIBLE
     with pytest.raises(BadParams, match=r"^action: unknown action 'explode'"):
@@ -222,3 +225,20 @@ def test_drain_of_the_last_backend_of_a_model_fails_even_if_others_serve() -> No
     assert [p.name for p in plan.failed_preconditions] == ["others_serving:llama"]
     assert "nothing would serve model llama" in plan.failed_preconditions[0].text
     assert drain.plan_drain(snap, {"backend": "b2"}).ok  # b3 still serves bert
+
+
+def test_rebalance_says_why_a_registry_only_slot_has_no_capacity() -> None:
+    """The lab's backends name their slots in the registry, and no GPU source reports them:
+    the plan said "its slot is not known" beside a slot the table shows."""
+    snap = Snapshot(
+        taken_at=100.0,
+        backends={
+            "b1": Backend("b1", slot_id="lab/gpu0/gi1", model="m", weight=1.0),
+            "b2": Backend("b2", model="m", weight=1.0),
+        },
+    )
+    plan = rebalance.plan_rebalance(snap, {})
+    text = "\n".join(plan.changes)
+    assert "b1: 1 → 1 (unchanged) · no capacity known (no GPU source reports its slot's" in text
+    assert "b2: 1 → 1 (unchanged) · no capacity known (the registry names no slot" in text
+    assert "is not known" not in text

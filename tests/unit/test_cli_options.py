@@ -101,8 +101,22 @@ def test_scenario_snapshot_runs_to_the_fault_and_says_so(
     assert main(["snapshot", "--demo", "--json", "--scenario", "backend-down"]) == 0
     out, err = capsys.readouterr()
     doc = json.loads(out)
-    assert "run 40 s" in err and "incident starts at 10 s" in err
+    assert "run 45 s" in err and "incident starts at 10 s" in err
     assert any("backend down" in a["message"] for a in doc["alerts"])
+
+
+@pytest.mark.parametrize(
+    ("scenario", "rule"),
+    [("gpu-fault", "xid"), ("backend-down", "not_ready"), ("noisy-neighbour", "p95_slo")],
+)
+def test_each_scenario_snapshot_shows_its_fault(
+    capsys: pytest.CaptureFixture[str], scenario: str, rule: str
+) -> None:
+    """gpu-fault's XID comes 30 s after the incident starts: a snapshot taken then showed
+    `XID none` and no alert, under a line saying the fleet ran into the incident."""
+    assert main(["snapshot", "--demo", "--json", "--scenario", scenario]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert any(a["rule"] == rule for a in doc["alerts"]), doc["alerts"]
 
 
 def test_console_options_before_an_explicit_subcommand_are_its_own() -> None:

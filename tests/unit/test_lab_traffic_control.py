@@ -102,3 +102,29 @@ async def test_lines_typed_reach_the_loop_from_the_reading_thread() -> None:
     assert said[0] == "traffic: 7 req/s"
     assert said[1].startswith("traffic: 7 req/s now; commands: rate N")
     read_lines(None, typed.apply_soon)  # no stdin: nothing to read, no error
+
+
+def test_a_line_typed_after_the_traffic_ended_is_answered() -> None:
+    """The lab's traffic ends (--duration, --count) and its loop closes while the lab runs on:
+    a `rate 30` typed then said nothing at all (the reading thread died on the closed loop)."""
+    import threading
+
+    loop = asyncio.new_event_loop()
+    said: list[str] = []
+    answered = threading.Event()
+
+    def say(text: str) -> None:
+        said.append(text)
+        answered.set()
+
+    typed = TypedRate(20.0, 1, loop, say)
+    loop.close()
+    read_lines(io.StringIO("rate 30\nhelp\n"), typed.apply_soon)
+    assert answered.wait(5.0)
+    for _ in range(500):  # both lines, from the reading thread
+        if len(said) == 2:
+            break
+        threading.Event().wait(0.01)
+    assert said[0].startswith("traffic: ended (--duration or --count reached)")
+    assert said[1].startswith("traffic: ended, nothing sent; commands:")
+    assert typed.rate_per_s == 20.0

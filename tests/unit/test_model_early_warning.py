@@ -137,6 +137,8 @@ def test_p95_near_its_slo_and_rising_warns_with_the_time_to_slo() -> None:
     alerts = derive_alerts(inputs(10.0, h, latency=lat, slo_p95_ms=slo), T)
     (alert,) = [a for a in alerts if a.rule == "p95_trend"]
     assert "90% of SLO" in alert.message and "rising 20 ms/s" in alert.message
+    # in ms, as the table's P95/SLO and the p95_slo alert (a 14 s SLO read "SLO 14.0 s")
+    assert alert.message.startswith("p95 900 ms is 90% of SLO 1000 ms, ")
     assert "at SLO in ~5 s" in alert.message
     # flat at 90 %: not rising; drained: not judged; over the SLO: p95_slo says it
     flat = history({"backend:b:p95": [900.0] * 11})

@@ -15,9 +15,9 @@ from gpucon.controls.mps_daemons import command_daemon
 from gpucon.model.fleet import Health, MpsState, Slot, SlotKind
 from gpucon.model.merge import merge_readings
 from gpucon.model.snapshot import Snapshot
-from gpucon.screens.detail import health_facts
 from gpucon.session.sources import build_sources
 from gpucon.sources.mps import MpsReader, parse_clients, read_daemon
+from gpucon.widgets.slot_facts import health_facts
 from tests.helpers.mps_standin import install_control
 
 

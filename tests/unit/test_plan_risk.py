@@ -84,7 +84,7 @@ def test_unknown_headroom_is_said_and_not_a_warning() -> None:
     verdict, text = precondition(plan, "headroom:m")
     assert (verdict, text) == (
         "PASS",
-        "1 backend take its load (req/s n/a): headroom n/a (no activity or p95 known)",
+        "1 backend takes its load (req/s n/a): headroom n/a (no activity or p95 known)",
     )
 
 

@@ -136,3 +136,17 @@ def test_the_steady_demo_raises_no_queue_alert_in_120_ticks() -> None:
 def test_the_calm_demo_raises_no_early_warning(seed: int) -> None:
     early = {"memory_trend", "queue_growth", "p95_trend", "noisy_neighbour"}
     assert [s.alert.key for s in first_alerts(None, 200, seed) if s.alert.rule in early] == []
+
+
+def test_the_down_alert_says_who_marked_it_down_why_and_what_readiness_says() -> None:
+    """It said "backend down" while the registry held who marked it down and why, and its
+    readiness check said why it serves nothing."""
+    last = None
+    for _, snapshot in demo("backend-down", 20):
+        last = snapshot
+    assert last is not None
+    alert = next(a for a in last.alerts if a.target == "sdxl-c0" and a.rule == "not_ready")
+    assert alert.message == (
+        "backend down: scheduler marked it down (health check failed: connection refused); "
+        "readiness: http refused"
+    )

@@ -30,6 +30,7 @@ def test_a_down_source_ages_in_the_cells_steps(age_s: float) -> None:
     assert "redis ok <2s │" in text
 
 
-def test_the_steps_are_the_cells_not_the_coarse_ones() -> None:
-    # 17 s: a stale cell says 15s; the coarse "since" would say 10s
-    assert fmt.age(17.0) == "15s" and fmt.since(17.0) == "10s"
+def test_the_steps_are_the_cells_ones_everywhere_from_10_s() -> None:
+    # 17 s: a stale cell says 15s, and so do an alert's age and an XID's (they said 10s)
+    assert fmt.age(17.0) == "15s" and fmt.since(17.0) == "15s"
+    assert fmt.since(7.0) == "<10s" and fmt.age(7.0) == "7s"  # below 10 s: coarse on purpose
