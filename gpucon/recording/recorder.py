@@ -35,9 +35,6 @@ from gpucon.recording.writer import FrameWriter
 
 # snapshots waiting for the writer; beyond this the oldest are dropped
 QUEUE_LIMIT = 64
-# the samples columns' zlib level: 1, the fastest. At 512 GPUs level 6 took three times as
-# long for a fifth fewer bytes (benchmarks/RESULTS.md)
-SAMPLES_LEVEL = 1
 _STOP = object()
 
 
@@ -247,7 +244,7 @@ def frame_blobs(
             fleet = blobs.delta(writer.delta(snapshot))
         # the samples the hub appended to its history this tick, read from it as columns
         found = newest_columns(snapshot.history, snapshot.taken_at) or fleet_columns(snapshot)
-        return fleet, columns.encode(*found, key=key, level=SAMPLES_LEVEL)
+        return fleet, columns.encode(*found, key=key)
 
 
 def _log_path(path: Path) -> Path:
