@@ -88,9 +88,7 @@ class ColumnWriter:
         self._last: _Columns = {}
         self._zstd = zstandard.ZstdCompressor(level=1)
 
-    def encode(
-        self, columns: _Columns, singles: dict[str, float], *, key: bool
-    ) -> bytes:
+    def encode(self, columns: _Columns, singles: dict[str, float], *, key: bool) -> bytes:
         """One frame's samples (``key``: a keyframe, standing alone)."""
         last = {} if key else self._last
         header: list[Any] = []

@@ -38,6 +38,7 @@ _PLAIN = (int, float, str, bool, type(None), Any)
 # distinct nested values a field remembers before it starts again
 _MEMO_LIMIT = 4096
 _MISSING = object()
+_parse = msgspec.msgpack.Decoder().decode
 # the decoders of values that hold no record (the same as the older formats')
 _REGISTRY = CodecRegistry()
 
@@ -126,7 +127,16 @@ class RowDecoder:
 
 def row_decoder(cls: Any, names: Sequence[str] | None = None) -> Decoder:
     """The decoder of a section's rows whose values are ``cls`` (a record: ``RowDecoder``;
-    anything else: ``msgspec.convert`` to its type, or the value itself when plain)."""
+    anything else: ``msgspec.convert`` to its type, or the value itself when plain); a row
+    still in its bytes (a delta's, ``msgspec.Raw``) is parsed first."""
     if isinstance(cls, type) and hasattr(cls, "__struct_fields__"):
-        return RowDecoder(cls, names)
-    return _field_decoder(cls)
+        decode: Decoder = RowDecoder(cls, names)
+    else:
+        decode = _field_decoder(cls)
+
+    def decoded(row: Any) -> Any:
+        if row.__class__ is msgspec.Raw:
+            row = _parse(row)
+        return decode(row)
+
+    return decoded
