@@ -8,9 +8,13 @@ encoded value (codec: a dataclass as the list of its fields).
 A keyframe lists each section's keys once (or names an earlier section keyed alike) and their
 rows in the same order; from then until the next keyframe an entity is named by its index in
 that list (new keys are appended), so a delta does not repeat a 512-GPU fleet's names each
-second. A delta gives, per section, the changed fields of changed entities a field at a time
-(``c``: ``[[field, [index, ...], [value, ...]], ...]``; since format 4 a float field's values
-are integers, the value times 10^5, with a fourth item, 5, saying so; format 1 wrote them an
+second. Since format 5 (a keyframe's ``f`` is 5) a row is a record's field values as msgspec
+writes them (``rows``) and a delta gives the changed entities whole (``r``: ``{section:
+[[index, ...], [row, ...]]}``), new rows (``n``), removed indexes (``d``) and the single values
+(``s``, ``p``) as below. Before, a delta gave, per section, the changed fields of changed
+entities a field at a time (``c``: ``[[field, [index, ...], [value, ...]], ...]``; since
+format 4 a float field's values are integers, the value times 10^5, with a fourth item, 5,
+saying so; format 1 wrote them an
 entity at a time, ``u``: ``[index, field, value, field, value, ...]``, still read), a changed
 row whole (``u``: ``[index, -1, row]``), changed plain values (``v``: ``[index, value, index,
 value, ...]``: history samples, SLOs), new rows (``n``: ``[key, row]``), removed indexes
@@ -18,9 +22,9 @@ value, ...]``: history samples, SLOs), new rows (``n``: ``[key, row]``), removed
 unchanged length (``p``: the alerts, when only a figure in a message moved). Applying a field's
 column or the plain values runs in C (``map`` of a setter over the indexes).
 
-``writer.FrameWriter`` turns snapshots into frames (the recorder's thread); ``FrameState``
-applies frames and gives the snapshot back (replay, ``snapshot --from``, restoring history).
-Pure.
+``writer.FrameWriter`` turns snapshots into frames of format 5 (the recorder's thread);
+``FrameState`` applies frames of any format and gives the snapshot back (replay, ``snapshot
+--from``, restoring history). Pure.
 """
 
 from __future__ import annotations

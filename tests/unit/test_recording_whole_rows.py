@@ -5,14 +5,24 @@ reads on both sides of the change, and a delta read on its own finds its keyfram
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from pathlib import Path
 
 import msgspec
+import zstandard
 from msgspec.structs import astuple
 
 from gpucon.model.fleet import Gpu
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.blobs import BlobReader, BlobWriter, decode_frame, encode_json_frame
+from gpucon.recording.columns import (
+    MAGIC,
+    MAGIC_ZLIB,
+    ColumnWriter,
+    fleet_columns,
+    is_columns,
+    parse,
+)
 from gpucon.recording.cursor import ReplayCursor
 from gpucon.recording.frames import DELTA, KEYFRAME, WHOLE_ROWS, FrameState
 from gpucon.recording.recorder import Recorder, wait_written
@@ -181,3 +191,13 @@ def _keyframes(path: Path) -> list[bytes]:
     rows = db.execute("SELECT blob FROM frames WHERE kind = 0 ORDER BY t").fetchall()
     db.close()
     return [bytes(b) for (b,) in rows]
+
+
+def test_samples_columns_of_either_compression_read_the_same() -> None:
+    snap = _live(None, 3)[-1]
+    blob = ColumnWriter().encode(*fleet_columns(snap), key=True)
+    assert blob[:2] == MAGIC  # zstd since format 5
+    raw = zstandard.ZstdDecompressor().decompress(blob[2:])
+    older = MAGIC_ZLIB + zlib.compress(raw, 1)  # formats 3 and 4
+    assert is_columns(older) and parse(older) == parse(blob)
+    assert decode_frame(older) == decode_frame(blob)
