@@ -318,7 +318,7 @@ def main() -> None:
         big_s = 60.0 if quick else 180.0
         big_mb, big_wall = size_per_hour(512, big_s, tmp)
         lines.append(
-            f"- File size per hour (SQLite, zlib level 1: the fleet as JSON, the history "
+            f"- File size per hour (SQLite, zstd: the fleet as MessagePack, the history "
             f"samples as columns; a keyframe a minute; "
             f"{demo_s:.0f} s and {big_s:.0f} s of simulated fleet recorded, scaled to an hour): "
             f"default demo {demo_mb:.2f} MB/h (goal <= {GOAL_DEMO_MB_H:g}), --size 512 "
