@@ -3,15 +3,15 @@ JSON compressed by zlib (still read); a samples blob of columns (``columns``) is
 by its own mark.
 
 Why MessagePack and zstd (docs/recording.md): a delta of format 5 holds the changed entities
-whole, ~350 kB of MessagePack a tick at 512 GPUs, written by msgspec in ~0.5 ms (its JSON
-takes half as long again, and has no NaN); zstd at level 1 makes it ~37 kB in ~0.5 ms, where
-zlib at level 1 takes three times as long for half as many bytes again. Both run in C and let
-go of the interpreter's lock while they work, as zlib does. A delta is compressed with its
-keyframe's bytes as a dictionary (zstd's raw-content prefix). That makes it no smaller (what
-is left of a delta is
-the changed numbers, which no dictionary holds) at 512 GPUs, but at the default demo's few
-GPUs a delta is a few records, whose names and unchanged fields only the keyframe holds: with
-it as a dictionary a delta is a quarter of its size alone (~460 bytes, not ~1,900). Pure.
+whole, ~310 kB of MessagePack a tick at 512 GPUs, written by msgspec in ~0.5 ms (its JSON
+takes half as long again, and has no NaN); zstd (level 2) makes it ~31 kB in ~0.55 ms, where
+zlib at level 1 took three times as long for almost twice the bytes. zstd lets go of the
+interpreter's lock while it compresses, as zlib does (msgspec does not: ~4 ms for a keyframe).
+A delta is compressed with its keyframe's bytes as a dictionary (zstd's raw-content prefix).
+At 512 GPUs that makes it no smaller (what is left of a delta is the changed numbers, which no
+dictionary holds), but at the default demo's few GPUs a delta is a few records, whose names
+and unchanged fields only the keyframe holds: with it as a dictionary a delta is a quarter of
+its size alone (~460 bytes, not ~1,900). Pure.
 """
 
 from __future__ import annotations
