@@ -39,6 +39,7 @@ from typing import Any
 
 from benchmarks.results_file import write_section
 from gpucon.model.snapshot import Snapshot
+from gpucon.recording.blobs import BlobWriter
 from gpucon.recording.columns import ColumnWriter
 from gpucon.recording.cursor import ReplayCursor
 from gpucon.recording.recorder import frame_blobs
@@ -48,6 +49,15 @@ from gpucon.session import DemoOptions
 from gpucon.session.record import record_simulated
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _path(tree: object) -> str:
+    """A child's PYTHONPATH: ``tree`` first, then what this process was given (where a
+    dependency installed beside the environment is found)."""
+    given = os.environ.get("PYTHONPATH")
+    return f"{tree}{os.pathsep}{given}" if given else str(tree)
+
+
 HEADING = "## Recording and replay"
 GOAL_DEMO_MB_H = 5.0
 GOAL_512_MB_H = 200.0
@@ -88,20 +98,21 @@ def recorder_cpu(snapshots: list[Snapshot], keyframe_every: int) -> dict[str, fl
     """The recorder thread's work per frame over ``snapshots``: frame, compress (CPU ms).
     ``delta``: the median delta; ``keyframe``: the mean keyframe; ``per_s``: the mean over
     a keyframe interval at one frame a second."""
-    writer = FrameWriter(samples=False)
+    writer = FrameWriter()
+    blobs = BlobWriter()
     columns = ColumnWriter()
     deltas: list[float] = []
     keys: list[float] = []
     for i, snapshot in enumerate(snapshots):
         key = i % keyframe_every == 0
         began = time.thread_time()
-        frame_blobs(writer, columns, snapshot, key)
+        frame_blobs(writer, blobs, columns, snapshot, key)
         took = (time.thread_time() - began) * 1000.0
         if i:  # the first keyframe encodes every nested value for the first time
             (keys if key else deltas).append(took)
     if not keys:  # one more keyframe, of the last snapshot, for its cost
         began = time.thread_time()
-        frame_blobs(writer, columns, snapshots[-1], True)
+        frame_blobs(writer, blobs, columns, snapshots[-1], True)
         keys.append((time.thread_time() - began) * 1000.0)
     delta = statistics.median(deltas)
     keyframe = statistics.mean(keys)
@@ -147,7 +158,7 @@ def recorder_thread_ms(tree: Path, size: int, warm_s: float, seconds: float) -> 
     the simulator beside it) per second of a live ``size``-GPU demo hub recording in real
     time, with ``tree``'s gpucon, in a child process; the window holds a keyframe when it
     is longer than a minute."""
-    env = dict(os.environ, PYTHONPATH=str(tree))
+    env = dict(os.environ, PYTHONPATH=_path(str(tree)))
     argv = [sys.executable, "-P", "-c", _LIVE_SCRIPT, str(size), str(warm_s), str(seconds)]
     out = subprocess.run(argv, env=env, cwd=tree, capture_output=True, text=True, check=True)
     found: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -177,13 +188,13 @@ def console_cpu(
     from benchmarks.startup_cpu import child_env
 
     env = child_env(str(tmp / "pyc"))
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = _path(str(ROOT))
     # -P: the working directory is not put first on sys.path (PYTHONPATH picks the tree)
     plain_argv = [sys.executable, "-P", "-m", "gpucon.commands.cli", "demo", "--size", "512"]
     kinds: list[tuple[str, dict[str, str]]] = [("plain", env), ("record", env)]
     if base is not None:
         base_env = child_env(str(tmp / "pyc-base"))
-        base_env["PYTHONPATH"] = str(base)
+        base_env["PYTHONPATH"] = _path(str(base))
         kinds.append(("base", base_env))
     # bytecode compiled once, before anything is measured
     for _, e in kinds[1:]:
@@ -280,7 +291,7 @@ print(json.dumps({"cpu": took["cpu"], "fill_cpu": took["fill_cpu"], "rerun": per
 def base_seek(base: Path, minutes: float, count: int, rerun_s: float) -> dict[str, Any]:
     """The ``base`` checkout's seek (its own file format, made the same way) and its
     ``--alerts-only`` per frame over ``rerun_s`` seconds recorded, in a child process."""
-    env = dict(os.environ, PYTHONPATH=str(base))
+    env = dict(os.environ, PYTHONPATH=_path(str(base)))
     argv = [sys.executable, "-P", "-c", _BASE_SCRIPT, str(minutes), str(count), str(rerun_s)]
     out = subprocess.run(argv, env=env, cwd=base, capture_output=True, text=True, check=True)
     found: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -307,7 +318,7 @@ def main() -> None:
         big_s = 60.0 if quick else 180.0
         big_mb, big_wall = size_per_hour(512, big_s, tmp)
         lines.append(
-            f"- File size per hour (SQLite, zlib level 1: the fleet as JSON, the history "
+            f"- File size per hour (SQLite, zstd: the fleet as MessagePack, the history "
             f"samples as columns; a keyframe a minute; "
             f"{demo_s:.0f} s and {big_s:.0f} s of simulated fleet recorded, scaled to an hour): "
             f"default demo {demo_mb:.2f} MB/h (goal <= {GOAL_DEMO_MB_H:g}), --size 512 "

@@ -25,6 +25,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
+def _path(tree: object) -> str:
+    """A child's PYTHONPATH: ``tree`` first, then what this process was given (where a
+    dependency installed beside the environment is found)."""
+    given = os.environ.get("PYTHONPATH")
+    return f"{tree}{os.pathsep}{given}" if given else str(tree)
+
+
 _CHILD = """
 import gc, json, os, sys, tempfile, time
 from pathlib import Path
@@ -92,7 +100,7 @@ print(json.dumps({"ms_per_s": (c1 - c0) * 1000.0 / took, "threads": per, "frames
 
 def child(tree: Path, size: int, warm_s: float, seconds: float, mode: str) -> dict[str, object]:
     """One child's figures (``tree``'s gpucon)."""
-    env = dict(os.environ, PYTHONPATH=str(tree))
+    env = dict(os.environ, PYTHONPATH=_path(str(tree)))
     argv = [sys.executable, "-P", "-c", _CHILD, str(size), str(warm_s), str(seconds), mode]
     out = subprocess.run(argv, env=env, cwd=tree, capture_output=True, text=True, check=True)
     found: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])

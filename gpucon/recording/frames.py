@@ -8,9 +8,13 @@ encoded value (codec: a dataclass as the list of its fields).
 A keyframe lists each section's keys once (or names an earlier section keyed alike) and their
 rows in the same order; from then until the next keyframe an entity is named by its index in
 that list (new keys are appended), so a delta does not repeat a 512-GPU fleet's names each
-second. A delta gives, per section, the changed fields of changed entities a field at a time
-(``c``: ``[[field, [index, ...], [value, ...]], ...]``; since format 4 a float field's values
-are integers, the value times 10^5, with a fourth item, 5, saying so; format 1 wrote them an
+second. Since format 5 (a keyframe's ``f`` is 5) a row is a record's field values as msgspec
+writes them (``rows``) and a delta gives the changed entities whole (``r``: ``{section:
+[[index, ...], [row, ...]]}``), new rows (``n``), removed indexes (``d``) and the single values
+(``s``, ``p``) as below. Before, a delta gave, per section, the changed fields of changed
+entities a field at a time (``c``: ``[[field, [index, ...], [value, ...]], ...]``; since
+format 4 a float field's values are integers, the value times 10^5, with a fourth item, 5,
+saying so; format 1 wrote them an
 entity at a time, ``u``: ``[index, field, value, field, value, ...]``, still read), a changed
 row whole (``u``: ``[index, -1, row]``), changed plain values (``v``: ``[index, value, index,
 value, ...]``: history samples, SLOs), new rows (``n``: ``[key, row]``), removed indexes
@@ -18,9 +22,9 @@ value, ...]``: history samples, SLOs), new rows (``n``: ``[key, row]``), removed
 unchanged length (``p``: the alerts, when only a figure in a message moved). Applying a field's
 column or the plain values runs in C (``map`` of a setter over the indexes).
 
-``writer.FrameWriter`` turns snapshots into frames (the recorder's thread); ``FrameState``
-applies frames and gives the snapshot back (replay, ``snapshot --from``, restoring history).
-Pure.
+``writer.FrameWriter`` turns snapshots into frames of format 5 (the recorder's thread);
+``FrameState`` applies frames of any format and gives the snapshot back (replay, ``snapshot
+--from``, restoring history). Pure.
 """
 
 from __future__ import annotations
@@ -41,9 +45,12 @@ from gpucon.model.history_samples import history_samples
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.codec import CodecRegistry, unscale_all
 from gpucon.recording.columns import COLUMNS, ColumnReader, snapshot_fleet
+from gpucon.recording.rows import row_decoder
 
 KEYFRAME = 0
 DELTA = 1
+# a keyframe's ``f``: its rows, and its deltas' ``r``, are whole records (format 5, rows.py)
+WHOLE_ROWS = 5
 
 # Snapshot fields that are not recorded: the history is rebuilt from the samples section
 _NOT_RECORDED = frozenset({"taken_at", "history"})
@@ -67,6 +74,17 @@ def _layout(registry: CodecRegistry) -> tuple[dict[str, Any], dict[str, Any]]:
             singles[name] = (registry.encoder(hint), registry.decoder(hint))
     sections[SAMPLES] = (registry.encoder(float), _sample)
     return sections, singles
+
+
+@functools.cache
+def _section_hints() -> dict[str, Any]:
+    """Each keyed section's value type (what a format 5 row decodes to)."""
+    hints = typing.get_type_hints(Snapshot)
+    return {
+        name: typing.get_args(hints[name])[1]
+        for name in _layout(CodecRegistry())[0]
+        if name != SAMPLES
+    }
 
 
 def _consume(items: Iterator[Any]) -> None:
@@ -160,6 +178,9 @@ class FrameState:
         self._families: tuple[_Section, list[str], list[Any], list[Any]] | None = None
         # format 3's samples (columns of numbers), once a keyframe gave them
         self._cols: ColumnReader | None = None
+        # format 5: the keyframe's rows are whole records (rows.py), decoded by these
+        self._whole = False
+        self._whole_decoders: dict[str, Any] = {}
 
     @property
     def ready(self) -> bool:
@@ -180,7 +201,12 @@ class FrameState:
                 for name, (keys, rows) in sections.items()
             }
             self._single_values = dict(frame.get("s", {}))
-            self._schema = {k: tuple(v) for k, v in frame.get("schema", {}).items()}
+            schema = {k: tuple(v) for k, v in frame.get("schema", {}).items()}
+            whole = frame.get("f") == WHOLE_ROWS
+            if whole != self._whole or schema != self._schema:
+                self._whole_decoders = {}
+            self._schema = schema
+            self._whole = whole
             self.t = t
             self._decoded = {}
             self._dirty = {}
@@ -203,6 +229,10 @@ class FrameState:
                 else:
                     section.rows[i] = row
                 marks.add(i)
+        for name, (where, rows_now) in frame.get("r", {}).items():
+            # whole rows (format 5): each set at its index, in C
+            _consume(map(self._section(name).rows.__setitem__, where, rows_now))
+            dirty.setdefault(name, set()).update(where)
         for name, columns in frame.get("c", {}).items():
             rows = self._section(name).rows
             marks = dirty.setdefault(name, set())
@@ -330,6 +360,14 @@ class FrameState:
 
     def _row_decoder(self, name: str, dec: Any) -> Any:
         """The section's row decoder, told the file's field order when it differs."""
+        if self._whole:
+            found = self._whole_decoders.get(name)
+            if found is None:
+                hint = _section_hints()[name]
+                cls_name = f"{getattr(hint, '__module__', '')}.{getattr(hint, '__qualname__', '')}"
+                names = self._schema.get(cls_name)
+                found = self._whole_decoders[name] = row_decoder(hint, names)
+            return found
         codec = getattr(dec, "__self__", None)
         if codec is None or not self._schema:
             return dec

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from gpucon.model.section_moves import SectionMoves
 from gpucon.model.snapshot import Snapshot
+from gpucon.recording.blobs import BlobWriter
 from gpucon.recording.collector import collector_paused
 from gpucon.recording.columns import ColumnWriter, fleet_columns, newest_columns
 from gpucon.recording.frames import DELTA, KEYFRAME
@@ -28,18 +29,12 @@ from gpucon.recording.store import (
     AlertSpan,
     RecordingError,
     RecordingStore,
-    encode_frame,
     unwritable,
 )
 from gpucon.recording.writer import FrameWriter
 
 # snapshots waiting for the writer; beyond this the oldest are dropped
 QUEUE_LIMIT = 64
-# zlib levels: 1, the fastest. At 512 GPUs level 6 took 1.3 ms a delta and 50 ms a
-# keyframe for a fifth less than level 1's 0.4 ms and 20 ms: the file stays well within its
-# size goal, the console's CPU did not (benchmarks/RESULTS.md)
-KEYFRAME_LEVEL = 1
-DELTA_LEVEL = 1
 _STOP = object()
 
 
@@ -94,8 +89,9 @@ class Recorder:
         self.log_bytes = _file_size(_log_path(path))
         # the fleet a frame at a time; the history samples as columns, read from the history
         # (``moves``: the hub's findings of which entities changed, ``Hub.moves``)
-        self._writer = FrameWriter(samples=False, moves=moves)
+        self._writer = FrameWriter(moves=moves)
         self._columns = ColumnWriter()
+        self._blobs = BlobWriter()
         self._queue: queue.Queue[object] = queue.Queue(maxsize=QUEUE_LIMIT)
         self._last_key_t: float | None = None
         self._last_t: float | None = None
@@ -182,7 +178,7 @@ class Recorder:
         if self._last_t is not None and t <= self._last_t:
             return  # the same tick twice (a primed first frame): one frame per time
         key = self._last_key_t is None or t - self._last_key_t >= self.keyframe_s
-        blobs = frame_blobs(self._writer, self._columns, snapshot, key)
+        blobs = frame_blobs(self._writer, self._blobs, self._columns, snapshot, key)
         if key:
             self.store.set_meta(schema=json.dumps(self._writer.schema()))
         now_on = {a.key: a for a in snapshot.alerts}
@@ -238,17 +234,17 @@ class Recorder:
 
 
 def frame_blobs(
-    writer: FrameWriter, columns: ColumnWriter, snapshot: Snapshot, key: bool
+    writer: FrameWriter, blobs: BlobWriter, columns: ColumnWriter, snapshot: Snapshot, key: bool
 ) -> tuple[bytes, bytes]:
     """One frame as stored: (the fleet, the history samples), compressed."""
-    level = KEYFRAME_LEVEL if key else DELTA_LEVEL
     with collector_paused():
-        frame = writer.keyframe(snapshot) if key else writer.delta(snapshot)
-        fleet = encode_frame(frame, level)
-        del frame
+        if key:
+            fleet = blobs.keyframe(writer.keyframe(snapshot))
+        else:
+            fleet = blobs.delta(writer.delta(snapshot))
         # the samples the hub appended to its history this tick, read from it as columns
         found = newest_columns(snapshot.history, snapshot.taken_at) or fleet_columns(snapshot)
-        return fleet, columns.encode(*found, key=key, level=level)
+        return fleet, columns.encode(*found, key=key)
 
 
 def _log_path(path: Path) -> Path:

@@ -1,7 +1,8 @@
 """The recording file: one SQLite database in WAL mode (docs/recording.md says why).
 
 Tables: ``meta`` (format version, fleet, refresh, the file's schema), ``frames`` (``t``,
-``kind`` 0 keyframe / 1 delta, ``blob``: the fleet, zlib-compressed JSON, see ``frames``;
+``kind`` 0 keyframe / 1 delta, ``blob``: the fleet, zstd-compressed MessagePack (formats 1
+to 4: zlib-compressed JSON; ``blobs``, ``frames``);
 ``samples``: that tick's history samples (format 3: columns of numbers, ``columns``; before,
 JSON as the fleet), apart so that a seek reads the fleet
 without them and the history without the fleet), ``alerts``
@@ -17,24 +18,29 @@ within its size and age caps by dropping whole keyframe groups from the front.
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from gpucon.recording import writable
-from gpucon.recording.columns import COLUMNS, is_columns, parse
+from gpucon.recording.blobs import BlobReader, decode_frame, is_zstd, merge_frames
 
-FORMAT = "gpucon-recording/4"
+FORMAT = "gpucon-recording/5"
 # formats this gpucon reads: 1 wrote a delta's changes an entity at a time (frames.py), 2
 # its history samples as JSON (3: as columns, recording.columns), 3 a delta's float fields
-# as floats (4: as integers scaled by 10^5, frames.py)
-READABLE = frozenset({"gpucon-recording/1", "gpucon-recording/2", "gpucon-recording/3", FORMAT})
+# as floats (4: as integers scaled by 10^5, frames.py), 4 the fleet as zlib'd JSON of changed
+# fields (5: zstd'd MessagePack of whole changed records, blobs.py and rows.py)
+READABLE = frozenset(
+    {
+        "gpucon-recording/1",
+        "gpucon-recording/2",
+        "gpucon-recording/3",
+        "gpucon-recording/4",
+        FORMAT,
+    }
+)
 # waiting on a lock (another writer, a checkpoint) at most this long before an error
 BUSY_TIMEOUT_MS = 2000
 
@@ -93,44 +99,14 @@ class AlertSpan:
     end: float | None
 
 
-# JSON in C (msgspec): the bytes ``json.dumps`` with compact separators writes, in a sixth
-# of its time (a 512-GPU keyframe's 2.7 MB: ~13 ms, not ~75), read back in half the time
-_encode_json = msgspec.json.Encoder().encode
-_decode_json = msgspec.json.Decoder().decode
-
-
-def encode_frame(frame: dict[str, Any], level: int = 1) -> bytes:
-    """A frame as stored: compact JSON, zlib-compressed (level 1 by default: the recorder
-    says why)."""
-    return zlib.compress(_encode_json(frame), level)
-
-
-def decode_frame(blob: bytes) -> dict[str, Any]:
-    if is_columns(blob):  # format 3's samples: columns of numbers (recording.columns)
-        return {COLUMNS: parse(blob)}
-    text = zlib.decompress(blob)
-    try:
-        frame: dict[str, Any] = _decode_json(text)
-    except msgspec.DecodeError:  # not strict JSON (a NaN written by json.dumps): as it read
-        frame = json.loads(text)
-    return frame
-
-
-def merge_frames(frame: dict[str, Any], part: dict[str, Any]) -> None:
-    """Add ``part``'s sections to ``frame`` (the samples beside the fleet)."""
-    for key, value in part.items():
-        if isinstance(value, dict):
-            frame.setdefault(key, {}).update(value)
-        else:
-            frame.setdefault(key, value)
-
-
 class RecordingStore:
     """One open recording file (writer or reader)."""
 
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = path
         self.readonly = readonly
+        # format 5's fleet blobs: each delta read with its keyframe's bytes
+        self._blobs = BlobReader()
         created = False  # this opening made the file (removed again if it fails)
         try:
             if readonly:
@@ -283,19 +259,47 @@ class RecordingStore:
         """(t, kind, the fleet's part, the samples' part) of the frames with ``start <= t <=
         end`` in time order, decoded; a part not asked for (or not there) is None."""
         columns = ("blob" if fleet else "NULL") + ", " + ("samples" if samples else "NULL")
-        query = f"SELECT t, kind, {columns} FROM frames WHERE t >= ?"
+        query = f"SELECT id, t, kind, {columns} FROM frames WHERE t >= ?"
         params: list[Any] = [start]
         if end is not None:
             query += " AND t <= ?"
             params.append(end)
         query += " ORDER BY t, id"
-        for t, kind, blob, sample_blob in self.db.execute(query, params):
+        # a delta of format 5 needs its keyframe's bytes: once a keyframe was read here, the
+        # deltas after it are its own; before one, the keyframe before them is looked up
+        keyed = False
+        for frame_id, t, kind, blob, sample_blob in self.db.execute(query, params):
+            if blob is None:
+                part = None
+            elif not is_zstd(blob):
+                part = decode_frame(blob)
+            elif kind == 0:
+                part = self._blobs.keyframe(frame_id, blob)
+                keyed = True
+            else:
+                if not keyed:
+                    keyed = self._find_keyframe(frame_id, float(t))
+                part = self._blobs.delta(blob) if keyed else None
             yield (
                 float(t),
                 int(kind),
-                None if blob is None else decode_frame(blob),
+                part,
                 None if sample_blob is None else decode_frame(sample_blob),
             )
+
+    def _find_keyframe(self, frame_id: int, t: float) -> bool:
+        """Read the keyframe before frame ``frame_id`` (at ``t``) into the blob reader,
+        unless it holds it already; False when there is none (the file was cut)."""
+        row = self.db.execute(
+            "SELECT id, blob FROM frames WHERE kind = 0 AND (t < ? OR (t = ? AND id < ?)) "
+            "ORDER BY t DESC, id DESC LIMIT 1",
+            (t, t, frame_id),
+        ).fetchone()
+        if row is None or not is_zstd(row[1]):
+            return False
+        if row[0] != self._blobs.key_id:
+            self._blobs.keyframe(int(row[0]), row[1])
+        return True
 
     def frames(
         self, start: float, end: float | None = None

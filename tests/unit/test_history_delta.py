@@ -105,8 +105,8 @@ def test_the_hub_hands_on_the_liveness_mapping_and_a_recording_matches_without_f
     clock.now += 1.0
     hub.subscribe(lambda _snapshot: None)  # as the recorder does
     # one writer given the hub's findings (as the recorder is), one comparing for itself
-    with_findings = FrameWriter(samples=False, moves=hub.moves)
-    without = FrameWriter(samples=False)
+    with_findings = FrameWriter(moves=hub.moves)
+    without = FrameWriter()
     frames: list[tuple[object, object]] = []
     used = kept_liveness = 0
     for tick in range(25):
@@ -127,4 +127,4 @@ def test_the_hub_hands_on_the_liveness_mapping_and_a_recording_matches_without_f
     hub.stop()
     assert used > 10 and kept_liveness > 10
     for framed, compared in frames:
-        assert msgspec.json.encode(framed) == msgspec.json.encode(compared)
+        assert msgspec.msgpack.encode(framed) == msgspec.msgpack.encode(compared)

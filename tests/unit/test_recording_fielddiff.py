@@ -8,10 +8,11 @@ import dataclasses
 from typing import Any
 
 from gpucon.model.snapshot import Snapshot
+from gpucon.recording.blobs import decode_frame
+from gpucon.recording.blobs import encode_json_frame as encode_frame
 from gpucon.recording.codec import CodecRegistry, round_all
 from gpucon.recording.frames import DELTA, KEYFRAME, FrameState
-from gpucon.recording.store import decode_frame, encode_frame
-from gpucon.recording.writer import FrameWriter
+from tests.helpers.recording_v4 import FrameWriter
 from tests.unit.test_recording_frames import _live, _rounded
 
 

@@ -10,12 +10,13 @@ import msgspec
 from gpucon.hub import Hub
 from gpucon.model.fleet import Gpu
 from gpucon.model.snapshot import Snapshot
+from gpucon.recording.blobs import decode_frame
+from gpucon.recording.blobs import encode_json_frame as encode_frame
 from gpucon.recording.codec import CodecRegistry, round_float, unscale_all
 from gpucon.recording.frames import DELTA, KEYFRAME, FrameState, snapshot_samples
-from gpucon.recording.store import decode_frame, encode_frame
-from gpucon.recording.writer import FrameWriter
 from gpucon.sim import DEMO_RATE_WINDOW, DEMO_SLO_P95_MS
 from gpucon.sim.source import SimSource
+from tests.helpers.recording_v4 import FrameWriter
 from tests.ui.fleet_fixture import FrozenClock
 
 
