@@ -16,7 +16,6 @@ object). Pure.
 
 from __future__ import annotations
 
-import marshal
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -29,15 +28,13 @@ from gpucon.recording.codec import (
     _identity,
     _is_model_value,
     _is_record,
+    _memoised,
     _optional_inner,
 )
 
 Decoder = Callable[[Any], Any]
 
 _PLAIN = (int, float, str, bool, type(None), Any)
-# distinct nested values a field remembers before it starts again
-_MEMO_LIMIT = 4096
-_MISSING = object()
 _parse = msgspec.msgpack.Decoder().decode
 # the decoders of values that hold no record (the same as the older formats')
 _REGISTRY = CodecRegistry()
@@ -77,23 +74,6 @@ def _field_decoder(hint: Any) -> Decoder:
         return msgspec.convert(value, hint)
 
     return _memoised(convert) if _is_model_value(hint) else convert
-
-
-def _memoised(decode: Decoder) -> Decoder:
-    """``decode`` remembering its results by the value, marshalled (in C): a frozen value is
-    shared safely, and a fleet repeats a few (the MIG profile tables, a slot's processes)."""
-    memo: dict[bytes, Any] = {}
-
-    def cached(value: Any) -> Any:
-        key = marshal.dumps(value)
-        found = memo.get(key, _MISSING)
-        if found is _MISSING:
-            if len(memo) >= _MEMO_LIMIT:
-                memo.clear()
-            found = memo[key] = decode(value)
-        return found
-
-    return cached
 
 
 class RowDecoder:

@@ -174,32 +174,44 @@ class FrameWriter:
 
     def _delta_singles(self, snapshot: Snapshot) -> tuple[dict[str, Any], dict[str, list[Any]]]:
         """The single values that changed (a list of unchanged length: its changed items)."""
-        singles: dict[str, Any] = {}
-        parts: dict[str, list[Any]] = {}
-        for n, (enc, _) in self._singles.items():
-            raw = getattr(snapshot, n)
-            if raw is self._single_raw.get(n, _MISSING):
-                continue  # the same object (the alerts, the staleness while nothing moved)
-            self._single_raw[n] = raw
-            value = None if raw is None else enc(raw)
-            before_value = self._single_values.get(n, _MISSING)
-            if value == before_value:
-                continue
-            self._single_values[n] = value
-            if (
-                isinstance(value, list)
-                and isinstance(before_value, list)
-                and len(before_value) == len(value)
-            ):
-                # a list of the same length (the alerts, when a message's figure moved): only
-                # the items that changed
-                pairs = enumerate(zip(value, before_value, strict=True))
-                parts[n] = [[j, v] for j, (v, b) in pairs if v != b]
-                continue
-            singles[n] = value
-        return singles, parts
+        return changed_singles(self._singles, self._single_raw, self._single_values, snapshot)
 
 
 def _keys_of(state: _Rows) -> list[str]:
     """The keys of the mapping framed last, in its order."""
     return list(state.mapping)
+
+
+def changed_singles(
+    codecs: Mapping[str, Any],
+    seen_raw: dict[str, Any],
+    seen_values: dict[str, Any],
+    snapshot: Snapshot,
+) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """The snapshot's single values (``codecs``: field -> its codec pair) that changed since
+    ``seen_raw``/``seen_values`` (updated): whole, or a list of unchanged length's changed
+    items."""
+    singles: dict[str, Any] = {}
+    parts: dict[str, list[Any]] = {}
+    for n, (enc, _) in codecs.items():
+        raw = getattr(snapshot, n)
+        if raw is seen_raw.get(n, _MISSING):
+            continue  # the same object (the alerts, the staleness while nothing moved)
+        seen_raw[n] = raw
+        value = None if raw is None else enc(raw)
+        before_value = seen_values.get(n, _MISSING)
+        if value == before_value:
+            continue
+        seen_values[n] = value
+        if (
+            isinstance(value, list)
+            and isinstance(before_value, list)
+            and len(before_value) == len(value)
+        ):
+            # a list of the same length (the alerts, when a message's figure moved): only
+            # the items that changed
+            pairs = enumerate(zip(value, before_value, strict=True))
+            parts[n] = [[j, v] for j, (v, b) in pairs if v != b]
+            continue
+        singles[n] = value
+    return singles, parts

@@ -27,6 +27,7 @@ from gpucon.recording.codec import (
     round_all,
 )
 from gpucon.recording.frames import SAMPLES, _layout, _Section, snapshot_samples
+from gpucon.recording.writer import changed_singles
 from tests.helpers.recording_fielddiff import changed_columns, row_reader
 
 _MISSING = object()
@@ -449,28 +450,5 @@ class FrameWriter:
             removed[SAMPLES] = gone
 
     def _delta_singles(self, snapshot: Snapshot) -> tuple[dict[str, Any], dict[str, list[Any]]]:
-        """The single values that changed (a list of unchanged length: its changed items)."""
-        singles: dict[str, Any] = {}
-        parts: dict[str, list[Any]] = {}
-        for n, (enc, _) in self._singles.items():
-            raw = getattr(snapshot, n)
-            if raw is self._single_raw.get(n, _MISSING):
-                continue  # the same object (the alerts, the staleness while nothing moved)
-            self._single_raw[n] = raw
-            value = None if raw is None else enc(raw)
-            before_value = self._single_values.get(n, _MISSING)
-            if value == before_value:
-                continue
-            self._single_values[n] = value
-            if (
-                isinstance(value, list)
-                and isinstance(before_value, list)
-                and len(before_value) == len(value)
-            ):
-                # a list of the same length (the alerts, when a message's figure moved): only
-                # the items that changed
-                pairs = enumerate(zip(value, before_value, strict=True))
-                parts[n] = [[j, v] for j, (v, b) in pairs if v != b]
-                continue
-            singles[n] = value
-        return singles, parts
+        """The single values that changed: found as the format 5 writer finds them."""
+        return changed_singles(self._singles, self._single_raw, self._single_values, snapshot)
