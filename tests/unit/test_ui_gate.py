@@ -25,7 +25,7 @@ from gpucon.model.snapshot import Snapshot
 from gpucon.sim.source import SimSource
 from gpucon.widgets.row_builder import RowBuilder
 from gpucon.widgets.tick_prep import TickPrep
-from tests.unit.test_gc_pace import paced  # noqa: F401  (a fixture)
+from tests.unit.test_gc_pace import KEPT_MARGIN, paced  # noqa: F401  (a fixture)
 from tests.unit.test_hub_ui_yield import OneSlot
 
 
@@ -163,7 +163,7 @@ def test_the_hub_rests_as_long_as_its_tick_took() -> None:
 def test_the_collector_waits_for_a_pause_in_the_typing() -> None:
     typing = [True]
     collect = gc_pace.collect_unless(lambda: typing[0])
-    kept: list[list[int]] = [[] for _ in range(gc_pace.YOUNG_THRESHOLD + 10)]
+    kept: list[list[int]] = [[] for _ in range(gc_pace.YOUNG_THRESHOLD + KEPT_MARGIN)]
     assert gc.get_count()[0] >= gc_pace.YOUNG_THRESHOLD
     assert collect() is None  # due, but a key came lately
     assert gc.get_count()[0] >= gc_pace.YOUNG_THRESHOLD
