@@ -23,13 +23,22 @@ _TAKES_WORK = (BackendState.ACTIVE, BackendState.DRAINING)
 
 
 def queue_slo(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
-    slos = [
-        i.slo_p95_ms.get(b.name, t.default_slo_p95_ms)
-        for b in i.backends.values()
-        if b.state in _TAKES_WORK
-    ]
-    if not slos or not i.queues or not fresh_queue(i, t):
+    if not i.queues or not fresh_queue(i, t):
         return
+    ages = [q.oldest_age_s for q in i.queues.values() if q.oldest_age_s is not None]
+    if not ages:
+        return
+    oldest_ms = max(ages) * 1000.0
+    slo_of = i.slo_p95_ms.get
+    default = t.default_slo_p95_ms
+    backends = i.backends.values()
+    # most ticks: a backend taking work has an SLO that allows the oldest wait, found at the
+    # first such backend (not a maximum over thousands of them every tick)
+    if any(b.state in _TAKES_WORK and slo_of(b.name, default) >= oldest_ms for b in backends):
+        return
+    slos = [slo_of(b.name, default) for b in backends if b.state in _TAKES_WORK]
+    if not slos:
+        return  # no backend takes work: no_backends and not_ready speak
     slo_ms = max(slos)
     for stream, q in i.queues.items():
         age_s = q.oldest_age_s
