@@ -169,6 +169,8 @@ def test_demo_start_filter_detail_quit(tmux: Tmux) -> None:
         START_S,
     )
     assert "ACT%" in screen and "P95/SLO ms" in screen
+    # the queue, GPU and alert panels are mounted in the frame after the first one
+    screen = tmux.wait_for("the bottom panels", lambda s: "QUEUE" in s and "ALERTS" in s, START_S)
     assert "QUEUE" in screen and "ALERTS" in screen
     full = len(table_rows(screen))
 
