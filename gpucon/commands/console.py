@@ -147,17 +147,22 @@ def _open(
             if not isinstance(exc, RecordingError):
                 exc = RecordingError(f"{path}: {exc}", exc.strerror)
             recorder = NotRecording(path, exc)
+    # from here on a thread that wants the interpreter waits at most 1 ms for it, not
+    # Python's 5 ms: a live fleet's first reads run in the hub's workers while the UI is
+    # imported, and each NVML call gives the interpreter up and waits for it back (at 5 ms
+    # the first read's ~40 calls waited 5 ms each behind the imports); and Textual's writer
+    # thread puts the first frame on the terminal behind the driver's ~20 start-up writes,
+    # waiting for the interpreter after each while the UI thread builds the frame and then
+    # mounts the bottom's panels (at 5 ms the demo's frame reached the terminal 8 ms after
+    # it was drawn, median; benchmarks/RESULTS.md, "Sixth round")
+    _switch_often()
     if demo is not None:
         # the simulator answers in well under a millisecond: the first frame can show data
         session.hub.poll_once()
         session.hub.tick()
     else:
         # a live fleet's first reads (NVML's initialisation, first connections) run in the
-        # hub's workers while the UI is imported and built, not after the first frame. Each
-        # NVML call gives the interpreter up and waits for it back when it returns: at
-        # Python's 5 ms switch interval the first read's ~40 calls waited 5 ms each behind
-        # the imports; at 1 ms it is in ~20 ms sooner (benchmarks/RESULTS.md)
-        _switch_often()
+        # hub's workers while the UI is imported and built, not after the first frame
         session.hub.start_reading()
     return session, recorder
 
@@ -199,11 +204,11 @@ SWITCH_INTERVAL_S = 0.001
 
 
 def _switch_often() -> None:
-    """After the first frame: a key passes through three threads (the terminal's input
-    thread, the UI's, Textual's writer) and each waits for the interpreter while the hub's
-    thread or a source read runs Python between two of its ``give_way`` points; at Python's
-    5 ms a key could wait 15-20 ms for its turns alone. Switching costs a few microseconds,
-    and only while two threads both run Python."""
+    """From the session's opening (``_open``) on: a key passes through three threads (the
+    terminal's input thread, the UI's, Textual's writer) and each waits for the interpreter
+    while the hub's thread or a source read runs Python between two of its ``give_way``
+    points; at Python's 5 ms a key could wait 15-20 ms for its turns alone. Switching costs
+    a few microseconds, and only while two threads both run Python."""
     sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
@@ -292,18 +297,19 @@ def _console(
         from gpucon.config.credentials import credential_warnings
 
         app.startup_problems.extend(credential_warnings(config))
-    app.after_first_frame.append(_switch_often)
     if after_first_frame is not None:
         app.after_first_frame.append(after_first_frame)
         session.hub.between_ticks = gc_pace.collect_unless(lambda: app.key_within(gc_pace.TYPING_S))
     if recorder is not None:
         app.after_first_frame.append(lambda: _watch_recorder(app, recorder))
-    from gpucon.actions import stop
     from gpucon.commands.hangup import HANGUP_EXIT, TerminalWatch
 
     def stop_actions(why: str) -> None:
         """From the watch's thread: each running action stops at its next step boundary,
-        records its outcome and releases its locks; no new one starts."""
+        records its outcome and releases its locks; no new one starts. (Imported here, not
+        before the first frame: the console's actions import it when they run.)"""
+        from gpucon.actions import stop
+
         stop.request_stop(f"the console is closing: {why}")
         stop.wait_idle(3.0)
 

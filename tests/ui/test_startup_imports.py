@@ -42,12 +42,11 @@ NEVER = (
     *("prometheus_api_client", "pandas", "numpy", "requests", "jinja2", "textual_serve"),
     *("libvirt", "sqlite3"),
     # gpucon's write side, recordings, other screens and commands: built or opened later
-    *("gpucon.recording", "gpucon.controls", "gpucon.registry", "gpucon.lab"),
+    *("gpucon.recording", "gpucon.controls", "gpucon.registry", "gpucon.lab", "gpucon.actions"),
     *("gpucon.sim.registry", "gpucon.sim.probe", "gpucon.sim.mig", "gpucon.sim.mps"),
 )
 # packages of which only these modules may be loaded by the first frame
 ONLY = {
-    "gpucon.actions": {"gpucon.actions", "gpucon.actions.stop"},
     "gpucon.screens": {"gpucon.screens", "gpucon.screens.fleet"},
     "gpucon.commands": {
         *("gpucon.commands", "gpucon.commands.cli", "gpucon.commands.console"),
@@ -108,5 +107,5 @@ def test_a_live_nvml_console_loads_no_client_of_a_source_it_does_not_use(
 
 def test_the_check_sees_a_heavy_import(tmp_path: Path) -> None:
     """The checker itself: a client library or another screen loaded early is named."""
-    loaded = {"gpucon.app", "redis.client", "gpucon.screens.detail", "gpucon.actions.stop"}
+    loaded = {"gpucon.app", "redis.client", "gpucon.screens.detail", "gpucon.screens.fleet"}
     assert too_early(loaded) == ["gpucon.screens.detail", "redis.client"]
