@@ -6,12 +6,14 @@ and ``benchmarks/hello_app.py``, each started ``--starts`` times in a 180×50 pt
 (``benchmarks/pty_run.py``). Each start runs under this module's ``--child`` mode, which
 notes the process's CPU time and the wall clock (from its first line) when a watched module is
 first imported, when the console's steps begin and end (config, session, App), when the first
-byte reaches the terminal and when the marker does (the first frame with data), then exits.
-Printed: each point's CPU min and median, and the median wall. A live console's first
-reads are points too (each source's first read, in the hub's workers, and the wait for them
-before the first snapshot, ``tick_if_read``). Diagnostics only: the marks
-cost a little themselves, and the totals are not the start-up benchmark's
-(``benchmarks/startup_cpu.py`` counts from the process's start, interpreter included).
+byte reaches the terminal, when the App first hands a frame to Textual's writer thread and
+last does so before the marker reaches the terminal ("first draw", "last draw"), and when the
+marker does (the first frame with data), then exits. Printed: each point's CPU min and
+median, and the median wall. A live console's first reads are points too (each source's first
+read, in the hub's workers, and the wait for them before the first snapshot,
+``tick_if_read``). Diagnostics only: the marks cost a little themselves, and the totals are
+not the start-up benchmark's (``benchmarks/startup_cpu.py`` counts from the process's start,
+interpreter included).
 """
 
 from __future__ import annotations
@@ -45,8 +47,11 @@ class _Marks:
         self.points: list[tuple[str, float, float]] = []
 
     def mark(self, name: str) -> None:
-        wall = (time.perf_counter() - self.start) * 1000
-        self.points.append((name, time.process_time() * 1000, wall))
+        self.points.append((name, *self.now()))
+
+    def now(self) -> tuple[float, float]:
+        """(CPU ms, wall ms) now."""
+        return time.process_time() * 1000, (time.perf_counter() - self.start) * 1000
 
     def write(self, path: str) -> None:
         with open(path, "w") as out:
@@ -71,21 +76,47 @@ class _FirstImports:
 
 class _Terminal:
     """Stands in for ``sys.__stderr__`` (where Textual draws): notes the first write, and
-    writes the timeline and ends the process once the marker is on the terminal."""
+    writes the timeline and ends the process once the marker is on the terminal.
+
+    It also notes when the App hands a frame to Textual's writer thread (``App._display``,
+    on the UI thread): the first time, and the last time before the marker reaches the
+    terminal ("last draw"), so a frame drawn but written late (the writer waiting for the
+    interpreter) shows as the span from the last draw to the first frame."""
 
     def __init__(self, real: TextIO, marks: _Marks, marker: str, out: str) -> None:
         self.real, self.marks, self.marker, self.out = real, marks, marker, out
         self.tail = ""
         self.written = False
+        self.last_draw: tuple[float, float] | None = None
+
+    def _watch_draws(self) -> None:
+        """Wrap ``App._display`` once Textual's app module is loaded (by the first write it
+        is: the driver writes first): importing it sooner would move the imports measured."""
+        app_module = sys.modules.get("textual.app")
+        if app_module is None:
+            return
+        app_class = app_module.App
+        display = app_class._display
+
+        def drawn(app: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.last_draw is None:
+                self.marks.mark("first draw")
+            self.last_draw = self.marks.now()
+            return display(app, *args, **kwargs)
+
+        app_class._display = drawn
 
     def write(self, text: str) -> int:
         if not self.written:  # the driver's first escape codes: the App has started
             self.written = True
             self.marks.mark("first write")
+            self._watch_draws()
         written = self.real.write(text)
         plain = ANSI.sub("", text)
         if self.marker in plain or self.marker in self.tail + plain[:64]:
             self.real.flush()
+            if self.last_draw is not None:
+                self.marks.points.append(("last draw", *self.last_draw))
             self.marks.mark("first frame")
             self.marks.write(self.out)
             os._exit(0)
