@@ -1,0 +1,52 @@
+"""The schedulers' heartbeat contract and the stale in-flight counts of a silent scheduler."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpucon.model.fleet import Backend, BackendState
+from gpucon.model.reading import SchedulerBeat
+from gpucon.model.scheduler_beat import SCHEDULER, SchedulerStaleness, silent_age
+from gpucon.model.staleness import FRESH, Staleness
+from gpucon.registry.heartbeat import Heartbeat, heartbeat_text, parse_heartbeats
+
+
+def test_the_newest_heartbeat_wins_and_garbage_is_named() -> None:
+    newest, problems = parse_heartbeats(
+        {
+            "a": heartbeat_text(100.0),
+            "b": heartbeat_text(105.5, 2.0),
+            "c": "not json",
+            "d": '{"at": -1, "every_s": 1}',
+            "e": '{"at": 200, "every_s": 0}',
+        }
+    )
+    assert newest == Heartbeat("b", 105.5, 2.0)
+    assert [p.split(":")[1].split()[1] for p in problems] == ["'c'", "'d'", "'e'"]
+    assert parse_heartbeats({}) == (None, ())
+
+
+def test_silent_after_two_periods_and_a_read() -> None:
+    beat = SchedulerBeat("s", age_s=0.5, every_s=1.0)
+    # read at t=10 with a 1 s cadence: silent once older than 2 * 1 + 1 = 3 s
+    assert silent_age([(beat, 10.0, 1.0)], 12.4) is None
+    assert silent_age([(beat, 10.0, 1.0)], 12.6) == pytest.approx(3.1)
+    assert silent_age([], 100.0) is None
+
+
+def backends(**inflight: int | None) -> dict[str, Backend]:
+    return {n: Backend(name=n, state=BackendState.ACTIVE, inflight=v) for n, v in inflight.items()}
+
+
+def test_only_counted_inflight_goes_stale_and_other_stale_values_keep_their_source() -> None:
+    mark = SchedulerStaleness()
+    fleet = backends(a=3, b=None)
+    assert mark(FRESH, fleet, None) is FRESH
+    stale = mark(FRESH, fleet, 7.0)
+    assert stale.age("backend:a", "inflight") == 7.0
+    assert stale.fields == {"backend:a": {"inflight": SCHEDULER}}  # b counts nothing
+    # the same inputs: the same fields object (the hub's history gaps are not worked again)
+    assert mark(FRESH, fleet, 8.0).fields is stale.fields
+    redis_down = Staleness({"redis": 30.0}, {"backend:a": {"inflight": "redis"}})
+    both = mark(redis_down, fleet, 9.0)
+    assert both.age("backend:a", "inflight") == 30.0  # Redis's own age where it is stale
