@@ -104,12 +104,9 @@ def source_badges(snapshot: Snapshot, styles: dict[Health, str]) -> Text:
             continue
         state = {Health.OK: "ok", Health.DEGRADED: "STALE", Health.DOWN: "DOWN"}[status.health]
         text.append(state if status.health is Health.OK else f" {state} ", styles[status.health])
-        # a broken source's age in the cells' steps (``DOWN 15s`` beside ``·15s``), so the
-        # bar and the stale values it explains never read as two different outages
-        if age is None:
-            shown = "never"
-        else:
-            shown = fmt.since(age) if status.health is Health.OK else fmt.age(age)
+        # the one age format (``DOWN 5s`` beside ``·5s`` and an alert's ``5s``), so the bar,
+        # the stale values and the alerts it explains never read as different outages
+        shown = "never" if age is None else fmt.since(age)
         text.append(f" {shown}", style="dim")
         text.append(" │")
     return text
