@@ -14,7 +14,7 @@ from gpucon.model.history import History
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
 from gpucon.widgets.alert_lines import alert_head
-from gpucon.widgets.panels import source_badges
+from gpucon.widgets.status_bar import source_badges
 
 STYLES = {Health.OK: "green", Health.DEGRADED: "yellow", Health.DOWN: "red"}
 
