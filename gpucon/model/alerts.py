@@ -34,6 +34,7 @@ from gpucon.model.alert_base import (
     p95_near_or_over,
 )
 from gpucon.model.alert_base import fmt as _fmt
+from gpucon.model.alert_causes import with_likely_causes
 from gpucon.model.alert_order import AlertGroup, group_alerts, ordered
 from gpucon.model.fleet import Backend, BackendState, Gpu, Health, NodeInfo
 from gpucon.model.history import sustained
@@ -384,8 +385,9 @@ def derive_alerts(
     previous: Iterable[Alert] = (),
     between_rules: Callable[[], object] | None = None,
 ) -> tuple[Alert, ...]:
-    """Alerts active now, the causes before the symptoms (``model.alert_order``); ``since``
-    carries over from ``previous``, which rules that hold an alert also read.
+    """Alerts active now, worst first and causes before symptoms among equals
+    (``model.alert_order``), each symptom naming its likely cause (``model.alert_causes``);
+    ``since`` carries over from ``previous``, which rules that hold an alert also read.
 
     ``between_rules`` is called before each rule after the first: the hub's thread gives way
     there while the UI answers a key (the rules over a large fleet take tens of ms in all)."""
@@ -401,4 +403,4 @@ def derive_alerts(
             held = by_key.get(key)
             since = inputs.now if held is None else held.since
             alerts.append(Alert(key, name, target, severity, message, since))
-    return ordered(alerts)
+    return ordered(with_likely_causes(alerts, inputs.backends))
