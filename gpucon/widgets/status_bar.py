@@ -71,7 +71,7 @@ def source_badges(
         if status.health is not Health.OK or healthy_ages:
             # the one age format (``DOWN 5s`` beside ``·5s`` and an alert's ``5s``), so the
             # bar, the stale values and the alerts it explains never read as other outages
-            text.append(f" {'never' if age is None else fmt.since(age)}", style="dim")
+            text.append(f" {'never read' if age is None else fmt.since(age)}", style="dim")
         text.append(" │")
     if healthy:
         text.append(f" +{healthy} ok", style=styles[Health.OK])
