@@ -4,8 +4,8 @@ Alerts are shown worst first (``model.alert_order``): an on-call eye looks for C
 WARN cause listed above the CRIT it brings (``queue growing`` above ``queue_slo``) pushed the
 CRIT down, off a short panel. The causal link the old cause-first order showed is kept in the
 symptom's own text instead: ``oldest request waited 9.6 s, past every p95 SLO (largest 2500
-ms), 3844 waiting (likely cause: queue growing on gen:queue); a server's p95 starts ...``. Only causes that fire now are named, one per symptom, the
-most specific first:
+ms), 3844 waiting (likely cause: queue growing on gen:queue); a server's p95 starts ...``.
+Only causes that fire now are named, one per symptom, the most specific first:
 
 - a stream's ``queue_slo`` / ``queue_wait``: the stream's ``queue_stalled`` (nobody reads it),
   else its ``queue_growth``, else ``no_backends``;
