@@ -23,6 +23,7 @@ from gpucon.hub import Hub
 from gpucon.model.scheduler_beat import SCHEDULER
 from gpucon.model.snapshot import Snapshot
 from gpucon.registry import keys
+from gpucon.screens.detail import backend_lines
 from gpucon.sources.redisq import RedisQueueSource
 from gpucon.widgets.row_builder import build_rows
 from gpucon.widgets.slot_cells import cell
@@ -114,6 +115,10 @@ def test_a_killed_scheduler_leaves_inflight_stale_with_its_heartbeats_age(
         assert style == "stale"
         assert int(count) == later.backends[backend.name].inflight and int(count) > 0
         assert age.endswith("s") and float(age[:-1]) >= 3.0  # the heartbeat's age, as `0·6s`
+        # the detail says why, and does not call the (fresh) registry stale
+        detail = backend_lines((later.backends[backend.name],), later, 2500.0).plain
+        assert f"in flight stale {age}: the scheduler's heartbeat stopped" in detail
+        assert "registry stale" not in detail
     finally:
         hub.stop()
         source.close()
