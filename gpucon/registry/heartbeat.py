@@ -44,7 +44,10 @@ def _number(body: Mapping[str, object], field: str) -> float | None:
     value = body.get(field)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer JSON allows and no float holds
+        return None
     return number if math.isfinite(number) and number >= 0 else None
 
 
