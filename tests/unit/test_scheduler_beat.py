@@ -50,3 +50,22 @@ def test_only_counted_inflight_goes_stale_and_other_stale_values_keep_their_sour
     redis_down = Staleness({"redis": 30.0}, {"backend:a": {"inflight": "redis"}})
     both = mark(redis_down, fleet, 9.0)
     assert both.age("backend:a", "inflight") == 30.0  # Redis's own age where it is stale
+
+
+def test_a_plan_made_while_the_scheduler_is_silent_says_so() -> None:
+    from gpucon.actions.freshness import stale_inputs
+    from gpucon.model.fleet import Health, SourceStatus
+    from gpucon.model.snapshot import Snapshot
+
+    fleet = backends(a=3)
+    snapshot = Snapshot(
+        taken_at=100.0,
+        backends=fleet,
+        sources={"redis": SourceStatus("redis", Health.OK, None, 99.5)},
+        staleness=SchedulerStaleness()(FRESH, fleet, 12.0),
+    )
+    [line] = stale_inputs(snapshot, rechecked=True)
+    assert line.warning and line.name == "stale:scheduler"
+    assert line.text.startswith(
+        "scheduler not current (its heartbeat is 10s old: in-flight counts are not kept)"
+    )
