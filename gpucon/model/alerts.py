@@ -256,6 +256,14 @@ def _stale_source(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str
                 yield ("stale_source", name, Severity.WARNING, f"source stale, {shown}{detail}")
 
 
+def _outage_began(i: AlertInputs, source: str, since: float) -> float:
+    """A source's outage is as old as its last good read: the alert's age is the status bar's
+    ``DOWN 15s`` (and a console started mid-outage does not call it new)."""
+    status = i.sources.get(source)
+    last_ok = None if status is None else status.last_ok_at
+    return since if last_ok is None else min(since, last_ok)
+
+
 def _streams(i: AlertInputs) -> str:
     """`` (gen:queue)``: the streams whose queue is unknown; ``""`` when none was ever read."""
     names = sorted(i.queues)
@@ -402,5 +410,7 @@ def derive_alerts(
             key = f"{name}:{target}"
             held = by_key.get(key)
             since = inputs.now if held is None else held.since
+            if name == "stale_source":
+                since = min(since, _outage_began(inputs, target, since))
             alerts.append(Alert(key, name, target, severity, message, since))
     return ordered(with_likely_causes(alerts, inputs.backends))

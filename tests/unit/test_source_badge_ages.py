@@ -49,11 +49,14 @@ def test_one_outage_reads_the_same_in_the_bar_the_alert_and_its_message(age_s: f
     now = 1000.0
     status = SourceStatus("redis", Health.DOWN, "refused", now - age_s, 0.01)
     inputs = AlertInputs(now, {}, {}, {}, {}, {"redis": status}, History(), {})
-    previous = derive_alerts(inputs, AlertThresholds())
-    # the alert began when the source went down: its age is the outage's
-    began = tuple(msgspec.structs.replace(a, since=now - age_s) for a in previous)
-    [alert] = [a for a in derive_alerts(inputs, AlertThresholds(), began) if a.target == "redis"]
-    shown = fmt.since(age_s)
+    # first seen now (a console started mid-outage): its age is still the outage's, from the
+    # source's last good read, as the bar's; and it stays so on the next tick
+    [first] = [a for a in derive_alerts(inputs, AlertThresholds()) if a.target == "redis"]
+    later = msgspec.structs.replace(inputs, now=now + 1.0)
+    [alert] = [a for a in derive_alerts(later, AlertThresholds(), (first,)) if a.target == "redis"]
+    assert alert.since == first.since == now - age_s
+    now += 1.0  # the next tick: the bar, the alert's age and its text say the same
+    shown = fmt.since(age_s + 1.0)
     bar = source_badges(Snapshot(taken_at=now, sources={"redis": status}), STYLES).plain
     assert f"redis  DOWN  {shown} │" in bar
     assert alert_head(alert, now, "").plain.split() == ["CRIT", shown, "redis"]
