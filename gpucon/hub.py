@@ -342,7 +342,8 @@ class Hub:
         give_way()
         staleness = self._stale_fields(readings, fleet, stale)
         # a silent scheduler: its in-flight counts are stale however fresh Redis is
-        staleness = self._scheduler_stale(staleness, fleet.backends, silent_age(beats, now))
+        silent_s = silent_age(beats, now)
+        staleness = self._scheduler_stale(staleness, fleet.backends, silent_s)
         if self._gaps[0] is not staleness.fields:  # the same stale values: the same gaps
             self._gaps = (staleness.fields, stale_series(staleness))
         give_way()
@@ -366,6 +367,7 @@ class Hub:
                 mig_pending_since=self._mig_pending_since,
                 liveness=liveness,
                 mem_runs=self._mem_runs,
+                scheduler_silent_s=silent_s,
             ),
             self.thresholds,
             previous,

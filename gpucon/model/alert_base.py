@@ -125,6 +125,7 @@ RULE_CAUSE: dict[str, Cause] = {
     "mig_config": Cause.FAULT,
     "stale_source": Cause.FAULT,
     "queue_stalled": Cause.FAULT,
+    "scheduler_silent": Cause.FAULT,
     "no_backends": Cause.FAULT,
     "low_memory": Cause.RESOURCE,
     "memory_trend": Cause.RESOURCE,
@@ -167,6 +168,9 @@ class AlertInputs(msgspec.Struct, frozen=True):
     # trend rule's shortcut; without it, or when it is not at this history's tick, the rule
     # walks the history back)
     mem_runs: GrowthRuns | None = None
+    # how old the scheduler's heartbeat is when it is silent (``model/scheduler_beat.py``);
+    # None while it beats, or when no scheduler writes one
+    scheduler_silent_s: float | None = None
 
 
 # what a rule yields: (rule, target, severity, message)

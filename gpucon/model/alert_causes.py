@@ -7,8 +7,9 @@ symptom's own text instead: ``oldest request waited 9.6 s, past every p95 SLO (l
 ms), 3844 waiting (likely cause: queue growing on gen:queue); a server's p95 starts ...``.
 Only causes that fire now are named, one per symptom, the most specific first:
 
-- a stream's ``queue_slo`` / ``queue_wait``: the stream's ``queue_stalled`` (nobody reads it),
-  else its ``queue_growth``, else ``no_backends``;
+- a stream's ``queue_slo`` / ``queue_wait``: a silent scheduler (``scheduler_silent``), the
+  stream's ``queue_stalled`` (nobody reads it), else its ``queue_growth``, else
+  ``no_backends``;
 - a backend's ``p95_slo`` / ``p95_trend`` / ``queue_wait``: another backend of its model not
   serving (``not_ready``, its traffic moved here), else a co-tenant on its slot
   (``noisy_neighbour``), else heat or the power cap on its GPU, else a growing queue.
@@ -34,6 +35,8 @@ def _gpu_of(slot_id: str) -> str:
 
 
 def _stream_cause(stream: str, by_rule: Mapping[str, list[Alert]]) -> str | None:
+    if by_rule.get("scheduler_silent"):  # said within seconds; queue_stalled after 20 s
+        return "the scheduler is silent"
     for rule, says in (
         ("queue_stalled", "nobody reads {}"),
         ("queue_growth", "queue growing on {}"),

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from msgspec.structs import replace
 
-from gpucon.model import early_warning, noisy_neighbour, queue_slo, queue_stall
+from gpucon.model import early_warning, noisy_neighbour, queue_slo, queue_stall, scheduler_beat
 from gpucon.model.alert_base import (
     Alert,
     AlertInputs,
@@ -384,6 +384,7 @@ RULES = (
     *noisy_neighbour.RULES,
     *queue_stall.RULES,
     *queue_slo.RULES,
+    *scheduler_beat.RULES,
 )
 
 
@@ -412,5 +413,10 @@ def derive_alerts(
             since = inputs.now if held is None else held.since
             if name == "stale_source":
                 since = min(since, _outage_began(inputs, target, since))
+            elif name == "scheduler_silent" and inputs.scheduler_silent_s is not None:
+                since = min(since, inputs.now - inputs.scheduler_silent_s)  # its last beat
+            elif name == "queue_stalled" and (q := inputs.queues.get(target)) is not None:
+                idle = q.consumer_idle_s  # since the last read, which Redis remembers
+                since = since if idle is None else min(since, inputs.now - idle)
             alerts.append(Alert(key, name, target, severity, message, since))
     return ordered(with_likely_causes(alerts, inputs.backends))

@@ -11,13 +11,23 @@ A scheduler that writes none is unknown, not dead: nothing is marked.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
+from gpucon.model.ages import fmt_elapsed
+from gpucon.model.alert_base import AlertInputs, AlertThresholds, Found, Severity
 from gpucon.model.fleet import Backend
 from gpucon.model.reading import SchedulerBeat
 from gpucon.model.staleness import STALE_CADENCES, Staleness
 
-__all__ = ["SCHEDULER", "SchedulerBeat", "SchedulerStaleness", "beat_age", "silent_age"]
+__all__ = [
+    "RULES",
+    "SCHEDULER",
+    "SchedulerBeat",
+    "SchedulerStaleness",
+    "beat_age",
+    "scheduler_silent",
+    "silent_age",
+]
 
 # the name stale in-flight counts are attributed to (``stale_fields`` and the JSON say it)
 SCHEDULER = "scheduler"
@@ -70,3 +80,23 @@ def silent_age(beats: Sequence[tuple[SchedulerBeat, float, float]], now: float) 
         return None
     age, after = min(ages)
     return age if age > after else None
+
+
+def scheduler_silent(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
+    """``scheduler_silent``: its heartbeat stopped. CRIT while requests wait (nobody sends
+    them anywhere, and ``queue_stalled`` says so only after 20 s), WARN while none does."""
+    age = i.scheduler_silent_s
+    if age is None:
+        return
+    waiting = sum((q.lag or 0) + (q.pending or 0) for q in i.queues.values())
+    severity = Severity.CRITICAL if waiting else Severity.WARNING
+    yield (
+        "scheduler_silent",
+        SCHEDULER,
+        severity,
+        f"the scheduler's heartbeat stopped {fmt_elapsed(age)} ago: in-flight counts are not "
+        f"kept and no request is sent on ({waiting} waiting); is the scheduler running?",
+    )
+
+
+RULES = (scheduler_silent,)

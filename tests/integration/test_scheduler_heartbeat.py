@@ -20,6 +20,7 @@ import pytest
 import redis
 
 from gpucon.hub import Hub
+from gpucon.model.alert_base import Severity
 from gpucon.model.scheduler_beat import SCHEDULER
 from gpucon.model.snapshot import Snapshot
 from gpucon.registry import keys
@@ -99,6 +100,13 @@ def test_a_killed_scheduler_leaves_inflight_stale_with_its_heartbeats_age(
             # silent after two of its 1 s periods and one 0.5 s read, not before
             assert time.monotonic() - killed_at > 1.5
             assert stale.staleness.fields[f"backend:{backend.name}"]["inflight"] == SCHEDULER
+            # and an alert says so at once (queue_stalled waits 20 s): its requests wait
+            [silent] = [a for a in stale.alerts if a.rule == "scheduler_silent"]
+            assert silent.severity is Severity.CRITICAL and silent.target == SCHEDULER
+            assert "the scheduler's heartbeat stopped" in silent.message
+            assert stale.taken_at - silent.since == pytest.approx(
+                inflight_age(stale, backend.name) or 0.0, abs=0.01
+            )  # as old as its last beat: INFL's age
             assert "redis" not in stale.staleness.sources  # Redis itself answers: fresh
             assert stale.sources["redis"].health.value == "ok"
             later = latest.wait(

@@ -51,3 +51,19 @@ def test_a_backends_p95_names_its_models_backend_that_went_down_first() -> None:
 def test_no_cause_firing_leaves_the_text_alone() -> None:
     alerts = [alert("p95_slo", "sdxl-b", Severity.CRITICAL, "p95 over")]
     assert with_likely_causes(alerts, BACKENDS) == alerts
+
+
+def test_a_stall_and_an_outage_are_as_old_as_what_redis_remembers() -> None:
+    """A console started mid-stall: ``queue_stalled`` is as old as the consumer's last read
+    (Redis's idle time), not as this console's first look."""
+    from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts
+    from gpucon.model.fleet import Health, QueueStats, SourceStatus
+    from gpucon.model.history import History
+
+    queue = QueueStats(
+        "gen:queue", lag=30, pending=2, group="g1", consumers=1, consumer_idle_s=68.0
+    )
+    redis_ok = {"redis": SourceStatus("redis", Health.OK, None, 999.5, 0.01)}
+    inputs = AlertInputs(1000.0, {}, {}, {}, {"gen:queue": queue}, redis_ok, History())
+    [stall] = [a for a in derive_alerts(inputs, AlertThresholds()) if a.rule == "queue_stalled"]
+    assert stall.since == 1000.0 - 68.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpucon.model.alert_base import Severity
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.reading import SchedulerBeat
 from gpucon.model.scheduler_beat import SCHEDULER, SchedulerStaleness, silent_age
@@ -69,3 +70,21 @@ def test_a_plan_made_while_the_scheduler_is_silent_says_so() -> None:
     assert line.text.startswith(
         "scheduler not current (its heartbeat is 10s old: in-flight counts are not kept)"
     )
+
+
+def test_a_silent_scheduler_is_an_alert_crit_while_requests_wait() -> None:
+    from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts
+    from gpucon.model.fleet import QueueStats
+    from gpucon.model.history import History
+
+    def inputs(silent: float | None, lag: int) -> AlertInputs:
+        queues = {"q": QueueStats("q", lag=lag, pending=0, group="g1")}
+        return AlertInputs(100.0, {}, {}, {}, queues, {}, History(), scheduler_silent_s=silent)
+
+    assert not [a for a in derive_alerts(inputs(None, 5), AlertThresholds())]
+    [quiet] = derive_alerts(inputs(4.0, 0), AlertThresholds())
+    assert (quiet.rule, quiet.severity, quiet.since) == ("scheduler_silent", Severity.WARNING, 96.0)
+    alerts = derive_alerts(inputs(12.0, 7), AlertThresholds())
+    silent = next(a for a in alerts if a.rule == "scheduler_silent")
+    assert silent.severity is Severity.CRITICAL and "(7 waiting)" in silent.message
+    assert silent.message.startswith("the scheduler's heartbeat stopped 10s ago")
