@@ -39,6 +39,7 @@ from gpucon.model.liveness import LivenessPolicy, dead_targets, withhold_dead_ta
 from gpucon.model.liveness_book import LivenessBook
 from gpucon.model.merge import MergedFleet, merge_readings
 from gpucon.model.reading import Reading
+from gpucon.model.scheduler_beat import SchedulerStaleness, silent_age
 from gpucon.model.section_moves import SectionMoves
 from gpucon.model.snapshot import Snapshot
 from gpucon.model.staleness import StaleFieldCache, Staleness, stale_after_s
@@ -168,6 +169,7 @@ class Hub:
         # where those findings are noted (the recorder is handed this hub's)
         self.moves = SectionMoves()
         self._stale_fields = StaleFieldCache()
+        self._scheduler_stale = SchedulerStaleness()
         self._gaps: tuple[object, list[str]] = (None, [])
         self._merged: tuple[tuple[Reading, ...], MergedFleet | None] = ((), None)
         self._slo: tuple[object, list[str], list[str | None], dict[str, float]]
@@ -322,6 +324,14 @@ class Hub:
                 for st in self._states
                 if (age := self._stale_age(st, now)) is not None
             }
+            # heartbeats read from a fresh Redis (a stale one's values are stale already)
+            beats = [
+                (good.scheduler_beat, good.taken_at, st.source.cadence_s)
+                for st in self._states
+                if (good := st.last_good) is not None
+                and good.scheduler_beat is not None
+                and st.source.name not in stale
+            ]
         fleet = self._merge(readings, give_way)
         give_way()
         liveness = self._liveness.judge_readings(fleet.backends, readings, now)
@@ -331,6 +341,9 @@ class Hub:
         fleet = replace(fleet, latency=latency)
         give_way()
         staleness = self._stale_fields(readings, fleet, stale)
+        # a silent scheduler: its in-flight counts are stale however fresh Redis is
+        silent_s = silent_age(beats, now)
+        staleness = self._scheduler_stale(staleness, fleet.backends, silent_s)
         if self._gaps[0] is not staleness.fields:  # the same stale values: the same gaps
             self._gaps = (staleness.fields, stale_series(staleness))
         give_way()
@@ -354,6 +367,7 @@ class Hub:
                 mig_pending_since=self._mig_pending_since,
                 liveness=liveness,
                 mem_runs=self._mem_runs,
+                scheduler_silent_s=silent_s,
             ),
             self.thresholds,
             previous,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Mapping
 
+from gpucon.actions.plan import BlastRadius
 from gpucon.controls.base import Controls
 from gpucon.errors import MAX_NAME_CHARS, MAX_TEXT_CHARS, BadParams, bounded_text, shown
 from gpucon.model.fleet import Backend, BackendState
@@ -77,16 +78,36 @@ def node_backends(snapshot: Snapshot, node: str) -> tuple[Backend, ...]:
     return tuple(sorted(found, key=lambda b: b.name))
 
 
-def capacity_share_pct(snapshot: Snapshot, names: tuple[str, ...]) -> float | None:
-    """Share of the serving capacity (by weight of active backends) that ``names`` carry."""
+def capacity_share(snapshot: Snapshot, names: tuple[str, ...]) -> tuple[float | None, str]:
+    """Share (percent) of the serving capacity, by weight of the active backends, that the
+    active ones among ``names`` carry; or None and why no share can be given, worded for the
+    plan's blast radius. The one measure every plan's blast radius gives."""
     active = [b for b in snapshot.backends.values() if b.state is BackendState.ACTIVE]
-    if any(b.weight is None for b in active):
-        return None
+    unknown = sorted(b.name for b in active if b.weight is None)
+    if unknown:
+        return None, (
+            f"share of fleet capacity unknown: the weight of {escaped_name(unknown[0])}"
+            + (f" (+{len(unknown) - 1})" if len(unknown) > 1 else "")
+            + " is not readable"
+        )
     total = sum(b.weight or 0.0 for b in active)
     if total <= 0:
-        return None
+        return None, "no share of fleet capacity: no active backend has a weight above 0"
     part = sum(b.weight or 0.0 for b in active if b.name in names)
-    return 100.0 * part / total
+    return 100.0 * part / total, ""
+
+
+def capacity_share_pct(snapshot: Snapshot, names: tuple[str, ...]) -> float | None:
+    """``capacity_share``'s percent alone."""
+    return capacity_share(snapshot, names)[0]
+
+
+def capacity_radius(
+    snapshot: Snapshot, names: tuple[str, ...], slots: tuple[str, ...], effect: str
+) -> BlastRadius:
+    """The blast radius of a plan on ``names``: their share of capacity and what happens to it."""
+    pct, why = capacity_share(snapshot, names)
+    return BlastRadius(names, slots, pct, effect, why)
 
 
 def describe_state(controls: Controls, names: list[str]) -> str:

@@ -18,7 +18,7 @@ from functools import partial
 from typing import Any
 
 from gpucon.actions.backends import (
-    capacity_share_pct,
+    capacity_radius,
     describe_state,
     find_backend,
     node_backends,
@@ -26,7 +26,7 @@ from gpucon.actions.backends import (
 )
 from gpucon.actions.headroom import others_serving, state_line
 from gpucon.actions.plan import (
-    BlastRadius,
+    OUT_OF_SERVICE,
     Outcome,
     Plan,
     Precondition,
@@ -136,7 +136,7 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
         tier=Tier.DISRUPTIVE,
         preconditions=tuple(pre),
         steps=tuple(steps),
-        blast_radius=BlastRadius(names, slots, capacity_share_pct(snapshot, names)),
+        blast_radius=capacity_radius(snapshot, names, slots, OUT_OF_SERVICE),
         undo=undo,
         params={
             "backends": list(names),

@@ -17,6 +17,7 @@ from dataclasses import replace
 from gpucon.actions.plan import Plan, Precondition
 from gpucon.model.alert_base import fmt_elapsed
 from gpucon.model.fleet import Health
+from gpucon.model.scheduler_beat import SCHEDULER
 from gpucon.model.snapshot import Snapshot
 
 ERROR_CHARS = 80  # of a source's error in the line: the alert and the status bar say the rest
@@ -33,6 +34,8 @@ def stale_inputs(snapshot: Snapshot, rechecked: bool) -> list[Precondition]:
     for name in sorted(stale):
         age = stale[name]
         when = "never read" if age < 0 else f"last good read {fmt_elapsed(age)} ago"
+        if name == SCHEDULER:  # Redis answers; the scheduler that keeps the counts does not
+            when = f"its heartbeat is {fmt_elapsed(age)} old: in-flight counts are not kept"
         known = snapshot.sources.get(name)
         error = f": {known.error[:ERROR_CHARS]}" if known is not None and known.error else ""
         after = (

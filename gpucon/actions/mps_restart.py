@@ -18,14 +18,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpucon.actions.backends import (
-    capacity_share_pct,
+    capacity_radius,
     node_backends,
     text_param,
 )
 from gpucon.actions.drain_group import backends_on
 from gpucon.actions.headroom import others_serving
 from gpucon.actions.plan import (
-    BlastRadius,
+    OUT_OF_SERVICE,
     Outcome,
     Plan,
     Precondition,
@@ -183,7 +183,7 @@ def plan_mps_restart(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
         tier=Tier.DISRUPTIVE,
         preconditions=tuple(pre),
         steps=tuple(steps),
-        blast_radius=BlastRadius(names, slots, capacity_share_pct(snapshot, names)),
+        blast_radius=capacity_radius(snapshot, names, slots, OUT_OF_SERVICE),
         undo="nothing to undo: a restart that fails leaves its backends drained; run it again "
         f"(gpucon mps-restart {target}) or undrain them",
         params={

@@ -59,19 +59,35 @@ class Step:
     text: str
 
 
+# what happens to the share of fleet capacity a plan touches (``BlastRadius.effect``)
+OUT_OF_SERVICE = "taken out of service"
+PROBE_LOAD = "takes the probe's extra load (none taken out of service)"
+MOVED = "moved between backends"
+# an undrain's: it adds capacity back, it takes none away
+RETURNS = "no fleet capacity taken out of service: it returns capacity"
+
+
 @dataclass(frozen=True, slots=True)
 class BlastRadius:
-    """What the action touches: backends, slots, and the share of fleet capacity (percent)."""
+    """What the action touches: backends, slots, and the share of fleet capacity (percent, by
+    the active backends' weights: ``actions.backends.capacity_share``) with what happens to it.
+    Every plan words it the same way: ``33% of fleet capacity taken out of service`` (drain),
+    ``33% of fleet capacity takes the probe's extra load (none taken out of service)``."""
 
     backends: tuple[str, ...] = ()
     slots: tuple[str, ...] = ()
-    capacity_pct: float | None = None  # None: the fleet's capacity is not known
+    capacity_pct: float | None = None
+    effect: str = OUT_OF_SERVICE
+    # said instead of a share when there is none: why, as a fact (never a bare "n/a")
+    no_share: str = "share of fleet capacity unknown"
 
     def describe(self) -> str:
-        share = "n/a" if self.capacity_pct is None else f"{self.capacity_pct:.0f}%"
-        return (
-            f"{len(self.backends)} backend(s), {len(self.slots)} slot(s), {share} of fleet capacity"
+        share = (
+            self.no_share
+            if self.capacity_pct is None
+            else f"{self.capacity_pct:.0f}% of fleet capacity {self.effect}"
         )
+        return f"{len(self.backends)} backend(s), {len(self.slots)} slot(s); {share}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the verb's parser is built for every gpucon command: import lazily
-    from gpucon.actions.plan import Outcome, Plan, Progress
+    from gpucon.actions.plan import BlastRadius, Outcome, Plan, Progress
     from gpucon.actions.probe_defaults import ProbeDefaults
     from gpucon.config import ProbeTarget
     from gpucon.controls.base import Controls
@@ -85,10 +85,29 @@ def _as_params(values: ProbeDefaults | ProbeBounds) -> dict[str, float]:
     }
 
 
+def _radius(snapshot: Snapshot, name: str, active: tuple[str, ...], via_queue: bool) -> BlastRadius:
+    """A probe takes nothing out of service: what its blast radius gives is the share of fleet
+    capacity that takes its extra load (the target's, or through the queue every active
+    backend's), measured as a drain's is; a target the scheduler sends nothing to has none."""
+    from gpucon.actions.backends import capacity_radius
+    from gpucon.actions.plan import PROBE_LOAD, BlastRadius
+    from gpucon.model.fleet import BackendState
+
+    if via_queue:
+        return capacity_radius(snapshot, active, (), PROBE_LOAD)
+    backend = snapshot.backends.get(name)
+    slots = (backend.slot_id,) if backend is not None and backend.slot_id else ()
+    if backend is None or backend.state is not BackendState.ACTIVE:
+        where = "not in the registry" if backend is None else str(backend.state)
+        why = f"no share of fleet capacity: the scheduler sends it no traffic ({where})"
+        return BlastRadius((name,), slots, None, PROBE_LOAD, why)
+    return capacity_radius(snapshot, (name,), slots, PROBE_LOAD)
+
+
 def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
     """The probe plan; refuses unknown targets and out-of-bounds params before anything runs."""
     from gpucon.actions.load import not_serving, slo_for
-    from gpucon.actions.plan import BlastRadius, Plan, Precondition, Step, Tier
+    from gpucon.actions.plan import Plan, Precondition, Step, Tier
     from gpucon.actions.probe_defaults import ProbeCaps, observed_service, probe_defaults
     from gpucon.actions.probe_verdict import plan_checks
     from gpucon.controls.probe import STOP_AFTER_CONNECT_ERRORS, check_bounds
@@ -167,11 +186,7 @@ def plan(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
         tier=Tier.REVERSIBLE,
         preconditions=tuple(pre),
         steps=steps,
-        blast_radius=BlastRadius(
-            tuple(active) if via_queue else (target.name,),
-            (backend.slot_id,) if backend is not None and backend.slot_id and not via_queue else (),
-            None,
-        ),
+        blast_radius=_radius(snapshot, target.name, tuple(active), via_queue),
         undo="nothing to undo: a probe only sends a bounded number of requests",
         params={
             "target": {"name": target.name, "url": target.url, "model": target.model},

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from gpucon.actions.backends import find_backend, text_param
 from gpucon.actions.plan import (
+    MOVED,
     BlastRadius,
     Outcome,
     OutcomeStatus,
@@ -153,6 +154,8 @@ def plan_rebalance(snapshot: Snapshot, params: Mapping[str, object]) -> Plan:
             tuple(sorted(changed)),
             tuple(sorted({b for n in changed if (b := snapshot.backends[n].slot_id)})),
             _shift_pct(old_all, new_all),
+            MOVED,
+            "no share of fleet capacity moves: no weight above 0",
         ),
         undo=undo,
         params={

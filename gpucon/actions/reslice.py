@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpucon.actions.backends import capacity_share_pct, node_backends, text_param
+from gpucon.actions.backends import capacity_radius, node_backends, text_param
 from gpucon.actions.headroom import others_serving
-from gpucon.actions.plan import BlastRadius, Plan, Precondition, Step, Tier
+from gpucon.actions.plan import OUT_OF_SERVICE, Plan, Precondition, Step, Tier
 from gpucon.actions.reslice_fleet import (
     assign,
     capacity_lines,
@@ -174,8 +174,8 @@ def plan_reslice(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
         tier=Tier.DESTRUCTIVE,
         preconditions=tuple(pre),
         steps=tuple(steps),
-        blast_radius=BlastRadius(
-            names, tuple(sorted(s.id for s in old)), capacity_share_pct(snapshot, names)
+        blast_radius=capacity_radius(
+            snapshot, names, tuple(sorted(s.id for s in old)), OUT_OF_SERVICE
         ),
         undo=f"re-slice {label} back to {old_layout}, register its backends again",
         params=_params(gpu, label, executor, node, config_name, fit, old, assignment, params)

@@ -22,6 +22,7 @@ from gpucon.actions.backends import (
 from gpucon.actions.headroom import alerts_warning
 from gpucon.actions.load import alerts_on, not_serving
 from gpucon.actions.plan import (
+    RETURNS,
     BlastRadius,
     Outcome,
     Plan,
@@ -91,7 +92,7 @@ def plan_undrain(snapshot: Snapshot, params: Mapping[str, object]) -> Plan:
         preconditions=pre,
         steps=(_restore_step(backend.name, default_weight),),
         blast_radius=BlastRadius(
-            (backend.name,), (backend.slot_id,) if backend.slot_id else (), None
+            (backend.name,), (backend.slot_id,) if backend.slot_id else (), None, no_share=RETURNS
         ),
         undo=f"gpucon drain {backend.name}",
         params={
@@ -147,7 +148,7 @@ def _plan_node(
         tier=Tier.REVERSIBLE,
         preconditions=tuple(pre),
         steps=tuple(steps),
-        blast_radius=BlastRadius(names, slots, None),
+        blast_radius=BlastRadius(names, slots, None, no_share=RETURNS),
         undo=f"gpucon drain {node} --node",
         params={
             "backends": list(names),

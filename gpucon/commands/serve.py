@@ -1,7 +1,9 @@
 """``gpucon serve``: the NOC wall in a browser, through textual-serve.
 
 Each browser that opens the page gets its own console process (``gpucon.commands.served``),
-always read-only and in NOC mode: no controls exist in it, whatever the config says. The
+always read-only and in NOC mode: no controls exist in it, whatever the config says. None of
+them reads the fleet: the server reads it once, in one shared hub, and every viewer follows
+what that hub records (``serve_hub.py``). The
 server binds loopback unless told otherwise; bound anywhere else it says loudly that anyone who
 reaches the port sees the fleet (the README shows a reverse proxy with authentication).
 
@@ -141,6 +143,14 @@ def run(args: argparse.Namespace) -> int:
     except Refused as exc:
         print(f"gpucon serve: {exc}", file=sys.stderr)
         return 2
+    from gpucon.commands.serve_hub import SharedWall
+
+    # one reader of the fleet for every viewer: each follows what it records
+    with SharedWall(args) as wall:
+        return _serve(args, title, wall.path)
+
+
+def _serve(args: argparse.Namespace, title: str, follow: Path) -> int:
     from gpucon.commands.serve_origin import OriginPolicy
     from gpucon.commands.serve_web import WallServer
     from gpucon.commands.served import command_line
@@ -151,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         demo=args.demo,
         page_seconds=args.page_seconds,
         refresh=args.refresh,
+        follow=follow,
     )
     where = f"http://{args.host}:{args.port}/"
     if ":" in args.host:

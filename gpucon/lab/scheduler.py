@@ -8,7 +8,9 @@ written in the same atomic step), and ``XAUTOCLAIM`` of entries a crashed consum
 Assignment is atomic against the registry (a Lua script checks ``state`` and bumps the
 backend's count in ``gpucon:inflight``), so once a drain has written ``draining`` no new entry
 goes to that backend. Each health check's verdict goes to ``gpucon:ready`` (``1``/``0`` and
-when), where consoles read it.
+when), where consoles read it, and every ``heartbeat_s`` its heartbeat to
+``gpucon:schedulers`` (``registry/heartbeat.py``), so that a console can tell in-flight counts
+it keeps from counts a dead scheduler left behind.
 SIGTERM (``stop`` event): stop reading, finish what is in flight, exit.
 """
 
@@ -21,6 +23,7 @@ import logging
 import os
 import random
 import socket
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +34,7 @@ import redis.asyncio as aioredis
 from gpucon.lab import registry_scripts as rs
 from gpucon.lab.backend_pool import BackendPool, BackendView, choose_backend
 from gpucon.registry import keys
+from gpucon.registry.heartbeat import DEFAULT_EVERY_S, heartbeat_text
 
 __all__ = ["BackendView", "Scheduler", "SchedulerConfig", "choose_backend"]
 
@@ -55,6 +59,7 @@ class SchedulerConfig:
     block_ms: int = 200
     dispatch_attempts: int = 3
     shutdown_grace_s: float = 15.0
+    heartbeat_s: float = DEFAULT_EVERY_S
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -121,6 +126,7 @@ class Scheduler:
                 asyncio.create_task(self._registry_loop(stop)),
                 asyncio.create_task(self._health_loop(stop)),
                 asyncio.create_task(self._claim_loop(stop)),
+                asyncio.create_task(self._heartbeat_loop(stop)),
             ]
             try:
                 await self._read_loop(stop)
@@ -170,6 +176,18 @@ class Scheduler:
             self.pool.changed.clear()
             with contextlib.suppress(Exception):
                 await self.pool.check_health()
+
+    async def _heartbeat_loop(self, stop: asyncio.Event) -> None:
+        """Say this scheduler is alive (and so keeps ``gpucon:inflight``) every heartbeat_s;
+        the field stays when it stops, so that consoles see its counts go stale."""
+        assert self._redis is not None
+        cfg = self.config
+        while not stop.is_set():
+            with contextlib.suppress(Exception):  # Redis away: the next beat tries again
+                beat = heartbeat_text(time.time(), cfg.heartbeat_s)
+                await self._redis.hset(keys.SCHEDULERS, cfg.consumer, beat)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), cfg.heartbeat_s)
 
     # --- reading and claiming --------------------------------------------------------------
 

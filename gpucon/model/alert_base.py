@@ -11,6 +11,7 @@ from enum import IntEnum, StrEnum
 
 import msgspec
 
+from gpucon.model.ages import fmt_elapsed
 from gpucon.model.fleet import (
     Backend,
     Gpu,
@@ -124,6 +125,7 @@ RULE_CAUSE: dict[str, Cause] = {
     "mig_config": Cause.FAULT,
     "stale_source": Cause.FAULT,
     "queue_stalled": Cause.FAULT,
+    "scheduler_silent": Cause.FAULT,
     "no_backends": Cause.FAULT,
     "low_memory": Cause.RESOURCE,
     "memory_trend": Cause.RESOURCE,
@@ -166,6 +168,9 @@ class AlertInputs(msgspec.Struct, frozen=True):
     # trend rule's shortcut; without it, or when it is not at this history's tick, the rule
     # walks the history back)
     mem_runs: GrowthRuns | None = None
+    # how old the scheduler's heartbeat is when it is silent (``model/scheduler_beat.py``);
+    # None while it beats, or when no scheduler writes one
+    scheduler_silent_s: float | None = None
 
 
 # what a rule yields: (rule, target, severity, message)
@@ -212,23 +217,6 @@ def fmt_duration(seconds: float) -> str:
     if seconds < 5400:
         return f"{seconds / 60:.1f} min" if seconds < 600 else f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
-
-
-def fmt_elapsed(seconds: float) -> str:
-    """A time that grows every tick (since an XID, a source's last good read, a pending MIG
-    change), coarsely: ``<10s``, then the steps the stale cells and the status bar give an
-    age in (5 s, whole minutes, hours, days; floored), so one screen never says ``15s`` and
-    ``10s`` for the same outage. An alert's text then changes every 5 s at most, so a steady
-    screen is not rewritten each second for it."""
-    if seconds < 10:
-        return "<10s"
-    if seconds < 60:
-        return f"{int(seconds // 5) * 5}s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)}m"
-    if seconds < 172_800:
-        return f"{int(seconds // 3600)}h"
-    return f"{int(seconds // 86_400)}d"
 
 
 __all__ = [

@@ -1,11 +1,13 @@
 """The order alerts are shown in, and alerts grouped per target.
 
-Order: the cause leads the symptoms it brings. A backend down, not ready, an XID, a failed MIG
-reconfiguration or a stale source (``Cause.FAULT``) come before memory running out, heat,
+Order: worse first — every CRIT above every WARN, INFO last — because an on-call eye looks for
+CRIT first, and a WARN listed above a CRIT pushes it down, off a short panel. Within a
+severity the cause leads the symptoms it brings: a backend down, not ready, an XID, a failed
+MIG reconfiguration or a stale source (``Cause.FAULT``) before memory running out, heat,
 power, noisy co-tenants and a stream backing up (``Cause.RESOURCE``), and those before the
-p95, queue-wait and hot-slot alerts they cause (``Cause.SYMPTOM``); within each, worse first,
-then newest first. INFO alerts (no traffic, nothing vouches) come after every WARN and CRIT:
-they ask for no action.
+p95, queue-wait and hot-slot alerts (``Cause.SYMPTOM``); then newest first. A cause of lower
+severity than its symptom (a WARN ``queue growing`` behind a CRIT ``queue_slo``) is named in
+the symptom's text (``model.alert_causes``), so the link survives the order.
 
 Groups: one per target, led by its first alert in that order, with the others behind it, so a
 panel can show one line per target ("sdxl-c0 backend down (+2)").
@@ -23,9 +25,9 @@ _CAUSE_RANK = {Cause.FAULT: 0, Cause.RESOURCE: 1, Cause.SYMPTOM: 2}
 
 
 def alert_order(alert: Alert) -> tuple[int, int, int, float, str]:
-    """The sort key of an alert: INFO last, then cause, severity, newest, key."""
+    """The sort key of an alert: worse first (INFO last), then cause, newest, key."""
     rank = _CAUSE_RANK[alert.cause or Cause.SYMPTOM]
-    return (alert.severity is Severity.INFO, rank, -alert.severity, -alert.since, alert.key)
+    return (alert.severity is Severity.INFO, -alert.severity, rank, -alert.since, alert.key)
 
 
 def ordered(alerts: Iterable[Alert]) -> tuple[Alert, ...]:
@@ -40,7 +42,7 @@ class AlertGroup(msgspec.Struct, frozen=True, gc=False):
 
     @property
     def lead(self) -> Alert:
-        """The alert the group is shown by: its cause, or its worst."""
+        """The alert the group is shown by: its worst (its cause among equals)."""
         return self.alerts[0]
 
     @property

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from msgspec.structs import replace
 
-from gpucon.model import early_warning, noisy_neighbour, queue_slo, queue_stall
+from gpucon.model import early_warning, noisy_neighbour, queue_slo, queue_stall, scheduler_beat
 from gpucon.model.alert_base import (
     Alert,
     AlertInputs,
@@ -34,6 +34,7 @@ from gpucon.model.alert_base import (
     p95_near_or_over,
 )
 from gpucon.model.alert_base import fmt as _fmt
+from gpucon.model.alert_causes import with_likely_causes
 from gpucon.model.alert_order import AlertGroup, group_alerts, ordered
 from gpucon.model.fleet import Backend, BackendState, Gpu, Health, NodeInfo
 from gpucon.model.history import sustained
@@ -255,6 +256,14 @@ def _stale_source(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str
                 yield ("stale_source", name, Severity.WARNING, f"source stale, {shown}{detail}")
 
 
+def _outage_began(i: AlertInputs, source: str, since: float) -> float:
+    """A source's outage is as old as its last good read: the alert's age is the status bar's
+    ``DOWN 15s`` (and a console started mid-outage does not call it new)."""
+    status = i.sources.get(source)
+    last_ok = None if status is None else status.last_ok_at
+    return since if last_ok is None else min(since, last_ok)
+
+
 def _streams(i: AlertInputs) -> str:
     """`` (gen:queue)``: the streams whose queue is unknown; ``""`` when none was ever read."""
     names = sorted(i.queues)
@@ -375,6 +384,7 @@ RULES = (
     *noisy_neighbour.RULES,
     *queue_stall.RULES,
     *queue_slo.RULES,
+    *scheduler_beat.RULES,
 )
 
 
@@ -384,8 +394,9 @@ def derive_alerts(
     previous: Iterable[Alert] = (),
     between_rules: Callable[[], object] | None = None,
 ) -> tuple[Alert, ...]:
-    """Alerts active now, the causes before the symptoms (``model.alert_order``); ``since``
-    carries over from ``previous``, which rules that hold an alert also read.
+    """Alerts active now, worst first and causes before symptoms among equals
+    (``model.alert_order``), each symptom naming its likely cause (``model.alert_causes``);
+    ``since`` carries over from ``previous``, which rules that hold an alert also read.
 
     ``between_rules`` is called before each rule after the first: the hub's thread gives way
     there while the UI answers a key (the rules over a large fleet take tens of ms in all)."""
@@ -400,5 +411,12 @@ def derive_alerts(
             key = f"{name}:{target}"
             held = by_key.get(key)
             since = inputs.now if held is None else held.since
+            if name == "stale_source":
+                since = min(since, _outage_began(inputs, target, since))
+            elif name == "scheduler_silent" and inputs.scheduler_silent_s is not None:
+                since = min(since, inputs.now - inputs.scheduler_silent_s)  # its last beat
+            elif name == "queue_stalled" and (q := inputs.queues.get(target)) is not None:
+                idle = q.consumer_idle_s  # since the last read, which Redis remembers
+                since = since if idle is None else min(since, inputs.now - idle)
             alerts.append(Alert(key, name, target, severity, message, since))
-    return ordered(alerts)
+    return ordered(with_likely_causes(alerts, inputs.backends))

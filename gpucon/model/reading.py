@@ -22,6 +22,15 @@ from gpucon.model.liveness import ReadyCheck, TargetUp
 from gpucon.redact import redact
 
 
+class SchedulerBeat(msgspec.Struct, frozen=True, gc=False):
+    """The newest scheduler heartbeat one read of Redis found (``model/scheduler_beat.py``)."""
+
+    scheduler: str
+    # its age when the read was taken (Redis's clock against the scheduler's), and its period
+    age_s: float
+    every_s: float
+
+
 class Reading(msgspec.Struct, frozen=True, gc=False):
     """What one source read in one pass: its health and the entities it saw."""
 
@@ -41,6 +50,8 @@ class Reading(msgspec.Struct, frozen=True, gc=False):
     target_up: tuple[TargetUp, ...] = ()
     # MPS control daemons read directly: (target, state), the target as the config names it
     mps: tuple[tuple[str, MpsState], ...] = ()
+    # the newest scheduler heartbeat the registry held (None: no scheduler writes one)
+    scheduler_beat: SchedulerBeat | None = None
     # network/API round trips this read made (benchmarks check it does not grow with the fleet)
     round_trips: int = 0
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from gpucon.model.alerts import Alert, AlertInputs, AlertThresholds, derive_alerts
 from gpucon.model.history import History
+from gpucon.model.scheduler_beat import SCHEDULER
 from gpucon.recording.frames import FrameState
 from gpucon.recording.store import AlertSpan, RecordingStore
 
@@ -70,6 +71,7 @@ def rerun_alerts(
                 nodes=snapshot.nodes,
                 mig_pending_since=snapshot.mig_pending_since,
                 liveness=snapshot.liveness,
+                scheduler_silent_s=snapshot.staleness.sources.get(SCHEDULER),
             ),
             thresholds,
             previous,

@@ -21,6 +21,9 @@ AUDIT_MAXLEN = 10_000
 INFLIGHT = "gpucon:inflight"
 # string: JSON {name: [1|0, epoch seconds]}: the scheduler's last health round, written whole
 READY = "gpucon:ready"
+# hash: scheduler (consumer) name -> JSON {"at": epoch seconds, "every_s": seconds}: each
+# scheduler's heartbeat, written at least every ``every_s`` (registry/heartbeat.py)
+SCHEDULERS = "gpucon:schedulers"
 # the reference scheduler's answers: a stream of outcomes and one list per request
 RESULTS_STREAM = "gen:results"
 

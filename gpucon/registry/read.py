@@ -3,9 +3,11 @@
 A backend hash changes only when someone acts, and every such write bumps
 ``gpucon:registry:version``. What changes all the time lives elsewhere: in-flight counts in
 the ``gpucon:inflight`` hash (the scheduler's scripts count there), health verdicts in the
-``gpucon:ready`` document (one JSON string the scheduler writes after each health round). So
-a tick sends three plain commands — ``GET`` the version, ``HGETALL gpucon:inflight``, ``GET
-gpucon:ready`` — that the caller may put in its own pipeline; only when the version moved (or
+``gpucon:ready`` document (one JSON string the scheduler writes after each health round), and
+whether the scheduler keeps them at all in its heartbeat (``gpucon:schedulers``,
+``registry/heartbeat.py``). So a tick sends four plain commands — ``GET`` the version,
+``HGETALL gpucon:inflight``, ``GET gpucon:ready``, ``HGETALL gpucon:schedulers`` — that the
+caller may put in its own pipeline; only when the version moved (or
 every ``full_refresh_s``, for writers that forget to bump it) does the reader fetch
 ``SMEMBERS`` and the backend hashes, pipelined without MULTI so the server serves other
 clients between them. Round trips: 1 per tick, 2 when the registry changed, 3 when backends
@@ -26,9 +28,10 @@ import msgspec
 
 from gpucon.model.fleet import Backend
 from gpucon.registry import keys
+from gpucon.registry.heartbeat import Heartbeat, parse_heartbeats
 from gpucon.registry.parse import BackendRecord, parse_backend, parse_ready, parse_record
 
-TICK_COMMANDS = 3
+TICK_COMMANDS = 4
 DEFAULT_FULL_REFRESH_S = 60.0
 
 # The Redis ACL rules of a user that can run a read-only console and nothing else (README:
@@ -51,6 +54,8 @@ class RegistryRead(msgspec.Struct, frozen=True, gc=False):
     backends: tuple[Backend, ...]
     problems: tuple[str, ...]
     round_trips: int
+    # the newest scheduler heartbeat; None when no scheduler writes one (liveness unknown)
+    heartbeat: Heartbeat | None = None
 
 
 def text(value: object) -> str:
@@ -104,6 +109,7 @@ class RegistryReader:
         pipe.get(keys.VERSION)
         pipe.hgetall(keys.INFLIGHT)
         pipe.get(keys.READY)
+        pipe.hgetall(keys.SCHEDULERS)
         return TICK_COMMANDS
 
     def read(self, client: Any) -> RegistryRead:
@@ -132,6 +138,8 @@ class RegistryReader:
             self._ready = parse_ready(None if replies[2] is None else text(replies[2]))
         ready, ready_problems = self._ready
         problems.extend(ready_problems)
+        heartbeat, beat_problems = parse_heartbeats(decode_hash(replies[3]))
+        problems.extend(beat_problems)
         backends = []
         parsed = {}
         for name, fields in self._hashes.items():
@@ -144,7 +152,7 @@ class RegistryReader:
             backends.append(known[1])
             problems.extend(known[2])
         self._parsed = parsed
-        return RegistryRead(version, tuple(backends), tuple(problems), round_trips)
+        return RegistryRead(version, tuple(backends), tuple(problems), round_trips, heartbeat)
 
     def _read_hashes(self, client: Any) -> int:
         """SMEMBERS and every backend hash, non-transactional; returns the round trips."""

@@ -14,16 +14,18 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
 
 from gpucon.model.fleet import Backend
+from gpucon.model.scheduler_beat import SCHEDULER
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
 from gpucon.widgets.keybar import KeyBar
 from gpucon.widgets.liveness_text import liveness_text
 from gpucon.widgets.p95_cell import ABSENT
-from gpucon.widgets.panels import StatusBar, TextPanel
+from gpucon.widgets.panels import TextPanel
 from gpucon.widgets.plot import Plot
 from gpucon.widgets.safe_text import safe
 from gpucon.widgets.slot_cells import NO_LATENCY_NOW
 from gpucon.widgets.slot_facts import absent_slot, health_facts, slot_facts
+from gpucon.widgets.status_bar import StatusBar
 
 if TYPE_CHECKING:
     from gpucon.app import GpuconApp
@@ -65,11 +67,16 @@ def backend_lines(
         lat = snapshot.latency.get(b.name)
         line = safe(b.name, 20)
         line.pad_right(21 - line.cell_len)
+        stale_by = snapshot.staleness.fields.get(f"backend:{b.name}", {})
+        # the registry's values (state, weight) stale with Redis; in-flight counts also with a
+        # silent scheduler (its heartbeat), while Redis itself answers
         reg_age = snapshot.staleness.oldest(f"backend:{b.name}")
+        silent = set(stale_by.values()) == {SCHEDULER}
         line.append(
-            f"{b.state.value:<9} {fmt.number(b.weight, 1):>3} {fmt.count(b.inflight):>5} ",
-            style="" if reg_age is None else "dim italic",
+            f"{b.state.value:<9} {fmt.number(b.weight, 1):>3} ",
+            style="" if reg_age is None or silent else "dim italic",
         )
+        line.append(f"{fmt.count(b.inflight):>5} ", style="" if reg_age is None else "dim italic")
         lat_age = snapshot.staleness.oldest(f"latency:{b.name}")
         # the latency columns are LATENCY_WIDTH cells whatever they say: MODEL stays in place
         if lat is None:
@@ -95,7 +102,12 @@ def backend_lines(
                 f"{fmt.ms(lat.p95_ms):>5} {fmt.ms(lat.p99_ms):>5}  {fmt.pct(err):>5}  "
             )
         line.append_text(safe(b.model or fmt.NA, 30))
-        if reg_age is not None:
+        if reg_age is not None and silent:
+            line.append(
+                f"  in flight stale {fmt.age(reg_age)}: the scheduler's heartbeat stopped",
+                style="dim italic",
+            )
+        elif reg_age is not None:
             line.append(f"  registry stale {fmt.age(reg_age)}", style="dim italic")
         if b.owner or b.reason:
             line.append("  by ", style="dim")

@@ -32,10 +32,11 @@ from textual.widgets import Input, Static
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets.health_panel import HealthPanel
 from gpucon.widgets.keybar import KeyBar
-from gpucon.widgets.panels import AlertsPanel, QueuePanel, StatusBar
+from gpucon.widgets.panels import AlertsPanel, QueuePanel
 from gpucon.widgets.row_builder import RowBuilder
 from gpucon.widgets.safe_text import clean
 from gpucon.widgets.slot_table import SlotTable
+from gpucon.widgets.status_bar import StatusBar
 from gpucon.widgets.tick_prep import TickPrep, alert_counts
 
 if TYPE_CHECKING:

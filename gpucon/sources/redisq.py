@@ -31,7 +31,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from gpucon.model.fleet import Backend, Health, QueueStats
-from gpucon.model.reading import Reading, failed_reading
+from gpucon.model.reading import Reading, SchedulerBeat, failed_reading
 from gpucon.registry.read import DEFAULT_FULL_REFRESH_S, RegistryReader
 from gpucon.sources.base import describe_error
 from gpucon.sources.connect import RedisAuth, redis_client
@@ -131,7 +131,7 @@ class RedisQueueSource:
                 replies = self._round_trip(client)
                 problems = Problems()
                 queues = self._queues(replies, problems)
-                backends, round_trips = self._backends(client, replies, problems)
+                backends, round_trips, beat = self._backends(client, replies, problems)
             except Exception as exc:  # unreachable, timed out, refused: this read is down
                 self._reset()
                 return failed_reading(
@@ -146,6 +146,7 @@ class RedisQueueSource:
             error=error,
             backends=tuple(backends),
             queues=tuple(queues),
+            scheduler_beat=beat,
             round_trips=round_trips,
         )
 
@@ -181,23 +182,29 @@ class RedisQueueSource:
 
     def _backends(
         self, client: Any, replies: list[Any], problems: Problems
-    ) -> tuple[list[Backend], int]:
-        """The registry's backends and the round trips this read took in all."""
+    ) -> tuple[list[Backend], int, SchedulerBeat | None]:
+        """The registry's backends, the round trips this read took in all, and the newest
+        scheduler heartbeat with its age on Redis's clock (``TIME``, the pipeline's first)."""
         tick = replies[1 + PER_STREAM * len(self.streams) :]
         refused = next((r for r in tick if isinstance(r, Exception)), None)
         if refused is not None:  # a wrong type or an ACL refusal: the queues still count
             problems.add(f"registry: {describe_error(refused)}")
-            return [], 1
+            return [], 1, None
         import redis
 
         try:
             read = self._registry.finish(client, tick, round_trips=1)
         except redis.ResponseError as exc:  # refused by the server, not unreachable
             problems.add(f"registry: {describe_error(exc)}")
-            return [], 2
+            return [], 2, None
         for text in read.problems:
             problems.add(text)
-        return list(read.backends), read.round_trips
+        beat = None
+        if read.heartbeat is not None:
+            secs, usecs = replies[0]
+            age = max(0.0, secs + usecs / 1e6 - read.heartbeat.at)
+            beat = SchedulerBeat(read.heartbeat.scheduler, age, read.heartbeat.every_s)
+        return list(read.backends), read.round_trips, beat
 
     def _queue(
         self,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gpucon.model.ages import fmt_elapsed
+
 NA = "n/a"
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
@@ -52,38 +54,17 @@ def seconds(value: float | None) -> str:
 
 
 def since(value: float | None) -> str:
-    """How long ago, coarsely: ``<2s``, ``<10s``, then ``age``'s steps (5 s, minutes, hours,
-    days; floored), so a source's, an alert's and an XID's age read the same as a stale
-    cell's (one screen never says ``10s`` and ``15s`` for the same outage).
-
-    For ages that tick every second (a source's last read, an alert's start): the text
-    changes every 5 s at most, so a steady screen is not rewritten every second for a digit
-    nobody acts on; the step is always visible (``<2s`` = fresh).
-    """
+    """How long ago: ``<2s``, ``5s``, ``15s``, ``12m`` (``model.alert_base.fmt_elapsed``, the
+    one age format: the status bar, the alerts, the stale cells and the detail all use it, so
+    one screen never says ``<10s`` and ``5s`` for the same outage)."""
     if value is None:
         return NA
-    if value < 2:
-        return "<2s"
-    if value < 10:
-        return "<10s"
-    return age(value)
+    return fmt_elapsed(value)
 
 
 def age(value: float) -> str:
-    """A stale value's age, short enough to sit beside it in a cell: ``7s``, ``45s``, ``12m``.
-
-    Whole seconds up to 10 s, then 5 s steps, minutes, hours, days (floored): a stale row's
-    text changes at most once a second at first and every 5 s after, not on every tick.
-    """
-    if value < 10:
-        return f"{max(0, int(value))}s"
-    if value < 60:
-        return f"{int(value // 5) * 5}s"
-    if value < 3600:
-        return f"{int(value // 60)}m"
-    if value < 172_800:
-        return f"{int(value // 3600)}h"
-    return f"{int(value // 86_400)}d"
+    """A stale value's age beside it in a cell (``·7s``, ``·45s``, ``·12m``): ``since``."""
+    return fmt_elapsed(value)
 
 
 def number(value: float | None, digits: int = 0) -> str:

@@ -4,8 +4,9 @@ Textual's ``Footer`` mounts one widget per key and re-composes them whenever the
 change; drawn that way, the keys cost more start-up than the whole slot table. This bar is
 one ``Static`` with one ``rich.text.Text``: the same keys (as remapped in ``[keys]``, shown
 with ``App.get_key_display``), the same theme colours, the command-palette key last. A bar too
-narrow for every key cuts the least needed ones; Help stays on the right beside the palette's
-key, since it lists every key the bar had no room for.
+narrow for every key leaves out the least needed ones, whole keys only (never ``q Qui…``);
+Help stays on the right beside the palette's key, since it lists every key the bar had no
+room for.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ FIRST = (
 KEPT = "help"
 
 
+# (keys, command-palette key, its short form, the cell where each key's pair ends)
+Parts = tuple[Text, Text, Text, tuple[int, ...]]
+
+
 def _rank(binding_id: str | None) -> int:
     return FIRST.index(binding_id) if binding_id in FIRST else len(FIRST)
 
@@ -50,8 +55,9 @@ class KeyBar(Static):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id)
         self._shown: tuple[str, tuple[object, ...]] | None = None
-        # (keys, command-palette key), built from the screen's bindings; None: not built yet
-        self._parts: tuple[Text, Text, Text] | None = None
+        # (keys, command-palette key, its short form, where each key's pair ends), built from
+        # the screen's bindings; None: not built yet
+        self._parts: Parts | None = None
         self._text = Text()
 
     def on_mount(self) -> None:
@@ -85,7 +91,7 @@ class KeyBar(Static):
         colour = self.app.theme_variables.get(variable)
         return Style.parse(f"{'bold ' if bold else ''}{colour or ''}".strip() or "none")
 
-    def _build(self, screen: Screen[object]) -> tuple[Text, Text, Text]:
+    def _build(self, screen: Screen[object]) -> Parts:
         key_style = self._style("footer-key-foreground", bold=True)
         text_style = self._style("footer-description-foreground")
         keys = Text(no_wrap=True, overflow="ellipsis", end="")
@@ -100,11 +106,13 @@ class KeyBar(Static):
             shown.append((binding, enabled))
         shown.sort(key=lambda item: _rank(item[0].id))  # stable: the rest keep their order
         kept = [item for item in shown if item[0].id == KEPT]
+        ends: list[int] = []
         for binding, enabled in shown:
             if binding.id == KEPT:
                 continue
             keys.append(f" {self.app.get_key_display(binding)} ", key_style)
             keys.append(f"{binding.description} ", text_style if enabled else "dim")
+            ends.append(keys.cell_len)
         commands = Text(end="")
         for binding, enabled in kept:  # a narrow bar cuts the keys on the left, not this one
             commands.append(f" {self.app.get_key_display(binding)} ", key_style)
@@ -116,23 +124,27 @@ class KeyBar(Static):
                 part.append("▏", text_style)
                 part.append(f"{self.app.get_key_display(binding)} ", key_style)
             commands.append(f"{binding.description or 'Commands'} ", text_style)
-        return keys, commands, short
+        return keys, commands, short, tuple(ends)
 
     def on_resize(self) -> None:
         self._show_parts()
 
-    def _fit(self, parts: tuple[Text, Text, Text]) -> Text:
+    def _fit(self, parts: Parts) -> Text:
         """The keys on the left, the command palette's key on the right (as Footer docks it);
-        short of room, the palette's key without its word, then the keys on the left cut."""
-        keys, commands, short = parts
+        short of room, the palette's key without its word, then the last keys on the left
+        left out whole."""
+        keys, commands, short, ends = parts
         width = self.size.width
         if keys.cell_len + commands.cell_len > width:
             commands = short
         gap = width - keys.cell_len - commands.cell_len
         text = keys.copy()
         if commands:
-            if gap < 0:  # a narrow terminal cuts the keys, never the palette's key
-                text.truncate(max(0, width - commands.cell_len), overflow="ellipsis")
+            if gap < 0:  # a narrow terminal leaves out keys, never the palette's key
+                room = max(0, width - commands.cell_len)
+                fits = max((end for end in ends if end <= room), default=0)
+                text = text[:fits]
+                gap = width - fits - commands.cell_len
             text.append(" " * max(gap, 0))
             text.append_text(commands)
         return text

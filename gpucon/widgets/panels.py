@@ -6,8 +6,6 @@ Each panel builds a ``rich.text.Text`` from the snapshot (untrusted names throug
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
@@ -17,16 +15,15 @@ from textual.message import Message
 from textual.widgets import Static
 
 from gpucon.model.alerts import Alert, Severity
-from gpucon.model.fleet import Health
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
 from gpucon.widgets.alert_lines import alert_lines, fit_lines
-from gpucon.widgets.safe_text import clean, fit, safe
+from gpucon.widgets.safe_text import safe
 from gpucon.widgets.text_diff import changed_cells
-from gpucon.widgets.tick_prep import alert_counts, slot_count
+from gpucon.widgets.tick_prep import alert_counts
 
 if TYPE_CHECKING:
-    from gpucon.recording.status import RecordingStatus
+    pass
 
 
 class TextPanel(Static):
@@ -81,132 +78,6 @@ class TextPanel(Static):
         """A theme variable's colour as a Rich style (``$util-hot`` and friends)."""
         value = self.app.theme_variables.get(name)
         return f"bold {value}" if value else "bold"
-
-
-# the status bar lists the sources worst first: a narrow terminal cuts the healthy ones
-_WORST_FIRST = {Health.DOWN: 0, Health.DEGRADED: 1, Health.OK: 2}
-
-
-def source_badges(snapshot: Snapshot, styles: dict[Health, str]) -> Text:
-    """Each source with its health and the age of its last good read, a DOWN or STALE one
-    first (then by name): at 80 columns the bar is cut, and never the source that broke."""
-    text = Text()
-    ordered = sorted(
-        snapshot.sources.items(), key=lambda item: (_WORST_FIRST[item[1].health], item[0])
-    )
-    for name, status in ordered:
-        age = status.age_s(snapshot.taken_at)
-        label = f" {fit(clean(name), 16)} "
-        text.append(label, style="bold")
-        never_read = status.last_read_s is None and status.last_ok_at is None
-        if status.health is Health.DOWN and never_read:  # first read not finished, not late
-            text.append("waiting │", style="dim italic")
-            continue
-        state = {Health.OK: "ok", Health.DEGRADED: "STALE", Health.DOWN: "DOWN"}[status.health]
-        text.append(state if status.health is Health.OK else f" {state} ", styles[status.health])
-        # a broken source's age in the cells' steps (``DOWN 15s`` beside ``·15s``), so the
-        # bar and the stale values it explains never read as two different outages
-        if age is None:
-            shown = "never"
-        else:
-            shown = fmt.since(age) if status.health is Health.OK else fmt.age(age)
-        text.append(f" {shown}", style="dim")
-        text.append(" │")
-    return text
-
-
-class StatusBar(TextPanel):
-    """Mode badges, fleet counts, alert counts, each source's health and age; a clock in NOC."""
-
-    def __init__(
-        self,
-        badges: Sequence[str],
-        *,
-        fleet_name: str = "",
-        clock: Callable[[], float] = time.time,
-        show_clock: bool = False,
-        recording: Callable[[], RecordingStatus] | None = None,
-        id: str | None = None,
-    ) -> None:
-        super().__init__(id=id)
-        self.badges = tuple(badges)
-        # ``--record``: the recording's state, read at each redraw (the REC badge)
-        self.recording = recording
-        self.fleet_name = fleet_name
-        self.clock = clock
-        self.show_clock = show_clock
-        self.snapshot: Snapshot | None = None
-        # "page 2/5" on a NOC wall: which page of how many is up
-        self.page_label = ""
-
-    def set_page_label(self, label: str) -> None:
-        if label != self.page_label:
-            self.page_label = label
-            self.redraw()
-
-    def on_mount(self) -> None:
-        if self.show_clock:
-            self.set_interval(1.0, self.redraw)
-        self.redraw()
-
-    def show_snapshot(self, snapshot: Snapshot) -> None:
-        self.snapshot = snapshot
-        self.redraw()
-
-    def _rec_badge(self, status: RecordingStatus) -> Text:
-        """REC, the file and its size; behind or failed said in the alert colours."""
-        styles = {
-            "ok": "bold " + self.theme_style("latency-breach"),
-            "behind": "reverse bold " + self.theme_style("util-hot"),
-            "failed": "reverse bold " + self.theme_style("latency-breach"),
-        }
-        # a failure says why, so it may take a little more of the bar
-        badge = safe(status.badge(), 64 if status.state == "failed" else 48, styles[status.state])
-        badge.append("  ")
-        return badge
-
-    def redraw(self) -> None:
-        # most important first, so a narrow terminal cuts only the fleet counts
-        text = Text(no_wrap=True, overflow="ellipsis")
-        for badge in self.badges:
-            text.append(f" {badge} ", style="reverse bold")
-            text.append(" ")
-        if self.recording is not None:
-            text.append_text(self._rec_badge(self.recording()))
-        if self.show_clock:
-            text.append(time.strftime("%H:%M:%S", time.localtime(self.clock())) + " ", "bold")
-        if self.page_label:
-            text.append(f" {self.page_label} ", style="reverse bold")
-            text.append(" ")
-        snap = self.snapshot
-        if snap is None:
-            text.append("gpucon", style="bold")
-            text.append("  waiting for the first snapshot…", style="dim")
-        else:
-            # alert counts and each source's health before the fleet's name: a narrow terminal
-            # (or a wall with its clock and page) cuts the name and counts, never the health
-            crit, warn = alert_counts(snap.alerts)
-            text.append(
-                f" {crit} crit ", style=self.theme_style("latency-breach") if crit else "dim"
-            )
-            text.append(f" {warn} warn ", style=self.theme_style("util-hot") if warn else "dim")
-            text.append(" │")
-            health_styles = {
-                Health.OK: self.theme_style("success"),
-                Health.DEGRADED: "reverse " + self.theme_style("util-hot"),
-                Health.DOWN: "reverse " + self.theme_style("latency-breach"),
-            }
-            text.append_text(source_badges(snap, health_styles))
-            text.append(" gpucon", style="bold")
-            if self.fleet_name:
-                text.append(" · ")
-                text.append(safe(self.fleet_name, 20))
-            text.append(
-                f"  {len(snap.gpus)} GPUs {slot_count(snap.slots, snap.backends)} slots "
-                f"{len(snap.backends)} backends",
-                style="dim",
-            )
-        self.show_text(text)
 
 
 class QueuePanel(TextPanel):

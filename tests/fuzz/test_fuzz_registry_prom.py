@@ -12,6 +12,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from gpucon.errors import format_ts
+from gpucon.registry.heartbeat import parse_heartbeats
 from gpucon.registry.parse import parse_backend, parse_ready, parse_record
 from gpucon.sources.problems import Problems
 from gpucon.sources.prom_parse import parse_dcgm
@@ -68,6 +69,18 @@ def test_any_ready_document_reads(raw: str | None) -> None:
         backend, _ = parse_backend(name, {"state": "active", "ready": ready, "ready_at": ready_at})
         check_number(backend.ready_at)
     assert all(isinstance(p, str) for p in problems)
+
+
+@given(st.dictionaries(hostile_text, st.one_of(hostile_text, json_value.map(json.dumps))))
+def test_any_schedulers_hash_reads(raw: dict[str, str]) -> None:
+    newest, problems = parse_heartbeats(raw)
+    assert all(isinstance(p, str) for p in problems)
+    if newest is not None:
+        check_number(newest.at)
+        assert math.isfinite(newest.every_s) and newest.every_s > 0
+        assert newest.scheduler in raw
+    assert parse_heartbeats({"s": '{"at": 1e400, "every_s": 1}'})[0] is None
+    assert parse_heartbeats({"s": '{"at": ' + "9" * 400 + ', "every_s": 1}'})[0] is None
 
 
 LABELS = (

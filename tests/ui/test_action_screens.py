@@ -85,7 +85,12 @@ async def test_tier1_plan_has_cancel_focused_and_enter_cancels() -> None:
         assert focused_id(app) == "cancel"
         assert str(app.screen.query_one("#confirm", Button).label) == "Apply"
         body = str(app.screen.query_one("#plan-body", Static).render())
-        for part in ("PASS", "do the first thing", "1 backend(s), 1 slot(s), 25%", "undrain b1"):
+        for part in (
+            "PASS",
+            "do the first thing",
+            "1 backend(s), 1 slot(s); 25% of fleet capacity",
+            "undrain b1",
+        ):
             assert part in body
         await pilot.press("enter")  # a stray Enter cancels
         await pilot.pause()

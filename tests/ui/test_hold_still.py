@@ -16,7 +16,8 @@ from gpucon.screens.fleet import FleetScreen
 from gpucon.screens.plan import PlanScreen
 from gpucon.screens.progress import ProgressScreen
 from gpucon.session import demo_controls
-from gpucon.widgets.panels import AlertsPanel, StatusBar
+from gpucon.widgets.panels import AlertsPanel
+from gpucon.widgets.status_bar import StatusBar
 from tests.ui.rig import sim_rig, table_lines, table_of, wait_until
 
 SIZE = (120, 30)

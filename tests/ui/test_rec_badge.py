@@ -14,7 +14,7 @@ from gpucon.app import GpuconApp
 from gpucon.hub import Hub
 from gpucon.recording.recorder import Recorder
 from gpucon.sim.source import SimSource
-from gpucon.widgets.panels import StatusBar
+from gpucon.widgets.status_bar import StatusBar
 from tests.ui.fleet_fixture import FrozenClock
 
 

@@ -176,3 +176,15 @@ def test_noc_alerts_page_at_180x48(snap_compare) -> None:  # type: ignore[no-unt
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(180, 48), run_before=to_alerts)
+
+
+def test_noc_header_fits_150_columns(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    from tests.ui.test_noc_header import lab_wall
+
+    assert snap_compare(lab_wall(), terminal_size=(150, 40))
+
+
+def test_noc_header_fits_120_columns(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    from tests.ui.test_noc_header import lab_wall
+
+    assert snap_compare(lab_wall(), terminal_size=(120, 40))

@@ -242,3 +242,46 @@ def test_rebalance_says_why_a_registry_only_slot_has_no_capacity() -> None:
     assert "b1: 1 → 1 (unchanged) · no capacity known (no GPU source reports its slot's" in text
     assert "b2: 1 → 1 (unchanged) · no capacity known (the registry names no slot" in text
     assert "is not known" not in text
+
+
+def test_drain_and_probe_give_one_backends_share_of_capacity_the_same_way() -> None:
+    """The same backend, the same snapshot: the drain's and the probe's blast radius give the
+    same share, each saying what happens to it; none reads like missing data."""
+    from gpucon.actions import probe, undrain
+    from gpucon.config import ProbeTarget
+
+    snap = fleet()
+    target = ProbeTarget(name="b3", url="http://10.0.0.3:8000", model="m")
+    drained = drain.plan_drain(snap, {"backend": "b3"}).blast_radius
+    probed = probe.plan(snap, {"target": "b3", "probe_targets": [target]}).blast_radius
+    assert drained.capacity_pct == probed.capacity_pct == pytest.approx(50.0)
+    assert drained.describe() == (
+        "1 backend(s), 1 slot(s); 50% of fleet capacity taken out of service"
+    )
+    assert probed.describe() == (
+        "1 backend(s), 1 slot(s); 50% of fleet capacity takes the probe's extra load "
+        "(none taken out of service)"
+    )
+    # through the queue every active backend takes a part of the probe's load
+    queued = probe.plan(
+        snap,
+        {"target": "b3", "probe_targets": [target], "via_queue": True, "redis_url": "redis://x"},
+    ).blast_radius
+    assert queued.capacity_pct == pytest.approx(100.0) and len(queued.backends) == 3
+    # a target the scheduler sends nothing to has no share, and says why
+    idle = fleet(b3=Backend("b3", slot_id="h/gpu1", weight=0.0, state=BackendState.DRAINED))
+    none = probe.plan(idle, {"target": "b3", "probe_targets": [target]}).blast_radius
+    assert none.capacity_pct is None
+    assert none.describe().endswith(
+        "no share of fleet capacity: the scheduler sends it no traffic (drained)"
+    )
+    back = undrain.plan_undrain(idle, {"backend": "b3"}).blast_radius
+    assert back.describe().endswith("no fleet capacity taken out of service: it returns capacity")
+    # an unreadable weight: the share is unknown, and the plan names whose
+    bad = fleet(b1=Backend("b1", slot_id="h/gpu0/gi1", weight=None, state=BackendState.ACTIVE))
+    unknown = drain.plan_drain(bad, {"backend": "b3"}).blast_radius
+    assert unknown.capacity_pct is None
+    assert "n/a" not in unknown.describe()
+    assert unknown.describe().endswith(
+        "share of fleet capacity unknown: the weight of b1 is not readable"
+    )

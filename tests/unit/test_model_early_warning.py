@@ -162,7 +162,9 @@ def alert(rule: str, target: str, severity: Severity, since: float) -> Alert:
     return Alert(f"{rule}:{target}", rule, target, severity, f"{rule} on {target}", since)
 
 
-def test_causes_lead_their_symptoms_then_severity_then_newest() -> None:
+def test_worse_first_then_causes_before_symptoms_then_newest() -> None:
+    """Every CRIT above every WARN (an on-call eye looks for CRIT first), causes before their
+    symptoms among equals, INFO last."""
     down = alert("not_ready", "sdxl-c0", Severity.CRITICAL, 10.0)
     p95_new = alert("p95_slo", "sdxl-a0", Severity.CRITICAL, 50.0)
     p95_old = alert("p95_slo", "sdxl-a1", Severity.CRITICAL, 40.0)
@@ -171,7 +173,7 @@ def test_causes_lead_their_symptoms_then_severity_then_newest() -> None:
     quiet = alert("no_traffic", "x", Severity.INFO, 70.0)
     nobody = alert("not_ready", "y", Severity.INFO, 70.0)
     shown = ordered([quiet, hot, p95_old, nobody, leak, p95_new, down])
-    assert shown == (down, leak, p95_new, p95_old, hot, nobody, quiet)
+    assert shown == (down, p95_new, p95_old, leak, hot, nobody, quiet)
     assert down.cause is Cause.FAULT and leak.cause is Cause.RESOURCE
     assert hot.cause is Cause.SYMPTOM and alert("new_rule", "z", Severity.INFO, 0).cause
 

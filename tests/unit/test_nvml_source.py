@@ -1,8 +1,8 @@
 """NvmlSource against the recorded-NVML stand-in (tests/helpers/nvml_replay.py).
 
 ``h200.json`` holds the real answers of an H200 (driver 580.159.04, MIG off, GPM supported,
-under a CUDA load); ``a100_mig.json`` is SYNTHESIZED (A100-80GB with MIG on, 2×3g.40gb +
-1×1g.10gb). Faults are injected into the stand-in to check that nothing raises.
+under a CUDA load); ``a100_mig.json`` is SYNTHESIZED (A100-80GB with MIG on, 3g.40gb + 2g.20gb
++ 1g.10gb). Faults are injected into the stand-in to check that nothing raises.
 """
 
 from __future__ import annotations
@@ -137,8 +137,8 @@ def test_a100_mig_slots_mapped(a100: ReplayNvml) -> None:
         "node-b/gpu0/gi2",
         "node-b/gpu0/gi13",
     ]
-    assert [s.profile for s in reading.slots] == ["3g.40gb", "3g.40gb", "1g.10gb"]
-    assert [s.sm_count for s in reading.slots] == [42, 42, 14]
+    assert [s.profile for s in reading.slots] == ["3g.40gb", "2g.20gb", "1g.10gb"]
+    assert [s.sm_count for s in reading.slots] == [42, 28, 14]
     assert [s.kind for s in reading.slots] == [SlotKind.MIG] * 3
     first, second, small = reading.slots
     assert (first.gi_id, first.ci_id) == (1, 0)
@@ -224,7 +224,7 @@ def test_one_mig_slice_failing_degrades_only_that_slice(a100: ReplayNvml) -> Non
     assert reading.health is Health.DEGRADED
     assert reading.error is not None and "gpu0/gi2" in reading.error
     by_gi = {s.gi_id: s for s in reading.slots}
-    assert by_gi[2].mem_used_mib is None and by_gi[2].mem_total_mib == 40192.0
+    assert by_gi[2].mem_used_mib is None and by_gi[2].mem_total_mib == 19968.0
     assert by_gi[1].mem_used_mib is not None and by_gi[13].mem_used_mib is not None
     assert source.slow_path_last_read
     source.read()

@@ -112,8 +112,14 @@ def test_burst_names_the_queue_within_five_ticks_with_the_trend_it_saw(seed: int
     firing = [(after, s) for after, s in ticks if any(a.rule == "queue_growth" for a in s.alerts)]
     after, snapshot = firing[0]
     assert 0 < after <= 5
-    lead = snapshot.alerts[0]  # from its first tick it leads the p95 alerts it causes
+    # from its first tick it leads the WARN p95 alerts it causes (a CRIT p95 is above it: worse
+    # first), and every p95 alert then names it as the likely cause
+    lead = next(a for a in snapshot.alerts if a.severity is Severity.WARNING)
     assert lead.rule == "queue_growth" and lead.target == "gen:queue"
+    p95 = [a for a in snapshot.alerts if a.rule in ("p95_slo", "p95_trend")]
+    assert all(a.message.endswith("(likely cause: queue growing on gen:queue)") for a in p95)
+    severities = [a.severity for a in snapshot.alerts]
+    assert severities == sorted(severities, reverse=True)  # no CRIT below a WARN
     assert lead.cause is Cause.RESOURCE and lead.severity is Severity.WARNING
     words = lead.message.split()
     assert words[:2] == ["queue", "growing"] and words[3] == "for" and words[5] == "ticks"

@@ -1,19 +1,25 @@
-"""The status bar says a broken source's age in the same steps as the stale cells it explains
-(``DOWN 15s`` beside ``1840/2500·15s``), a healthy one coarsely (``<2s``)."""
+"""One age format on one screen: the status bar says a broken source's age as the stale cells
+and the alerts it explains do (``DOWN 5s`` beside ``1840/2500·5s`` and ``CRIT 5s redis``), a
+healthy one coarsely (``<2s``)."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
+from gpucon.model.ages import fmt_elapsed
+from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts
 from gpucon.model.fleet import Health, SourceStatus
+from gpucon.model.history import History
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
-from gpucon.widgets.panels import source_badges
+from gpucon.widgets.alert_lines import alert_head
+from gpucon.widgets.status_bar import source_badges
 
 STYLES = {Health.OK: "green", Health.DEGRADED: "yellow", Health.DOWN: "red"}
 
 
-@pytest.mark.parametrize("age_s", [3.2, 12.0, 17.9, 44.0, 130.0])
+@pytest.mark.parametrize("age_s", [3.2, 5.0, 12.0, 17.9, 44.0, 130.0])
 def test_a_down_source_ages_in_the_cells_steps(age_s: float) -> None:
     now = 1000.0
     snapshot = Snapshot(
@@ -30,7 +36,28 @@ def test_a_down_source_ages_in_the_cells_steps(age_s: float) -> None:
     assert "redis ok <2s │" in text
 
 
-def test_the_steps_are_the_cells_ones_everywhere_from_10_s() -> None:
+def test_the_steps_are_the_cells_ones_everywhere() -> None:
     # 17 s: a stale cell says 15s, and so do an alert's age and an XID's (they said 10s)
     assert fmt.age(17.0) == "15s" and fmt.since(17.0) == "15s"
-    assert fmt.since(7.0) == "<10s" and fmt.age(7.0) == "7s"  # below 10 s: coarse on purpose
+    # below 10 s too: the alert said <10s where the bar said DOWN 7s
+    assert fmt.since(7.0) == "7s" and fmt.age(7.0) == "7s" and fmt_elapsed(7.0) == "7s"
+
+
+@pytest.mark.parametrize("age_s", [0.4, 5.0, 8.9, 27.0])
+def test_one_outage_reads_the_same_in_the_bar_the_alert_and_its_message(age_s: float) -> None:
+    """Redis down for ``age_s``: the bar's DOWN age, the alert's age and the alert's text."""
+    now = 1000.0
+    status = SourceStatus("redis", Health.DOWN, "refused", now - age_s, 0.01)
+    inputs = AlertInputs(now, {}, {}, {}, {}, {"redis": status}, History(), {})
+    # first seen now (a console started mid-outage): its age is still the outage's, from the
+    # source's last good read, as the bar's; and it stays so on the next tick
+    [first] = [a for a in derive_alerts(inputs, AlertThresholds()) if a.target == "redis"]
+    later = msgspec.structs.replace(inputs, now=now + 1.0)
+    [alert] = [a for a in derive_alerts(later, AlertThresholds(), (first,)) if a.target == "redis"]
+    assert alert.since == first.since == now - age_s
+    now += 1.0  # the next tick: the bar, the alert's age and its text say the same
+    shown = fmt.since(age_s + 1.0)
+    bar = source_badges(Snapshot(taken_at=now, sources={"redis": status}), STYLES).plain
+    assert f"redis  DOWN  {shown} │" in bar
+    assert alert_head(alert, now, "").plain.split() == ["CRIT", shown, "redis"]
+    assert f"last good read {shown} ago" in alert.message

@@ -1,0 +1,102 @@
+"""The scheduler's heartbeat as the console sees it, and the in-flight counts it vouches for.
+
+In-flight counts come from the registry (``gpucon:inflight``) in Redis, but Redis only keeps
+them; the scheduler counts. A dead scheduler leaves them frozen while Redis answers fine, so
+their source being fresh says nothing about them. A scheduler that writes a heartbeat
+(``gpucon.registry.heartbeat``) tells the console how old its counts are: when the newest
+heartbeat is older than two of its period (plus the console's read lag), every backend's
+in-flight count is stale, with the heartbeat's age, under the pseudo-source ``scheduler``.
+A scheduler that writes none is unknown, not dead: nothing is marked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from gpucon.model.ages import fmt_elapsed
+from gpucon.model.alert_base import AlertInputs, AlertThresholds, Found, Severity
+from gpucon.model.fleet import Backend
+from gpucon.model.reading import SchedulerBeat
+from gpucon.model.staleness import STALE_CADENCES, Staleness
+
+__all__ = [
+    "RULES",
+    "SCHEDULER",
+    "SchedulerBeat",
+    "SchedulerStaleness",
+    "beat_age",
+    "scheduler_silent",
+    "silent_age",
+]
+
+# the name stale in-flight counts are attributed to (``stale_fields`` and the JSON say it)
+SCHEDULER = "scheduler"
+
+
+def beat_age(beat: SchedulerBeat, taken_at: float, now: float) -> float:
+    """The heartbeat's age now (the read's age added to its age at the read)."""
+    return beat.age_s + max(0.0, now - taken_at)
+
+
+def silent_after_s(beat: SchedulerBeat, read_cadence_s: float) -> float:
+    """How old the heartbeat may get before the counts it vouches for are stale: two of its
+    periods, and one of the console's reads (the read itself may be that old)."""
+    return STALE_CADENCES * beat.every_s + read_cadence_s
+
+
+class SchedulerStaleness:
+    """Adds the stale in-flight counts of a silent scheduler to a tick's Staleness, reusing the
+    fields it built while the same backends count and the same other values are stale (so the
+    hub's history gaps are worked out once per outage, not per tick)."""
+
+    def __init__(self) -> None:
+        self._base: Mapping[str, Mapping[str, str]] | None = None  # held: compared by identity
+        self._counted: tuple[str, ...] = ()
+        self._fields: Mapping[str, Mapping[str, str]] = {}
+
+    def __call__(
+        self, staleness: Staleness, backends: Mapping[str, Backend], age_s: float | None
+    ) -> Staleness:
+        """``staleness`` with every backend's in-flight count stale at ``age_s`` (the silent
+        heartbeat's age), except those already stale for another reason; unchanged when
+        ``age_s`` is None (the scheduler beats, or writes no heartbeat)."""
+        if age_s is None:
+            return staleness
+        counted = tuple(n for n, b in backends.items() if b.inflight is not None)
+        if self._base is not staleness.fields or self._counted != counted:
+            fields = {k: dict(v) for k, v in staleness.fields.items()}
+            for name in counted:
+                by_field = fields.setdefault(f"backend:{name}", {})
+                by_field.setdefault("inflight", SCHEDULER)
+            self._base, self._counted, self._fields = staleness.fields, counted, fields
+        return Staleness({**staleness.sources, SCHEDULER: age_s}, self._fields)
+
+
+def silent_age(beats: Sequence[tuple[SchedulerBeat, float, float]], now: float) -> float | None:
+    """The age of the newest heartbeat when it is silent, else None: ``beats`` are (beat, the
+    read's taken_at, that read's cadence) from fresh reads."""
+    ages = [(beat_age(b, taken, now), silent_after_s(b, cadence)) for b, taken, cadence in beats]
+    if not ages:
+        return None
+    age, after = min(ages)
+    return age if age > after else None
+
+
+def scheduler_silent(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
+    """``scheduler_silent``: its heartbeat stopped. CRIT while requests wait (nobody sends
+    them anywhere, and ``queue_stalled`` says so only after 20 s), WARN while none does."""
+    age = i.scheduler_silent_s
+    if age is None:
+        return
+    waiting = sum((q.lag or 0) + (q.pending or 0) for q in i.queues.values())
+    severity = Severity.CRITICAL if waiting else Severity.WARNING
+    yield (
+        "scheduler_silent",
+        SCHEDULER,
+        severity,
+        f"the scheduler's heartbeat stopped {fmt_elapsed(age)} ago: in-flight counts are not "
+        f"kept and no request is sent on ({waiting} waiting); is the scheduler running?",
+    )
+
+
+RULES = (scheduler_silent,)

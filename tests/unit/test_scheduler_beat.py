@@ -1,0 +1,90 @@
+"""The schedulers' heartbeat contract and the stale in-flight counts of a silent scheduler."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpucon.model.alert_base import Severity
+from gpucon.model.fleet import Backend, BackendState
+from gpucon.model.reading import SchedulerBeat
+from gpucon.model.scheduler_beat import SCHEDULER, SchedulerStaleness, silent_age
+from gpucon.model.staleness import FRESH, Staleness
+from gpucon.registry.heartbeat import Heartbeat, heartbeat_text, parse_heartbeats
+
+
+def test_the_newest_heartbeat_wins_and_garbage_is_named() -> None:
+    newest, problems = parse_heartbeats(
+        {
+            "a": heartbeat_text(100.0),
+            "b": heartbeat_text(105.5, 2.0),
+            "c": "not json",
+            "d": '{"at": -1, "every_s": 1}',
+            "e": '{"at": 200, "every_s": 0}',
+        }
+    )
+    assert newest == Heartbeat("b", 105.5, 2.0)
+    assert [p.split(":")[1].split()[1] for p in problems] == ["'c'", "'d'", "'e'"]
+    assert parse_heartbeats({}) == (None, ())
+
+
+def test_silent_after_two_periods_and_a_read() -> None:
+    beat = SchedulerBeat("s", age_s=0.5, every_s=1.0)
+    # read at t=10 with a 1 s cadence: silent once older than 2 * 1 + 1 = 3 s
+    assert silent_age([(beat, 10.0, 1.0)], 12.4) is None
+    assert silent_age([(beat, 10.0, 1.0)], 12.6) == pytest.approx(3.1)
+    assert silent_age([], 100.0) is None
+
+
+def backends(**inflight: int | None) -> dict[str, Backend]:
+    return {n: Backend(name=n, state=BackendState.ACTIVE, inflight=v) for n, v in inflight.items()}
+
+
+def test_only_counted_inflight_goes_stale_and_other_stale_values_keep_their_source() -> None:
+    mark = SchedulerStaleness()
+    fleet = backends(a=3, b=None)
+    assert mark(FRESH, fleet, None) is FRESH
+    stale = mark(FRESH, fleet, 7.0)
+    assert stale.age("backend:a", "inflight") == 7.0
+    assert stale.fields == {"backend:a": {"inflight": SCHEDULER}}  # b counts nothing
+    # the same inputs: the same fields object (the hub's history gaps are not worked again)
+    assert mark(FRESH, fleet, 8.0).fields is stale.fields
+    redis_down = Staleness({"redis": 30.0}, {"backend:a": {"inflight": "redis"}})
+    both = mark(redis_down, fleet, 9.0)
+    assert both.age("backend:a", "inflight") == 30.0  # Redis's own age where it is stale
+
+
+def test_a_plan_made_while_the_scheduler_is_silent_says_so() -> None:
+    from gpucon.actions.freshness import stale_inputs
+    from gpucon.model.fleet import Health, SourceStatus
+    from gpucon.model.snapshot import Snapshot
+
+    fleet = backends(a=3)
+    snapshot = Snapshot(
+        taken_at=100.0,
+        backends=fleet,
+        sources={"redis": SourceStatus("redis", Health.OK, None, 99.5)},
+        staleness=SchedulerStaleness()(FRESH, fleet, 12.0),
+    )
+    [line] = stale_inputs(snapshot, rechecked=True)
+    assert line.warning and line.name == "stale:scheduler"
+    assert line.text.startswith(
+        "scheduler not current (its heartbeat is 10s old: in-flight counts are not kept)"
+    )
+
+
+def test_a_silent_scheduler_is_an_alert_crit_while_requests_wait() -> None:
+    from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts
+    from gpucon.model.fleet import QueueStats
+    from gpucon.model.history import History
+
+    def inputs(silent: float | None, lag: int) -> AlertInputs:
+        queues = {"q": QueueStats("q", lag=lag, pending=0, group="g1")}
+        return AlertInputs(100.0, {}, {}, {}, queues, {}, History(), scheduler_silent_s=silent)
+
+    assert not [a for a in derive_alerts(inputs(None, 5), AlertThresholds())]
+    [quiet] = derive_alerts(inputs(4.0, 0), AlertThresholds())
+    assert (quiet.rule, quiet.severity, quiet.since) == ("scheduler_silent", Severity.WARNING, 96.0)
+    alerts = derive_alerts(inputs(12.0, 7), AlertThresholds())
+    silent = next(a for a in alerts if a.rule == "scheduler_silent")
+    assert silent.severity is Severity.CRITICAL and "(7 waiting)" in silent.message
+    assert silent.message.startswith("the scheduler's heartbeat stopped 10s ago")
