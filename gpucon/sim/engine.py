@@ -228,7 +228,7 @@ class SimWorld:
             busy = b.busy
             if b.takes:
                 # a request holds a server for compute_s: busy follows alloc·compute_s that fast
-                compute = b.service_s * b.interference
+                compute = b.alone  # service_s * interference (``Takers``)
                 if busy > 1.0:
                     compute *= 1.0 + slowdown * (busy - 1.0)
                 busy += (b.alloc * compute - busy) * (1.0 - exp(-dt / compute))
