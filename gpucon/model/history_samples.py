@@ -227,11 +227,12 @@ def cotenant_samples(fleet: MergedFleet) -> dict[str, Sample]:
     # more processes than backends, counting at least one): the backends are counted only
     # when some slot has more. Comprehensions, not ``map(attrgetter)``: the interpreter's
     # specialised attribute access reads a record's field several times faster
-    crowded = [(sid, s) for sid, s in slots.items() if len(s.processes) > 1]
+    crowded = [s for s in slots.values() if len(s.processes) > 1]  # keyed by their ids
     if crowded:
         serving = Counter([b.slot_id for b in fleet.backends.values()])
         get = serving.get
-        for sid, slot in crowded:
+        for slot in crowded:
+            sid = slot.id
             if len(slot.processes) > get(sid, 1):
                 foreign = foreign_processes(slot.processes, get(sid, 0))
                 if foreign:
