@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 import struct
 from array import array
-from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from gpucon.model.columns import backends_per_slot
 from gpucon.model.cotenants import foreign_memory_mib, foreign_processes
 from gpucon.model.history import Block, Sample
 from gpucon.model.history_blocks import split_key
@@ -229,7 +229,7 @@ def cotenant_samples(fleet: MergedFleet) -> dict[str, Sample]:
     # specialised attribute access reads a record's field several times faster
     crowded = [s for s in slots.values() if len(s.processes) > 1]  # keyed by their ids
     if crowded:
-        serving = Counter([b.slot_id for b in fleet.backends.values()])
+        serving = backends_per_slot(fleet.backends)
         get = serving.get
         for slot in crowded:
             sid = slot.id
