@@ -4,10 +4,11 @@ when written.
 A pool's takers (``sim.takers``) follow from eight fields of its backends (state, readiness,
 weight, failing health, speed, interference, batch factor, concurrency), which only an
 incident, an action or a re-slice writes. Each is a property whose setter counts a write that
-changes it (``edits``): while the count stands, no backend's inputs moved, and ``Takers.of``
-hands on last tick's takers without building and comparing a tuple of them per backend
-(~1 ms a tick at 512 GPUs). A write that changes nothing is not counted (a scenario's hook
-sets the same interference each tick).
+changes it (``edits``), once the field holds the new value (a step that reads the count
+between the two sees the change on its next tick at the latest): while the count stands, no
+backend's inputs moved, and ``Takers.of`` hands on last tick's takers without building and
+comparing a tuple of them per backend (~1 ms a tick at 512 GPUs). A write that changes nothing
+is not counted (a scenario's hook sets the same interference each tick).
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ class TakerInputs:
 
     @state.setter
     def state(self, value: BackendState) -> None:
-        if getattr(self, "_state", None) is not value:
-            _EDITS[0] += 1
+        changed = getattr(self, "_state", None) is not value
         self._state = value
+        if changed:
+            _EDITS[0] += 1
 
     @property
     def ready(self) -> bool:
@@ -54,9 +56,10 @@ class TakerInputs:
 
     @ready.setter
     def ready(self, value: bool) -> None:
-        if getattr(self, "_ready", None) is not value:
-            _EDITS[0] += 1
+        changed = getattr(self, "_ready", None) is not value
         self._ready = value
+        if changed:
+            _EDITS[0] += 1
 
     @property
     def weight(self) -> float:
@@ -64,9 +67,10 @@ class TakerInputs:
 
     @weight.setter
     def weight(self, value: float) -> None:
-        if getattr(self, "_weight", None) != value:
-            _EDITS[0] += 1
+        changed = getattr(self, "_weight", None) != value
         self._weight = value
+        if changed:
+            _EDITS[0] += 1
 
     @property
     def fails_health(self) -> bool:
@@ -74,9 +78,10 @@ class TakerInputs:
 
     @fails_health.setter
     def fails_health(self, value: bool) -> None:
-        if getattr(self, "_fails_health", None) is not value:
-            _EDITS[0] += 1
+        changed = getattr(self, "_fails_health", None) is not value
         self._fails_health = value
+        if changed:
+            _EDITS[0] += 1
 
     @property
     def service_s(self) -> float:
@@ -84,9 +89,10 @@ class TakerInputs:
 
     @service_s.setter
     def service_s(self, value: float) -> None:
-        if getattr(self, "_service_s", None) != value:
-            _EDITS[0] += 1
+        changed = getattr(self, "_service_s", None) != value
         self._service_s = value
+        if changed:
+            _EDITS[0] += 1
 
     @property
     def interference(self) -> float:
@@ -94,9 +100,10 @@ class TakerInputs:
 
     @interference.setter
     def interference(self, value: float) -> None:
-        if getattr(self, "_interference", None) != value:
-            _EDITS[0] += 1
+        changed = getattr(self, "_interference", None) != value
         self._interference = value
+        if changed:
+            _EDITS[0] += 1
 
     @property
     def batch_factor(self) -> float:
@@ -104,9 +111,10 @@ class TakerInputs:
 
     @batch_factor.setter
     def batch_factor(self, value: float) -> None:
-        if getattr(self, "_batch_factor", None) != value:
-            _EDITS[0] += 1
+        changed = getattr(self, "_batch_factor", None) != value
         self._batch_factor = value
+        if changed:
+            _EDITS[0] += 1
 
     @property
     def concurrency(self) -> int:
@@ -114,6 +122,7 @@ class TakerInputs:
 
     @concurrency.setter
     def concurrency(self, value: int) -> None:
-        if getattr(self, "_concurrency", None) != value:
-            _EDITS[0] += 1
+        changed = getattr(self, "_concurrency", None) != value
         self._concurrency = value
+        if changed:
+            _EDITS[0] += 1
