@@ -1,5 +1,5 @@
-"""The backends' slot ids and models as columns (a list in the backends' order), worked out
-once per backends mapping.
+"""The backends' slot ids and models as columns (a list in the backends' order), and the slots
+with more than one process, worked out once per mapping.
 
 Several readers of one snapshot need the same column of its backends: the hub's SLOs and the
 co-tenant samples, the table's row keys and its slot count. With every backend a new record
@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from gpucon.model.fleet import Backend
+from gpucon.model.fleet import Backend, Slot
 
 # (backends mapping, its column) of the newest mapping asked about; one tuple replaced whole,
 # so a reader on another thread sees a matching pair or recomputes
 _SLOT_IDS: tuple[object, list[str | None]] = (None, [])
 _MODELS: tuple[object, list[str | None]] = (None, [])
 _SERVING: tuple[object, Counter[str | None]] = (None, Counter())
+_CROWDED: tuple[object, list[Slot]] = (None, [])
 
 
 def slot_ids(backends: Mapping[str, Backend]) -> list[str | None]:
@@ -61,3 +62,15 @@ def note_slot_ids(backends: Mapping[str, Backend], column: list[str | None]) -> 
     in the same order, to note who told of what)."""
     global _SLOT_IDS
     _SLOT_IDS = (backends, column)
+
+
+def crowded(slots: Mapping[str, Slot]) -> list[Slot]:
+    """The slots with more than one process (those a co-tenant may share), in order: the
+    co-tenant samples and the noisy-neighbour rule look only at these."""
+    global _CROWDED
+    memo = _CROWDED
+    if memo[0] is slots:
+        return memo[1]
+    found = [s for s in slots.values() if len(s.processes) > 1]
+    _CROWDED = (slots, found)
+    return found

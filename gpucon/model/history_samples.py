@@ -13,7 +13,7 @@ import struct
 from array import array
 from collections.abc import Mapping, Sequence
 
-from gpucon.model.columns import backends_per_slot
+from gpucon.model import columns
 from gpucon.model.cotenants import foreign_memory_mib, foreign_processes
 from gpucon.model.history import Block, Sample
 from gpucon.model.history_blocks import split_key
@@ -227,9 +227,9 @@ def cotenant_samples(fleet: MergedFleet) -> dict[str, Sample]:
     # more processes than backends, counting at least one): the backends are counted only
     # when some slot has more. Comprehensions, not ``map(attrgetter)``: the interpreter's
     # specialised attribute access reads a record's field several times faster
-    crowded = [s for s in slots.values() if len(s.processes) > 1]  # keyed by their ids
+    crowded = columns.crowded(slots)  # keyed by their ids
     if crowded:
-        serving = backends_per_slot(fleet.backends)
+        serving = columns.backends_per_slot(fleet.backends)
         get = serving.get
         for slot in crowded:
             sid = slot.id

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gpucon.model.alert_base import AlertInputs, AlertThresholds, Found, Severity, fmt_ms
-from gpucon.model.columns import slot_ids
+from gpucon.model.columns import crowded, slot_ids
 from gpucon.model.cotenants import foreign_processes
 from gpucon.model.fleet import ComputeProcess, Slot
 from gpucon.model.history import Sample
@@ -72,10 +72,12 @@ def _name(processes: tuple[ComputeProcess, ...]) -> str:
 
 
 def noisy_neighbour(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
-    # a co-tenant makes at least two processes: most slots are decided by that, in one pass
-    crowded = [slot for slot in i.slots.values() if len(slot.processes) > 1]
+    # a co-tenant makes at least two processes: most slots are decided by that, in the one
+    # pass the co-tenant samples made of this tick's slots (``model.columns``)
     noisy: list[Slot] = [
-        slot for slot in crowded if i.history.last(f"slot:{slot.id}:cotenant_mem") is not None
+        slot
+        for slot in crowded(i.slots)
+        if i.history.last(f"slot:{slot.id}:cotenant_mem") is not None
     ]
     if not noisy:
         return

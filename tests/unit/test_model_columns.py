@@ -45,3 +45,14 @@ def test_the_merge_notes_the_slot_ids_of_the_backends_it_merged() -> None:
     other = Reading("k8s", OK, 0.0, backends=(Backend("b1", slot_id="slot-9"),))
     fleet = merge_readings([Reading("redis", OK, 0.0, backends=backends), other])
     assert columns.slot_ids(fleet.backends) == [b.slot_id for b in fleet.backends.values()]
+
+
+def test_the_crowded_slots_are_those_of_each_mapping() -> None:
+    from gpucon.model.fleet import ComputeProcess, Slot, SlotKind
+
+    two = (ComputeProcess(1, "a"), ComputeProcess(2, "b"))
+    first = {"s1": Slot("s1", SlotKind.GPU, processes=two), "s2": Slot("s2", SlotKind.GPU)}
+    second = {"s1": Slot("s1", SlotKind.GPU), "s2": Slot("s2", SlotKind.GPU, processes=two)}
+    assert [s.id for s in columns.crowded(first)] == ["s1"]
+    assert [s.id for s in columns.crowded(second)] == ["s2"]
+    assert columns.crowded(second) is columns.crowded(second)  # read once per mapping
