@@ -42,11 +42,17 @@ from textual.drivers.headless_driver import HeadlessDriver
 
 from gpucon.app import GpuconApp
 from gpucon.hub import Hub
+from gpucon.model.history import DEFAULT_CAPACITY
 from gpucon.sim import DEMO_SLO_P95_MS
 from gpucon.sim.source import SimSource
 from gpucon.widgets.slot_table import SlotTable
 
 GOAL_MS_AT_512 = 50.0
+# ticks before the measured ones (the figures of earlier rounds were taken after 30); a
+# console that has run two minutes has its history's rings full and every rule reading its
+# whole window: ``--warmup STEADY_TICKS`` measures that (a few ms more a tick at 512 GPUs)
+WARMUP_TICKS = 30
+STEADY_TICKS = DEFAULT_CAPACITY + 10
 HERE = Path(__file__).resolve().parent
 PHASES = ("read", "merge", "render", "total")
 
@@ -88,13 +94,13 @@ class Clock:
 
 
 async def measure(
-    size: int, ticks: int, stale: bool = False, churn: bool = False
+    size: int, ticks: int, stale: bool = False, churn: bool = False, warmup: int = WARMUP_TICKS
 ) -> dict[str, Any]:
     clock = Clock()
     sim = SimSource.for_demo(7, None, size, clock=clock)
     source = _churn_source()(sim) if churn else sim
     hub = Hub([source], refresh_s=1.0, clock=clock, slo_p95_ms_by_model=DEMO_SLO_P95_MS)
-    for _ in range(30):  # warm the history so sparklines and windows are full
+    for _ in range(warmup):  # warm the history (``--warmup``)
         clock.now += 1.0
         hub.poll_once()
         hub.tick()
@@ -174,7 +180,10 @@ def _collector_as_the_console_sets_it() -> None:
 
 def _child(args: argparse.Namespace) -> None:
     """One checkout's measurement, printed as JSON (``--base``: run in its own process)."""
-    results = {n: asyncio.run(measure(n, args.ticks, args.stale, args.churn)) for n in args.sizes}
+    results = {
+        n: asyncio.run(measure(n, args.ticks, args.stale, args.churn, args.warmup))
+        for n in args.sizes
+    }
     print(json.dumps(results))
 
 
@@ -188,7 +197,14 @@ def _interleaved(
     trees = [("now", HERE.parent)] + ([("before", Path(args.base).resolve())] if args.base else [])
     pooled: dict[str, dict[int, dict[str, Any]]] = {name: {} for name, _ in trees}
     per_run: dict[str, dict[int, list[float]]] = {name: {} for name, _ in trees}
-    flags = ["--ticks", str(args.ticks), "--sizes", *map(str, args.sizes)]
+    flags = [
+        "--ticks",
+        str(args.ticks),
+        "--warmup",
+        str(args.warmup),
+        "--sizes",
+        *map(str, args.sizes),
+    ]
     flags += ["--churn"] * args.churn + ["--stale"] * args.stale
     for _ in range(args.repeat):
         for name, tree in trees:
@@ -229,6 +245,12 @@ def _table(results: dict[int, dict[str, float]], label: str = "") -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ticks", type=int, default=40)
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=WARMUP_TICKS,
+        help=f"ticks before the measured ones ({STEADY_TICKS}: the history's rings full)",
+    )
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 512, 2048])
     parser.add_argument("--stale", action="store_true", help="every value stale (source down)")
     parser.add_argument("--churn", action="store_true", help="every value changes every tick")
@@ -262,7 +284,8 @@ def main() -> None:
                 print(f"each run's median total, {name}, {n} GPUs (in run order): {shown}")
         return
     results = {
-        n: summary(asyncio.run(measure(n, args.ticks, args.stale, args.churn))) for n in args.sizes
+        n: summary(asyncio.run(measure(n, args.ticks, args.stale, args.churn, args.warmup)))
+        for n in args.sizes
     }
     print(
         f"ms per tick, min/median/max of {args.ticks} ticks ({mode}; CPU time, terminal "

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
 
+from gpucon.model import columns
 from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts, track_mig_pending
 from gpucon.model.fleet import Backend, Health, SourceStatus
 from gpucon.model.growth_runs import GrowthRuns
@@ -414,7 +415,7 @@ class Hub:
     def _slo_of(self, backends: Mapping[str, Backend]) -> dict[str, float]:
         """Each backend's p95 SLO by its model; last tick's dict while the same backends
         serve the same models (one list of models compared, not a dict built)."""
-        names, models = list(backends), [b.model for b in backends.values()]
+        names, models = list(backends), columns.models(backends)
         by_model = self.slo_p95_ms_by_model
         memo = self._slo
         # the SLOs by model compared too (a few models): a caller may change them in place

@@ -174,16 +174,38 @@ def _hot_slot(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Se
 UNVOUCHED_ONE_BY_ONE = 3
 
 
+# the last walk of ``_not_ready``'s backends: (liveness verdicts, backend names, their states,
+# the names of those it looked at)
+_NOT_READY_WALK: list[tuple[object, list[str], list[BackendState], list[str]]] = []
+
+
+def _not_ready_candidates(i: AlertInputs) -> list[Backend]:
+    """The backends ``_not_ready`` looks at: all but those that serve, vouched for, and take
+    work. Whether one does follows from its verdict and its state alone: while the verdicts
+    are last tick's (the same mapping: the hub's liveness book hands it on) and the backends
+    and their states are the same (a column compared in C), the same ones, read from this
+    tick's backends (every one a new object, as a live source builds them)."""
+    backends = i.backends
+    names = list(backends)
+    states = [b.state for b in backends.values()]
+    last = _NOT_READY_WALK[0] if _NOT_READY_WALK else None
+    if last is not None and last[0] is i.liveness and last[1] == names and last[2] == states:
+        return [backends[name] for name in last[3]]
+    live = i.liveness.get
+    quiet = (BackendState.DOWN, BackendState.DRAINED)
+    found = [
+        b
+        for b in backends.values()
+        if not ((lv := live(b.name)) is not None and lv.serving is True and b.state not in quiet)
+    ]
+    _NOT_READY_WALK[:] = [(i.liveness, names, states, [b.name for b in found])]
+    return found
+
+
 def _not_ready(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
     unvouched: list[tuple[str, str]] = []
-    live = i.liveness.get
     # most backends serve, vouched for, taking work: nothing to say, decided in one pass
-    quiet = (BackendState.DOWN, BackendState.DRAINED)
-    for b in [
-        b
-        for b in i.backends.values()
-        if not ((lv := live(b.name)) is not None and lv.serving is True and b.state not in quiet)
-    ]:
+    for b in _not_ready_candidates(i):
         lv = i.liveness.get(b.name)
         if b.state is BackendState.DOWN:
             yield ("not_ready", b.name, Severity.CRITICAL, _down_message(b, lv))

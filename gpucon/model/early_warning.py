@@ -86,7 +86,14 @@ def memory_trend(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
     window_times = times[len(times) - n :]
     runs = i.mem_runs
     count = i.history.appended
-    if runs is not None and runs.tick == count - 1 and runs.first_tick <= count - n:
+    # the book keeps a run's sums while a window of its horizon may hold the run: the window
+    # must be no longer (the hub's book and history have the same capacity)
+    if (
+        runs is not None
+        and runs.tick == count - 1
+        and runs.first_tick <= count - n
+        and n <= runs.horizon
+    ):
         yield from _memory_trend_runs(i, t, runs, window_times, n)
         return
     # most slots: flat over the window (or unknown), decided without reading it

@@ -19,6 +19,9 @@ tell in O(window) that no series in a window rose fast enough to matter (``rise_
 The book only narrows the search: the memory trend rule fits the few series it cannot reject
 again from the history itself, so its alerts are exactly those of the walk back. A run with no
 rise for ``horizon`` ticks (the most a window can cover: the history's capacity) is forgotten.
+A run that began more than ``horizon`` ticks ago begins before any window, so the rule never
+reads its sums again (only its rises and its newest rise): they are no longer added to, which
+halves the work of a tick where every slot's memory rose and every run is that old.
 """
 
 from __future__ import annotations
@@ -182,14 +185,14 @@ class GrowthRuns:
                 if run is None:
                     t0 = times[pred % size] if pred > tick - size else NAN
                     run = runs[i] = Run(pred, t0, w)
-                # ``run.add(t, v)``, inline: every slot's memory may move every tick
-                x = t - run.t0
-                y = v - run.v0
-                run.n += 1
-                run.st += x
-                run.sv += y
-                run.stt += x * x
-                run.stv += x * y
+                if run.begin >= horizon:  # ``run.add(t, v)``, inline: every slot may move
+                    x = t - run.t0
+                    y = v - run.v0
+                    run.n += 1
+                    run.st += x
+                    run.sv += y
+                    run.stt += x * x
+                    run.stv += x * y
                 preds = run.preds
                 preds.append(pred)
                 run.last_rise = tick
@@ -201,7 +204,7 @@ class GrowthRuns:
             elif run is not None:
                 if run.last_rise < horizon:
                     del runs[i]  # flat longer than any window: nothing left to fit
-                else:
+                elif run.begin >= horizon:
                     run.add(t, v)
             last[i] = v
 
@@ -244,14 +247,14 @@ class GrowthRuns:
                 run = runs.get(i)
                 if run is None:
                     run = runs[i] = Run(pred, t0_new, w)
-                # ``run.add(t, v)``, inline
-                x = t - run.t0
-                y = v - run.v0
-                run.n += 1
-                run.st += x
-                run.sv += y
-                run.stt += x * x
-                run.stv += x * y
+                if run.begin >= horizon:  # ``run.add(t, v)``, inline, while a window may hold it
+                    x = t - run.t0
+                    y = v - run.v0
+                    run.n += 1
+                    run.st += x
+                    run.sv += y
+                    run.stt += x * x
+                    run.stv += x * y
                 preds = run.preds
                 preds.append(pred)
                 run.last_rise = tick

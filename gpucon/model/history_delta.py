@@ -45,7 +45,7 @@ def _latencies(es: list[Any]) -> tuple[list[Any], ...]:
         [lat.p95_ms for lat in es],
         [lat.req_per_s for lat in es],
         [lat.queue_ms for lat in es],
-        [lat.compute_ms if lat.compute_ms is not None else lat.avg_ms for lat in es],
+        [c if (c := lat.compute_ms) is not None else lat.avg_ms for lat in es],
     )
 
 

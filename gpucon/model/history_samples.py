@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 import struct
 from array import array
-from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from gpucon.model import columns
 from gpucon.model.cotenants import foreign_memory_mib, foreign_processes
 from gpucon.model.history import Block, Sample
 from gpucon.model.history_blocks import split_key
@@ -227,11 +227,12 @@ def cotenant_samples(fleet: MergedFleet) -> dict[str, Sample]:
     # more processes than backends, counting at least one): the backends are counted only
     # when some slot has more. Comprehensions, not ``map(attrgetter)``: the interpreter's
     # specialised attribute access reads a record's field several times faster
-    crowded = [(sid, s) for sid, s in slots.items() if len(s.processes) > 1]
+    crowded = columns.crowded(slots)  # keyed by their ids
     if crowded:
-        serving = Counter([b.slot_id for b in fleet.backends.values()])
+        serving = columns.backends_per_slot(fleet.backends)
         get = serving.get
-        for sid, slot in crowded:
+        for slot in crowded:
+            sid = slot.id
             if len(slot.processes) > get(sid, 1):
                 foreign = foreign_processes(slot.processes, get(sid, 0))
                 if foreign:

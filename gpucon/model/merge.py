@@ -16,10 +16,12 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from gpucon.model import columns
 from gpucon.model.fleet import Backend, Gpu, LatencyStats, MpsState, NodeInfo, QueueStats, Slot
 from gpucon.model.reading import Reading
 
 T = TypeVar("T")
+K = TypeVar("K")  # a column of the readings (ids, slot ids)
 
 
 def _is_unknown(value: object) -> bool:
@@ -252,7 +254,7 @@ def _by(items: list[T], keys: list[str]) -> dict[str, T]:
     return merged
 
 
-def _all(lists: list[list[str]]) -> list[str]:
+def _all(lists: list[list[K]]) -> list[K]:
     """One list of the readings' lists, in order (the one list itself when one reading)."""
     return lists[0] if len(lists) == 1 else [x for part in lists for x in part]
 
@@ -346,7 +348,10 @@ def merge_readings(
     give_way()
     merged_backends = _by(backends, _all([t.backends for t in told]))
     merged_nodes = _by(nodes, [n.name for n in nodes])
+    unique = len(merged_backends) == len(backends)  # the readings' records, in their order
     merged_backends = attach_pods_by_ip(merged_backends, merged_nodes.values())
+    if unique:  # a pod attached keeps its slot: the slot ids read above are the merged ones'
+        columns.note_slot_ids(merged_backends, _all([t.backend_slots for t in told]))
     give_way()
     lat_keys = _all([t.latency for t in told])
     named = set(lat_keys)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gpucon.model.alert_base import AlertInputs, AlertThresholds, Found, Severity, fmt_ms
+from gpucon.model.columns import crowded, slot_ids
 from gpucon.model.cotenants import foreign_processes
 from gpucon.model.fleet import ComputeProcess, Slot
 from gpucon.model.history import Sample
@@ -71,17 +72,20 @@ def _name(processes: tuple[ComputeProcess, ...]) -> str:
 
 
 def noisy_neighbour(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
-    noisy: list[Slot] = []
-    for slot in i.slots.values():
-        # a co-tenant makes at least two processes: most slots are decided by that
-        if len(slot.processes) > 1 and i.history.last(f"slot:{slot.id}:cotenant_mem") is not None:
-            noisy.append(slot)
+    # a co-tenant makes at least two processes: most slots are decided by that, in the one
+    # pass the co-tenant samples made of this tick's slots (``model.columns``)
+    noisy: list[Slot] = [
+        slot
+        for slot in crowded(i.slots)
+        if i.history.last(f"slot:{slot.id}:cotenant_mem") is not None
+    ]
     if not noisy:
         return
-    on_slot: dict[str, list[str]] = {s.id: [] for s in noisy}
-    for b in i.backends.values():
-        if b.slot_id in on_slot:
-            on_slot[b.slot_id].append(b.name)
+    on_slot: dict[str | None, list[str]] = {s.id: [] for s in noisy}
+    # the backends' slot ids as the tick's other readers have them (``model.columns``)
+    for name, sid in zip(i.backends, slot_ids(i.backends), strict=True):
+        if sid in on_slot:
+            on_slot[sid].append(name)
     times = i.history.times
     n = ticks_within(times, i.now, t.noisy_window_s)
     span = times[-1] - times[len(times) - n] if n else 0.0

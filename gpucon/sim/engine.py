@@ -223,12 +223,13 @@ class SimWorld:
         dirty = self.dirty_backends
         mem_dirty = self.mem_dirty
         dirty_latency = self.dirty_latency
+        # a backend is marked dirty where its inflight is written with a new number (read
+        # and compared only there, not once more for every backend after the branches)
         for b in pool.backends:
-            inflight = b.inflight
             busy = b.busy
             if b.takes:
                 # a request holds a server for compute_s: busy follows alloc·compute_s that fast
-                compute = b.service_s * b.interference
+                compute = b.alone  # service_s * interference (``Takers``)
                 if busy > 1.0:
                     compute *= 1.0 + slowdown * (busy - 1.0)
                 busy += (b.alloc * compute - busy) * (1.0 - exp(-dt / compute))
@@ -239,21 +240,27 @@ class SimWorld:
                 done = busy / compute * dt
                 # the count changes as requests start and end: slow models change rarely
                 if random() < 2.0 * done:
-                    b.inflight = int(busy + random())
+                    inflight = int(busy + random())
+                    if inflight != b.inflight:
+                        b.inflight = inflight
+                        dirty.add(b)
             elif busy > 0.0:
                 if b.fails_health:  # connections refused: what was in flight is lost
                     done = busy = 0.0
                 else:  # draining: what is in flight finishes, nothing new arrives
                     done = min(busy, dt * max(busy, 1.0) / b.compute_s)
                     busy = max(0.0, busy - done)
-                b.inflight = math.ceil(busy - 1e-9)
+                inflight = ceil(busy - 1e-9)
+                if inflight != b.inflight:
+                    b.inflight = inflight
+                    dirty.add(b)
             else:
                 done = 0.0
-                b.inflight = 0
+                if b.inflight != 0:
+                    b.inflight = 0
+                    dirty.add(b)
             b.busy = busy
             b.done += done
-            if b.inflight != inflight:
-                dirty.add(b)
             if b.phase == phase and scrape_backend(b, pool, period_s, rng):
                 dirty_latency.add(b)
 

@@ -20,6 +20,7 @@ from gpucon.model.fleet import (
 from gpucon.model.ids import mig_slot_id
 from gpucon.model.mig_profiles import MigProfile
 from gpucon.sim.catalog import GpuType, ModelSpec
+from gpucon.sim.taker_inputs import TakerInputs
 
 
 class SimGpu:
@@ -131,22 +132,19 @@ class SimSlot:
         self.cached_key: tuple[int, int, tuple[ComputeProcess, ...]] | None = None
 
 
-class SimBackend:
+class SimBackend(TakerInputs):
     __slots__ = (
         "alloc",
-        "batch_factor",
+        "alone",
         "busy",
         "cached",
         "cached_key",
         "capacity",
         "compute_s",
-        "concurrency",
         "done",
         "down_for_s",
         "error_rate",
-        "fails_health",
         "inflight",
-        "interference",
         "jitter",
         "latency",
         "latency_key",
@@ -158,15 +156,11 @@ class SimBackend:
         "pool",
         "queue_s",
         "rate",
-        "ready",
         "reason",
-        "service_s",
         "shown",
         "slot",
-        "state",
         "takes",
         "url",
-        "weight",
     )
 
     def __init__(
@@ -209,6 +203,7 @@ class SimBackend:
         self.queue_s = 0.0  # mean wait of its requests as its metrics window shows it
         self.jitter = 0.0  # this tick's measurement noise, in [-0.5, 0.5)
         self.takes = True  # takes new work this tick
+        self.alone = service_s  # service_s * interference while it takes work (``Takers``)
         self.done = 0.0  # requests finished since its metrics were last scraped
         self.phase = 0  # the tick (modulo the scrape period) its metrics are scraped at
         # latency as its metrics show it (rounded); a new tuple whenever a value changes

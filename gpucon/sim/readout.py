@@ -103,23 +103,35 @@ def _slot(s: SimSlot) -> Slot:
 
 def read_backend(b: SimBackend) -> Backend:
     """The registry's view of a backend (rebuilt only when a registry field changed)."""
-    key = (b.weight, b.state, b.inflight, b.ready, b.owner, b.reason)
-    if b.cached is not None and key == b.cached_key:
-        return b.cached
-    b.cached_key = key
-    b.cached = Backend(
-        name=b.name,
-        slot_id=b.slot.id,
-        url=b.url,
-        model=b.model.name,
-        weight=b.weight,
-        state=b.state,
-        inflight=b.inflight,
-        ready=b.ready,
-        owner=b.owner,
-        reason=b.reason,
+    c = b.cached
+    # compared with the record itself, the count first: the engine marks a backend when its
+    # count moved, so most backends read here differ there (no tuple of fields built for them)
+    if (
+        c is not None
+        and c.inflight == b.inflight
+        and c.weight == b.weight
+        and c.state is b.state
+        and c.ready == b.ready
+        and c.owner == b.owner
+        and c.reason == b.reason
+    ):
+        return c
+    # by position, in the order ``Backend`` declares its fields (no ready_at: the registry's
+    # own readiness verdict is the simulator's ``ready_checks``)
+    c = b.cached = Backend(
+        b.name,
+        b.slot.id,
+        b.url,
+        b.model.name,
+        b.weight,
+        b.state,
+        b.inflight,
+        b.ready,
+        None,
+        b.owner,
+        b.reason,
     )
-    return b.cached
+    return c
 
 
 def _ready_check(b: SimBackend, last: ReadyCheck | None) -> ReadyCheck:

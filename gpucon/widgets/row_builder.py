@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gpucon.model import columns
 from gpucon.model.fleet import Backend, Slot
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
@@ -241,15 +242,14 @@ class RowBuilder:
         model_moved = False
         last = self._structure
         names = list(backends)
-        values = list(backends.values())
         seen_names, seen_slots, seen_models = self._seen_keys
         slot_ids: list[str | None] | None = None
         models_now: list[str | None] | None = None
         if (
             last is not None
             and names == seen_names
-            and (slot_ids := [b.slot_id for b in values]) == seen_slots
-            and (models_now := [b.model for b in values]) == seen_models
+            and (slot_ids := columns.slot_ids(backends)) == seen_slots
+            and (models_now := columns.models(backends)) == seen_models
             and (slots is last[1] or slots.keys() == last[1].keys())
         ):
             # the same backends in the same order, on the same slots, serving the same
@@ -259,8 +259,8 @@ class RowBuilder:
             return last[2], False
         self._seen_keys = (
             names,
-            [b.slot_id for b in values] if slot_ids is None else slot_ids,
-            [b.model for b in values] if models_now is None else models_now,
+            columns.slot_ids(backends) if slot_ids is None else slot_ids,
+            columns.models(backends) if models_now is None else models_now,
         )
         if last is not None and len(backends) == len(last[0]) and len(slots) == len(last[1]):
             before = last[0].get

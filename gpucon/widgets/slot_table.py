@@ -77,6 +77,8 @@ class SlotTable(ScrollView, can_focus=True):
         self.follow_cursor = True
         self._strips: dict[RowKey, tuple[tuple[Any, ...], Strip]] = {}
         self._shown: dict[int, tuple[Any, ...]] = {}
+        # (content width, scroll offset, TREND width) while ``render_lines`` paints, else None
+        self._painting: tuple[int, int, int] | None = None
         # TREND sparklines of the history view they were drawn from, by (slot, width)
         self._sparks: tuple[History | None, dict[tuple[str, int], str]] = (None, {})
         # each shown row's cells: (row, TREND, columns, cells) by row key (``_cells``)
@@ -335,15 +337,29 @@ class SlotTable(ScrollView, can_focus=True):
             self._row_cells[key] = (row, spark, columns, cells)
         return cells
 
-    def render_line(self, y: int) -> Strip:
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # the width and the scroll offset read once for the lines of one paint, not once a
+        # line (each reads the widget's region, styles and scrollbars again: ~10 µs)
         width = self.content_width
+        self._painting = (width, round(self.scroll_y), self._trend_width(width))
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._painting = None
+
+    def render_line(self, y: int) -> Strip:
+        painting = self._painting
+        if painting is None:
+            width = self.content_width
+            painting = (width, round(self.scroll_y), self._trend_width(width))
+        width, top, trend = painting
         if y == 0:
             return self._render_header(width)
-        index = round(self.scroll_y) + y - 1
+        index = top + y - 1
         if index >= len(self.order.keys):
             self._shown[y] = ("blank",)
             return Strip.blank(width, self._style_map()[""])
-        line_key = self._line_key(index, width, self._trend_width(width))
+        line_key = self._line_key(index, width, trend)
         self._shown[y] = line_key
         key = line_key[0]
         cached = self._strips.get(key)

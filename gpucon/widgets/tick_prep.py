@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from operator import attrgetter
 
 from gpucon.model.alerts import Alert, Severity
+from gpucon.model.columns import slot_ids
 from gpucon.model.fleet import Backend, Gpu, Slot
 from gpucon.model.ids import known_slot_count
 from gpucon.model.snapshot import Snapshot
@@ -80,7 +81,7 @@ def slot_count(slots: Mapping[str, Slot], backends: Mapping[str, Backend]) -> in
     memo = _slot_count
     if memo[0] is slots and memo[1] is backends:
         return memo[2]
-    count = known_slot_count(slots, [b.slot_id for b in backends.values()])
+    count = known_slot_count(slots, slot_ids(backends))
     _slot_count = (slots, backends, count)
     return count
 

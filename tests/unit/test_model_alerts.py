@@ -233,3 +233,28 @@ def test_queue_waiting_is_lag_plus_pending_not_the_stream_length() -> None:
     assert QueueStats("s", length=12, lag=None, pending=2).waiting == 2
     assert QueueStats("s", length=12).waiting == 12  # no consumer group: XLEN is all there is
     assert QueueStats("s").waiting is None
+
+
+def test_not_ready_follows_each_ticks_backends_while_the_verdicts_stand() -> None:
+    """The same verdicts (the liveness book hands the same mapping on) over new backend
+    records: the rule reads this tick's states and records, not last tick's."""
+    from gpucon.model.liveness import BackendLiveness
+
+    live = {
+        n: BackendLiveness(n, http_ready=True, http_fresh=True, serving=True)
+        for n in ("a", "b", "c")
+    }
+    assert all(lv.serving is True for lv in live.values())
+
+    def tick(states: dict[str, BackendState], owner: str) -> list[str]:
+        b = {n: Backend(n, state=s, owner=owner) for n, s in states.items()}
+        alerts = derive_alerts(inputs(0.0, backends=b, liveness=live), T)
+        return sorted(a.message for a in alerts if a.rule == "not_ready")
+
+    active = BackendState.ACTIVE
+    assert tick({"a": active, "b": active, "c": active}, "ops") == []
+    down = {"a": active, "b": BackendState.DOWN, "c": active}
+    assert tick(down, "ops") == ["backend down: ops marked it down"]
+    # the same states again: the message is this tick's record's (its owner)
+    assert tick(down, "sched") == ["backend down: sched marked it down"]
+    assert tick({"a": active, "b": active, "c": active}, "ops") == []

@@ -51,3 +51,23 @@ def test_the_takers_are_kept_until_an_input_changes() -> None:
     i = slowed.takers.index(backends[1])
     assert slowed.caps[i] < drained.caps[drained.takers.index(backends[1])]
     assert Takers.of(backends, slowed) is slowed
+
+
+def test_a_write_that_changes_nothing_keeps_the_takers_and_a_new_backend_does_not() -> None:
+    backends = _pool_backends()
+    first = Takers.of(backends, None)
+    backends[0].interference = backends[0].interference  # a scenario's hook, every tick
+    assert Takers.of(backends, first) is first
+    backends[1].weight = 0.0  # the field itself, no tuple of inputs built to find it
+    zero = Takers.of(backends, first)
+    assert zero is not first and backends[1] not in zero.takers
+    grown = [*backends, backends[0]]  # the pool's list changed, no field written
+    assert Takers.of(grown, zero) is not zero
+
+
+def test_the_step_reads_each_takers_speed_as_the_takers_worked_it_out() -> None:
+    backends = _pool_backends()
+    backends[2].interference = 1.7
+    takers = Takers.of(backends, None)
+    for b in takers.takers:
+        assert b.alone == b.service_s * b.interference
