@@ -219,6 +219,13 @@ def fmt_duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def fmt_wait(seconds: float) -> str:
+    """How long a request has waited: ``"9.6 s"``, ``"45 s"``, ``"4.2 min"``. The queue panel's
+    OLDEST and every alert naming the oldest request write it so, and one screen never says
+    ``252 s``, ``4.2 min`` and ``4m`` for the same request."""
+    return f"{seconds:.1f} s" if seconds < 10 else fmt_duration(seconds)
+
+
 __all__ = [
     "RULE_CAUSE",
     "Alert",
@@ -232,5 +239,6 @@ __all__ = [
     "fmt_duration",
     "fmt_elapsed",
     "fmt_ms",
+    "fmt_wait",
     "p95_near_or_over",
 ]

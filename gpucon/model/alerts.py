@@ -31,6 +31,7 @@ from gpucon.model.alert_base import (
     Severity,
     cause_of,
     fmt_elapsed,
+    fmt_wait,
     p95_near_or_over,
 )
 from gpucon.model.alert_base import fmt as _fmt
@@ -102,7 +103,7 @@ def _queue_wait(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, 
                 "queue_wait",
                 stream,
                 Severity.WARNING,
-                f"oldest entry {_fmt(age_s, ' s')} old > {_fmt(t.queue_oldest_s, ' s')} "
+                f"oldest entry {fmt_wait(age_s)} old > {fmt_wait(t.queue_oldest_s)} "
                 f"for {t.queue_wait_for_s:.0f}s",
             )
 

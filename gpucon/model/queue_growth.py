@@ -25,7 +25,15 @@ from collections.abc import Iterable, Sequence
 from itertools import pairwise
 from typing import NamedTuple
 
-from gpucon.model.alert_base import AlertInputs, AlertThresholds, Found, Severity, fmt, fmt_ms
+from gpucon.model.alert_base import (
+    AlertInputs,
+    AlertThresholds,
+    Found,
+    Severity,
+    fmt,
+    fmt_ms,
+    fmt_wait,
+)
 from gpucon.model.history import Sample
 from gpucon.model.trends import known_points, slope, ticks_within
 
@@ -178,10 +186,10 @@ def queue_growth(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
             trend = f"over {found.span:.0f} s"
         wait = ""
         if q.oldest_age_s is not None:
-            wait = f", oldest {fmt(q.oldest_age_s, ' s')}"
+            wait = f", oldest {fmt_wait(q.oldest_age_s)}"
             was = i.history.back(f"queue:{stream}:oldest", found.ticks)
             if was is not None and was < q.oldest_age_s:
-                wait += f" (was {fmt(was, ' s')})"
+                wait += f" (was {fmt_wait(was)})"
         yield (
             RULE,
             stream,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpucon.model.alert_base import AlertInputs, AlertThresholds, Severity, fmt
+from gpucon.model.alert_base import AlertInputs, AlertThresholds, Severity, fmt_wait
 from gpucon.model.fleet import BackendState
 from gpucon.model.queue_stall import fresh_queue
 
@@ -49,7 +49,7 @@ def queue_slo(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Se
             "queue_slo",
             stream,
             Severity.CRITICAL,
-            f"oldest request waited {fmt(age_s, ' s')}, past every p95 SLO "
+            f"oldest request waited {fmt_wait(age_s)}, past every p95 SLO "
             f"(largest {slo_ms:.0f} ms), {waiting} waiting; a server's p95 starts when it "
             "takes the request",
         )

@@ -27,7 +27,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpucon.model.alert_base import AlertInputs, AlertThresholds, Found, Severity, fmt_duration
+from gpucon.model.alert_base import (
+    AlertInputs,
+    AlertThresholds,
+    Found,
+    Severity,
+    fmt_duration,
+    fmt_wait,
+)
 from gpucon.model.fleet import Health, QueueStats
 
 RULE = "queue_stalled"
@@ -53,7 +60,7 @@ def stalled(
     """The stream's stall (severity, message), or None while a consumer reads it."""
     if q.group is None or not q.lag:  # nothing waits to be delivered
         return None
-    oldest = "" if q.oldest_age_s is None else f", oldest {fmt_duration(q.oldest_age_s)}"
+    oldest = "" if q.oldest_age_s is None else f", oldest {fmt_wait(q.oldest_age_s)}"
     waiting = f"{q.lag} never delivered{oldest}"
     if q.consumers == 0:
         return (

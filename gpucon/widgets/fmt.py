@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpucon.model.ages import fmt_elapsed
+from gpucon.model.alert_base import fmt_wait
 
 NA = "n/a"
 _BLOCKS = " ▁▂▃▄▅▆▇█"
@@ -51,6 +52,12 @@ def seconds(value: float | None) -> str:
     if value < 7200:
         return f"{value / 60:.0f}m"
     return f"{value / 3600:.0f}h"
+
+
+def wait(value: float | None) -> str:
+    """How long the oldest request has waited, in the words the alerts use for it (``9.6 s``,
+    ``4.2 min``), so the queue panel and an alert never write one wait two ways."""
+    return NA if value is None else fmt_wait(value)
 
 
 def since(value: float | None) -> str:

@@ -107,7 +107,7 @@ class QueuePanel(TextPanel):
             line.append(
                 f" {fmt.count(q.waiting):>5} {fmt.count(q.lag):>5} {fmt.count(q.pending):>5}"
             )
-            line.append(f" {fmt.seconds(q.oldest_age_s):>7} {fmt.count(q.length):>6}  ")
+            line.append(f" {fmt.wait(q.oldest_age_s):>7} {fmt.count(q.length):>6}  ")
             if age is None:
                 line.append(spark, style=self.theme_style("primary"))
             else:  # every number here came from a stale read: none of them is current
@@ -130,7 +130,7 @@ def compact_queues(snapshot: Snapshot) -> Text:
             text.append(" │ ", style="dim")
         text.append_text(safe(stream, 20))
         stale = snapshot.staleness.oldest(f"queue:{stream}")
-        text.append(f" wait {fmt.count(q.waiting)} oldest {fmt.seconds(q.oldest_age_s)}")
+        text.append(f" wait {fmt.count(q.waiting)} oldest {fmt.wait(q.oldest_age_s)}")
         if stale is not None:
             text.append(f" stale {fmt.age(stale)}", style="bold")
     return text
