@@ -44,8 +44,21 @@ class _Delta(msgspec.Struct):
     d: dict[str, list[int]] = {}
     s: dict[str, Any] = {}
     p: dict[str, list[Any]] = {}
+    t: list[tuple[int, msgspec.Raw]] = []
 
 
+class _Keyframe(msgspec.Struct):
+    """A keyframe of format 5 or 6 as read: its rows as their bytes, decoded by their
+    record's types when a snapshot needs them (``rows.RowDecoder``)."""
+
+    k: dict[str, tuple[Any, list[msgspec.Raw]]] = {}
+    s: dict[str, Any] = {}
+    schema: dict[str, list[str]] = {}
+    f: int | None = None
+    t: list[tuple[int, msgspec.Raw]] = []
+
+
+_decode_keyframe = msgspec.msgpack.Decoder(_Keyframe).decode
 _decode_delta = msgspec.msgpack.Decoder(_Delta).decode
 # JSON in C (msgspec): what formats 1 to 4 wrote (the bytes ``json.dumps`` writes, compact)
 _encode_json = msgspec.json.Encoder().encode
@@ -91,7 +104,10 @@ class BlobReader:
         self.key_id = key_id
         found = zstandard.ZstdCompressionDict(raw, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
         self._delta = zstandard.ZstdDecompressor(dict_data=found)
-        frame: dict[str, Any] = _decode_msgpack(raw)
+        got = _decode_keyframe(raw)
+        frame: dict[str, Any] = {"k": got.k, "s": got.s, "schema": got.schema, "t": got.t}
+        if got.f is not None:
+            frame["f"] = got.f
         return frame
 
     def delta(self, blob: bytes) -> dict[str, Any]:
@@ -101,7 +117,7 @@ class BlobReader:
         the last of each entity."""
         assert self._delta is not None, "no keyframe read"
         got = _decode_delta(self._delta.decompress(blob))
-        frame = {"r": got.r, "n": got.n, "d": got.d, "s": got.s, "p": got.p}
+        frame = {"r": got.r, "n": got.n, "d": got.d, "s": got.s, "p": got.p, "t": got.t}
         return {k: v for k, v in frame.items() if v}
 
 

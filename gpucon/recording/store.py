@@ -27,17 +27,19 @@ from typing import Any
 from gpucon.recording import writable
 from gpucon.recording.blobs import BlobReader, decode_frame, is_zstd, merge_frames
 
-FORMAT = "gpucon-recording/5"
+FORMAT = "gpucon-recording/6"
 # formats this gpucon reads: 1 wrote a delta's changes an entity at a time (frames.py), 2
 # its history samples as JSON (3: as columns, recording.columns), 3 a delta's float fields
 # as floats (4: as integers scaled by 10^5, frames.py), 4 the fleet as zlib'd JSON of changed
-# fields (5: zstd'd MessagePack of whole changed records, blobs.py and rows.py)
+# fields (5: zstd'd MessagePack of whole changed records, blobs.py and rows.py), 5 a shared
+# nested record (a GPU's MIG profile table) in every row (6: by reference, rows.py)
 READABLE = frozenset(
     {
         "gpucon-recording/1",
         "gpucon-recording/2",
         "gpucon-recording/3",
         "gpucon-recording/4",
+        "gpucon-recording/5",
         FORMAT,
     }
 )
