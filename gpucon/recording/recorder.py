@@ -96,6 +96,7 @@ class Recorder:
         self._last_key_t: float | None = None
         self._last_t: float | None = None
         self._alerts: dict[str, float] = {}
+        self._alerts_seen: object = None  # the alerts tuple last compared
         self._audit_offset = _file_size(audit_path)
         self._thread = threading.Thread(target=self._run, name="gpucon-recorder", daemon=True)
         self._thread.start()
@@ -181,14 +182,18 @@ class Recorder:
         blobs = frame_blobs(self._writer, self._blobs, self._columns, snapshot, key)
         if key:
             self.store.set_meta(schema=json.dumps(self._writer.schema()))
-        now_on = {a.key: a for a in snapshot.alerts}
-        started = [
-            AlertSpan(a.key, a.rule, a.target, int(a.severity), a.message, a.since, t, None)
-            for k, a in now_on.items()
-            if k not in self._alerts
-        ]
-        ended = [(k, t) for k in self._alerts if k not in now_on]
-        self._alerts = {k: t for k in now_on}
+        started: list[AlertSpan] = []
+        ended: list[tuple[str, float]] = []
+        if snapshot.alerts is not self._alerts_seen:  # the same tuple: none started or ended
+            self._alerts_seen = snapshot.alerts
+            now_on = {a.key: a for a in snapshot.alerts}
+            started = [
+                AlertSpan(a.key, a.rule, a.target, int(a.severity), a.message, a.since, t, None)
+                for k, a in now_on.items()
+                if k not in self._alerts
+            ]
+            ended = [(k, t) for k in self._alerts if k not in now_on]
+            self._alerts = {k: t for k in now_on}
         self.store.append(
             t,
             KEYFRAME if key else DELTA,

@@ -206,10 +206,11 @@ class RecordingStore:
 
     def size_bytes(self) -> int:
         """Bytes the file's pages hold (free pages not counted; the WAL aside)."""
-        page = int(self.db.execute("PRAGMA page_size").fetchone()[0])
-        pages = int(self.db.execute("PRAGMA page_count").fetchone()[0])
-        free = int(self.db.execute("PRAGMA freelist_count").fetchone()[0])
-        return page * (pages - free)
+        # one statement (compiled once, kept by sqlite3's cache): asked after every frame
+        page, pages, free = self.db.execute(
+            "SELECT * FROM pragma_page_size(), pragma_page_count(), pragma_freelist_count()"
+        ).fetchone()
+        return int(page) * (int(pages) - int(free))
 
     def prune(self, *, max_bytes: int, min_t: float) -> int:
         """Drop the oldest keyframe groups while the file is over ``max_bytes`` or its frames
