@@ -42,7 +42,6 @@ class _Delta(msgspec.Struct):
     """A delta of format 5 as read: its records as their bytes (frames.py names the parts)."""
 
     r: dict[str, tuple[list[int], list[msgspec.Raw]]] = {}
-    m: dict[str, tuple[list[int], list[msgspec.Raw]]] = {}
     n: dict[str, list[tuple[str, msgspec.Raw]]] = {}
     d: dict[str, list[int]] = {}
     s: dict[str, Any] = {}
@@ -126,7 +125,6 @@ class BlobReader:
         got = _decode_delta(self._delta.decompress(blob))
         frame = {
             "r": got.r,
-            "m": got.m,
             "n": got.n,
             "d": got.d,
             "s": got.s,

@@ -242,12 +242,10 @@ class FrameState:
                 else:
                     section.rows[i] = row
                 marks.add(i)
-        for part in ("r", "m"):
-            for name, (where, rows_now) in frame.get(part, {}).items():
-                # whole rows (format 5; records as maps, ``m``, format 6): each set at its
-                # index, in C
-                _consume(map(self._section(name).rows.__setitem__, where, rows_now))
-                dirty.setdefault(name, set()).update(where)
+        for name, (where, rows_now) in frame.get("r", {}).items():
+            # whole rows (format 5): each set at its index, in C
+            _consume(map(self._section(name).rows.__setitem__, where, rows_now))
+            dirty.setdefault(name, set()).update(where)
         for name, columns in frame.get("c", {}).items():
             rows = self._section(name).rows
             marks = dirty.setdefault(name, set())

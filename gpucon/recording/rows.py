@@ -30,7 +30,6 @@ a frozen one), by name when the fields differ. Pure.
 from __future__ import annotations
 
 import functools
-import operator
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -134,29 +133,6 @@ def encode_rows(values: list[Any], refs: RefTable | None = None) -> list[Any]:
     return rows
 
 
-@functools.cache
-def _ref_getters(cls: type) -> tuple[Callable[[Any], Any], ...]:
-    return tuple(operator.attrgetter(cls.__struct_fields__[i]) for i in ref_fields(cls))  # type: ignore[attr-defined]
-
-
-def as_records(values: list[Any]) -> bool:
-    """True when a delta may give ``values`` (changed entities of one section) as records
-    written by msgspec itself, each a map of its fields (format 6's ``m``): records, of one
-    kind, with no shared nested record to write by reference. Neither made into tuples
-    first nor freed after: at 512 GPUs, beside a live hub, making and freeing ~2,000 tuples a
-    tick of objects another thread had just made was a third of a delta's cost, for ~10 %
-    fewer bytes once compressed."""
-    first = values[0]
-    if not isinstance(first, msgspec.Struct):
-        return False
-    cls = first.__class__
-    for getter in _ref_getters(cls):
-        column = list(map(getter, values))
-        if column.count(None) != len(column):
-            return False
-    return True
-
-
 def _has_record(hint: Any) -> bool:
     """True when a value of type ``hint`` holds a record (written as a map of its fields)."""
     if _is_record(hint):
@@ -222,11 +198,11 @@ def _ref_decoder(decode: Decoder, refs: Refs) -> Decoder:
     return decoded
 
 
-def _typed(cls: type, hints: Sequence[Any]) -> msgspec.msgpack.Decoder[Any] | None:
-    """A decoder of a row's bytes into the tuple of its fields' types, or of a record
-    written as a map into the record (None: msgspec cannot decode one of them)."""
+def _typed(hints: Sequence[Any]) -> msgspec.msgpack.Decoder[Any] | None:
+    """A decoder of a row's bytes into the tuple of its fields' types (None: msgspec cannot
+    decode one of them)."""
     try:
-        return msgspec.msgpack.Decoder(tuple[tuple(hints)] | cls)  # type: ignore[misc]
+        return msgspec.msgpack.Decoder(tuple[tuple(hints)])  # type: ignore[misc]
     except TypeError:
         return None
 
@@ -259,7 +235,7 @@ class RowDecoder:
         # number or its value, put right after)
         self._shared = [(i, dec) for i, dec in others if i in shared]
         types = [Any if i in shared else hints[n] for i, n in enumerate(fields)]
-        self._typed = _typed(cls, types) if self._same else None
+        self._typed = _typed(types) if self._same else None
 
     def __call__(self, row: Any) -> Any:
         if row.__class__ is msgspec.Raw:
@@ -269,8 +245,6 @@ class RowDecoder:
                 except msgspec.ValidationError:  # a value its type refuses: as before
                     pass
                 else:
-                    if values.__class__ is not tuple:  # a record written as a map (``m``)
-                        return values
                     if not self._shared:
                         return self.cls(*values)
                     args = list(values)
@@ -279,8 +253,6 @@ class RowDecoder:
                             args[i] = dec(v)
                     return self.cls(*args)
             row = _parse(row)
-            if row.__class__ is dict:  # a record written as a map, by its fields' names
-                return msgspec.convert(row, self.cls)
         if self._same and not self._others:
             return self.cls(*row)
         args = list(row)

@@ -25,7 +25,7 @@ from gpucon.model.section_moves import SectionMoves
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.codec import CodecRegistry
 from gpucon.recording.frames import REF_ROWS, WHOLE_ROWS, _layout
-from gpucon.recording.rows import RefTable, as_records, encode_rows
+from gpucon.recording.rows import RefTable, encode_rows
 
 _MISSING = object()
 
@@ -99,10 +99,9 @@ class FrameWriter:
 
     def delta(self, snapshot: Snapshot) -> dict[str, Any]:
         """What changed since the last frame (call ``keyframe`` first): ``r`` the entities
-        that are new objects, whole, by row index (``m``: records written as themselves, by
-        msgspec: format 6); ``n`` new keys; ``d`` removed indexes."""
+        that are new objects, whole, by row index; ``n`` new keys; ``d`` removed indexes;
+        ``t`` the values new to the keyframe group's table (format 6)."""
         changed: dict[str, list[Any]] = {}
-        records: dict[str, list[Any]] = {}
         added: dict[str, list[Any]] = {}
         removed: dict[str, list[int]] = {}
         refs = self._refs
@@ -126,18 +125,13 @@ class FrameWriter:
                 )
             if moved:
                 at = moved if state.same else list(map(state.at.__getitem__, moved))
-                objects = list(map(values.__getitem__, moved))
-                if refs is not None and as_records(objects):
-                    records[name] = [at, objects]
-                else:
-                    changed[name] = [at, encode_rows(objects, refs)]
+                changed[name] = [at, encode_rows(list(map(values.__getitem__, moved)), refs)]
             state.mapping = mapping
             state.values = values
         frame: dict[str, Any] = {}
         singles, parts = self._delta_singles(snapshot)
         for key, part in (
             ("r", changed),
-            ("m", records),
             ("n", added),
             ("d", removed),
             ("s", singles),
