@@ -90,6 +90,11 @@ def _section_hints() -> dict[str, Any]:
     }
 
 
+def _each(decode: Any, rows: list[Any]) -> list[Any]:
+    """``rows`` decoded one at a time (a decoder with no ``decode_many``)."""
+    return list(map(decode, rows))
+
+
 def _consume(items: Iterator[Any]) -> None:
     """Run an iterator to its end in C (``map`` of a setter)."""
     deque(items, maxlen=0)
@@ -356,13 +361,14 @@ class FrameState:
             if section is None:
                 continue
             decode = self._row_decoder(name, dec)
+            many = getattr(decode, "decode_many", None) or functools.partial(_each, decode)
             before = self._decoded.get(name)
             if before is None:
-                decoded = {
-                    k: decode(row)
-                    for k, row in zip(section.keys, section.rows, strict=True)
-                    if row is not None
-                }
+                keys, rows = section.keys, section.rows
+                if rows.count(None):  # some removed since the keyframe
+                    kept = [(k, row) for k, row in zip(keys, rows, strict=True) if row is not None]
+                    keys, rows = [k for k, _ in kept], [row for _, row in kept]
+                decoded = dict(zip(keys, many(rows), strict=True))
             elif not (dirty := self._dirty.get(name)):
                 decoded = before  # no row changed: the same mapping (nobody changes one)
             else:  # the last snapshot's, with the rows changed since decoded again
@@ -377,7 +383,7 @@ class FrameState:
                         else:
                             decoded[keys[i]] = decode(row)
                 else:  # none removed: decoded and set in C
-                    decoded.update(zip(map(keys.__getitem__, where), map(decode, got), strict=True))
+                    decoded.update(zip(map(keys.__getitem__, where), many(got), strict=True))
             self._decoded[name] = kwargs[name] = decoded
         self._dirty = {}
         for name, (_, dec) in self._singles.items():

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import typing
 from collections.abc import Callable, Sequence
+from itertools import starmap
 from typing import Any
 
 import msgspec
@@ -236,6 +237,25 @@ class RowDecoder:
         self._shared = [(i, dec) for i, dec in others if i in shared]
         types = [Any if i in shared else hints[n] for i, n in enumerate(fields)]
         self._typed = _typed(types) if self._same else None
+
+    def decode_many(self, rows: list[Any]) -> list[Any]:
+        """``rows`` decoded: every one's bytes into its fields' types and the records built
+        from them, in C (a snapshot's changed rows, a keyframe's); one at a time where that
+        cannot be (a shared nested value, a row already parsed, one its types refuse)."""
+        typed = self._typed
+        if typed is None:
+            return list(map(self, rows))
+        try:
+            values = list(map(typed.decode, rows))
+        except (msgspec.ValidationError, TypeError):  # TypeError: a row not bytes
+            return list(map(self, rows))
+        for i, dec in self._shared:  # a shared nested value (most rows have none)
+            column = [v[i] for v in values]
+            if column.count(None) != len(column):
+                values = [
+                    v if (x := v[i]) is None else (*v[:i], dec(x), *v[i + 1 :]) for v in values
+                ]
+        return list(starmap(self.cls, values))
 
     def __call__(self, row: Any) -> Any:
         if row.__class__ is msgspec.Raw:
