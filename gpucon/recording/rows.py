@@ -97,16 +97,28 @@ class RefTable:
 @functools.cache
 def ref_fields(cls: type) -> tuple[int, ...]:
     """The positions of ``cls``'s fields written by reference (format 6): those holding one
-    frozen nested record (not a tuple of them: a GPU's processes change with its memory)."""
+    frozen nested record that is itself a table of records (a GPU's MIG profiles). Not a
+    tuple of records (a GPU's processes change with its memory), nor a small record of plain
+    values (a slot's VM): zstd finds those in the keyframe as they are, and a delta with
+    slots' VMs by reference came out ~10 % larger at 512 GPUs."""
     if not hasattr(cls, "__struct_fields__"):
         return ()
     hints = typing.get_type_hints(cls)
     out = []
     for i, name in enumerate(cls.__struct_fields__):
         hint = _optional_inner(hints[name]) or hints[name]
-        if _is_record(hint) and _is_model_value(hint):
+        if _is_record(hint) and _is_model_value(hint) and _holds_records(hint):
             out.append(i)
     return tuple(out)
+
+
+def _holds_records(cls: Any) -> bool:
+    """True when one of ``cls``'s fields is a tuple of records (a table)."""
+    for hint in typing.get_type_hints(cls).values():
+        hint = _optional_inner(hint) or hint
+        if typing.get_origin(hint) is tuple and any(map(_is_record, typing.get_args(hint))):
+            return True
+    return False
 
 
 def encode_rows(values: list[Any], refs: RefTable | None = None) -> list[Any]:
