@@ -35,6 +35,10 @@ from gpucon.recording.writer import FrameWriter
 
 # snapshots waiting for the writer; beyond this the oldest are dropped
 QUEUE_LIMIT = 64
+# how long the writer lets a fresh snapshot settle before framing it (a quarter of the refresh
+# at most): the hub's thread prepares the tick for the UI right after handing it over, and the
+# UI draws it; framed at once, the recorder's few ms shared the interpreter with both
+SETTLE_S = 0.2
 _STOP = object()
 
 
@@ -53,8 +57,14 @@ class Recorder:
         audit_path: Path | None = None,
         block: bool = False,
         moves: SectionMoves | None = None,
+        settle_s: float | None = None,
     ) -> None:
         self.path = path
+        # None: ``SETTLE_S`` (a quarter of the refresh at most), none when recording faster
+        # than real time (``block``); a kill -9 loses at most the last tick either way
+        self.settle_s = (
+            (0.0 if block else min(SETTLE_S, refresh_s / 4)) if settle_s is None else settle_s
+        )
         # True: the caller waits for room instead of dropping (recording faster than real
         # time, where the caller is the only clock)
         self.block = block
@@ -158,6 +168,8 @@ class Recorder:
             if item is _STOP:
                 return
             assert isinstance(item, Snapshot)
+            if self.settle_s and self._queue.empty():  # a fresh tick: after the UI's turn
+                time.sleep(self.settle_s)
             try:
                 self._write(item)
             except Exception as exc:  # a full disk, a file removed: say so, keep the console
