@@ -22,7 +22,10 @@ value, ...]``: history samples, SLOs), new rows (``n``: ``[key, row]``), removed
 unchanged length (``p``: the alerts, when only a figure in a message moved). Applying a field's
 column or the plain values runs in C (``map`` of a setter over the indexes).
 
-``writer.FrameWriter`` turns snapshots into frames of format 5 (the recorder's thread);
+Format 6 (``f`` 6) writes a field holding a shared nested table of records (a GPU's MIG profile
+table) as its number in the keyframe group's table, ``t`` (``rows.RefTable``).
+
+``writer.FrameWriter`` turns snapshots into frames of format 6 (the recorder's thread);
 ``FrameState`` applies frames of any format and gives the snapshot back (replay, ``snapshot
 --from``, restoring history). Pure.
 """
