@@ -53,9 +53,13 @@ class SectionMoves:
         self, now: Mapping[str, Any], before: Mapping[str, Any]
     ) -> tuple[list[int], list[Any]] | None:
         """(the positions of ``now``'s new objects, ``now``'s values) when noted for exactly
-        these two mappings; None otherwise."""
+        these two mappings, once (the finding is let go of); None otherwise."""
         with self._lock:
             hit = self._found.get(id(now))
+            if hit is not None and hit[0] is now and hit[1] is before:
+                # taken: its two mappings (the older one's changed entities) are let go of
+                # now rather than two ticks later (a reader asks once per mapping)
+                del self._found[id(now)]
         if hit is None or hit[0] is not now or hit[1] is not before:
             return None
         found: tuple[list[int], list[Any]] = hit[2]

@@ -22,7 +22,10 @@ value, ...]``: history samples, SLOs), new rows (``n``: ``[key, row]``), removed
 unchanged length (``p``: the alerts, when only a figure in a message moved). Applying a field's
 column or the plain values runs in C (``map`` of a setter over the indexes).
 
-``writer.FrameWriter`` turns snapshots into frames of format 5 (the recorder's thread);
+Format 6 (``f`` 6) writes a field holding a shared nested table of records (a GPU's MIG profile
+table) as its number in the keyframe group's table, ``t`` (``rows.RefTable``).
+
+``writer.FrameWriter`` turns snapshots into frames of format 6 (the recorder's thread);
 ``FrameState`` applies frames of any format and gives the snapshot back (replay, ``snapshot
 --from``, restoring history). Pure.
 """
@@ -45,12 +48,15 @@ from gpucon.model.history_samples import history_samples
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.codec import CodecRegistry, unscale_all
 from gpucon.recording.columns import COLUMNS, ColumnReader, snapshot_fleet
-from gpucon.recording.rows import row_decoder
+from gpucon.recording.rows import Refs, row_decoder
 
 KEYFRAME = 0
 DELTA = 1
 # a keyframe's ``f``: its rows, and its deltas' ``r``, are whole records (format 5, rows.py)
 WHOLE_ROWS = 5
+# ... whose fields holding one shared nested record are numbers in the group's table, ``t``
+# (format 6, rows.py)
+REF_ROWS = 6
 
 # Snapshot fields that are not recorded: the history is rebuilt from the samples section
 _NOT_RECORDED = frozenset({"taken_at", "history"})
@@ -85,6 +91,11 @@ def _section_hints() -> dict[str, Any]:
         for name in _layout(CodecRegistry())[0]
         if name != SAMPLES
     }
+
+
+def _each(decode: Any, rows: list[Any]) -> list[Any]:
+    """``rows`` decoded one at a time (a decoder with no ``decode_many``)."""
+    return list(map(decode, rows))
 
 
 def _consume(items: Iterator[Any]) -> None:
@@ -181,6 +192,8 @@ class FrameState:
         # format 5: the keyframe's rows are whole records (rows.py), decoded by these
         self._whole = False
         self._whole_decoders: dict[str, Any] = {}
+        # format 6: the keyframe group's referenced values (its rows' decoders read them)
+        self._refs: Refs | None = None
 
     @property
     def ready(self) -> bool:
@@ -202,9 +215,15 @@ class FrameState:
             }
             self._single_values = dict(frame.get("s", {}))
             schema = {k: tuple(v) for k, v in frame.get("schema", {}).items()}
-            whole = frame.get("f") == WHOLE_ROWS
-            if whole != self._whole or schema != self._schema:
+            f = frame.get("f")
+            whole = f in (WHOLE_ROWS, REF_ROWS)
+            by_ref = f == REF_ROWS
+            if whole != self._whole or schema != self._schema or by_ref != (self._refs is not None):
                 self._whole_decoders = {}
+                self._refs = Refs() if by_ref else None
+            if self._refs is not None:  # the group's own table (decoded rows keep theirs)
+                self._refs.clear()
+                self._refs.add(frame.get("t", ()))
             self._schema = schema
             self._whole = whole
             self.t = t
@@ -215,6 +234,8 @@ class FrameState:
             return  # a delta before any keyframe (the file was cut): nothing to apply it to
         if cols is not None and self._cols is not None:
             self._cols.apply(False, cols)
+        if self._refs is not None and "t" in frame:
+            self._refs.add(frame["t"])
         # rows changed since the last snapshot() (none decoded yet, as in a seek: no need)
         dirty: dict[str, set[int]] = self._dirty if self._decoded else {}
         for name, entries in frame.get("n", {}).items():
@@ -321,6 +342,17 @@ class FrameState:
         single = {k: v for k, i in singles if (v := rows[i]) is not None}
         return history.append_blocks(self.t, blocks, single)
 
+    def family(self, kind: str, series: str) -> tuple[tuple[str, ...], array[float]] | None:
+        """One family's column of the frame applied last (its ids, its values as the history
+        holds them): format 3 and later; None before, or when the frame has no such family."""
+        found = None if self._cols is None else self._cols.columns.get((kind, series))
+        if found is None:
+            return None
+        ids, data, code = found
+        values: array[float] = array(code)
+        values.frombytes(data)
+        return ids, values
+
     def snapshot(self, history: History | None = None) -> Snapshot:
         """The snapshot recorded at ``t`` (its history: ``history``, or an empty one)."""
         assert self.t is not None, "no keyframe applied"
@@ -332,22 +364,29 @@ class FrameState:
             if section is None:
                 continue
             decode = self._row_decoder(name, dec)
+            many = getattr(decode, "decode_many", None) or functools.partial(_each, decode)
             before = self._decoded.get(name)
             if before is None:
-                decoded = {
-                    k: decode(row)
-                    for k, row in zip(section.keys, section.rows, strict=True)
-                    if row is not None
-                }
+                keys, rows = section.keys, section.rows
+                if rows.count(None):  # some removed since the keyframe
+                    kept = [(k, row) for k, row in zip(keys, rows, strict=True) if row is not None]
+                    keys, rows = [k for k, _ in kept], [row for _, row in kept]
+                decoded = dict(zip(keys, many(rows), strict=True))
+            elif not (dirty := self._dirty.get(name)):
+                decoded = before  # no row changed: the same mapping (nobody changes one)
             else:  # the last snapshot's, with the rows changed since decoded again
                 decoded = dict(before)
                 keys, rows = section.keys, section.rows
-                for i in self._dirty.get(name, ()):
-                    row = rows[i]
-                    if row is None:
-                        decoded.pop(keys[i], None)
-                    else:
-                        decoded[keys[i]] = decode(row)
+                where = list(dirty)
+                got = list(map(rows.__getitem__, where))
+                if got.count(None):
+                    for i, row in zip(where, got, strict=True):
+                        if row is None:
+                            decoded.pop(keys[i], None)
+                        else:
+                            decoded[keys[i]] = decode(row)
+                else:  # none removed: decoded and set in C
+                    decoded.update(zip(map(keys.__getitem__, where), many(got), strict=True))
             self._decoded[name] = kwargs[name] = decoded
         self._dirty = {}
         for name, (_, dec) in self._singles.items():
@@ -366,7 +405,7 @@ class FrameState:
                 hint = _section_hints()[name]
                 cls_name = f"{getattr(hint, '__module__', '')}.{getattr(hint, '__qualname__', '')}"
                 names = self._schema.get(cls_name)
-                found = self._whole_decoders[name] = row_decoder(hint, names)
+                found = self._whole_decoders[name] = row_decoder(hint, names, self._refs)
             return found
         codec = getattr(dec, "__self__", None)
         if codec is None or not self._schema:

@@ -35,6 +35,10 @@ from gpucon.recording.writer import FrameWriter
 
 # snapshots waiting for the writer; beyond this the oldest are dropped
 QUEUE_LIMIT = 64
+# how long the writer lets a fresh snapshot settle before framing it (a quarter of the refresh
+# at most): the hub's thread prepares the tick for the UI right after handing it over, and the
+# UI draws it; framed at once, the recorder's few ms shared the interpreter with both
+SETTLE_S = 0.2
 _STOP = object()
 
 
@@ -53,8 +57,14 @@ class Recorder:
         audit_path: Path | None = None,
         block: bool = False,
         moves: SectionMoves | None = None,
+        settle_s: float | None = None,
     ) -> None:
         self.path = path
+        # None: ``SETTLE_S`` (a quarter of the refresh at most), none when recording faster
+        # than real time (``block``); a kill -9 loses at most the last tick either way
+        self.settle_s = (
+            (0.0 if block else min(SETTLE_S, refresh_s / 4)) if settle_s is None else settle_s
+        )
         # True: the caller waits for room instead of dropping (recording faster than real
         # time, where the caller is the only clock)
         self.block = block
@@ -96,6 +106,7 @@ class Recorder:
         self._last_key_t: float | None = None
         self._last_t: float | None = None
         self._alerts: dict[str, float] = {}
+        self._alerts_seen: object = None  # the alerts tuple last compared
         self._audit_offset = _file_size(audit_path)
         self._thread = threading.Thread(target=self._run, name="gpucon-recorder", daemon=True)
         self._thread.start()
@@ -157,6 +168,8 @@ class Recorder:
             if item is _STOP:
                 return
             assert isinstance(item, Snapshot)
+            if self.settle_s and self._queue.empty():  # a fresh tick: after the UI's turn
+                time.sleep(self.settle_s)
             try:
                 self._write(item)
             except Exception as exc:  # a full disk, a file removed: say so, keep the console
@@ -181,14 +194,18 @@ class Recorder:
         blobs = frame_blobs(self._writer, self._blobs, self._columns, snapshot, key)
         if key:
             self.store.set_meta(schema=json.dumps(self._writer.schema()))
-        now_on = {a.key: a for a in snapshot.alerts}
-        started = [
-            AlertSpan(a.key, a.rule, a.target, int(a.severity), a.message, a.since, t, None)
-            for k, a in now_on.items()
-            if k not in self._alerts
-        ]
-        ended = [(k, t) for k in self._alerts if k not in now_on]
-        self._alerts = {k: t for k in now_on}
+        started: list[AlertSpan] = []
+        ended: list[tuple[str, float]] = []
+        if snapshot.alerts is not self._alerts_seen:  # the same tuple: none started or ended
+            self._alerts_seen = snapshot.alerts
+            now_on = {a.key: a for a in snapshot.alerts}
+            started = [
+                AlertSpan(a.key, a.rule, a.target, int(a.severity), a.message, a.since, t, None)
+                for k, a in now_on.items()
+                if k not in self._alerts
+            ]
+            ended = [(k, t) for k in self._alerts if k not in now_on]
+            self._alerts = {k: t for k in now_on}
         self.store.append(
             t,
             KEYFRAME if key else DELTA,

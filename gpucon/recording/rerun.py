@@ -3,7 +3,10 @@
 Each frame's snapshot (with the history as it was then) goes through ``derive_alerts`` with
 the thresholds given, exactly as the hub runs them live, so a team can see when each alert
 would have fired last night had the thresholds been these. SLOs are the recording's, with
-the config's per-model SLOs taking precedence where a backend's model has one.
+the config's per-model SLOs taking precedence where a backend's model has one. The slots'
+memory growth runs are kept as the hub keeps them (``model/growth_runs.py``), from each frame's
+recorded column, so the memory trend rule looks back only at the few series that may alert
+(without them it walked every slot's history back each frame: half of a 512-GPU frame's time).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpucon.model.alerts import Alert, AlertInputs, AlertThresholds, derive_alerts
+from gpucon.model.growth_runs import GrowthRuns
 from gpucon.model.history import History
 from gpucon.model.scheduler_beat import SCHEDULER
 from gpucon.recording.frames import FrameState
@@ -42,6 +46,9 @@ def rerun_alerts(
         return RerunResult([], recorded, 0)
     state = FrameState()
     history = History()
+    # the slots' memory growth runs, as the hub keeps them (None: a file before format 3,
+    # whose samples are not columns: the rule walks the history back, as it did)
+    mem_runs: GrowthRuns | None = GrowthRuns(history.capacity)
     previous: tuple[Alert, ...] = ()
     open_spans: dict[str, AlertSpan] = {}
     fired: list[AlertSpan] = []
@@ -51,12 +58,20 @@ def rerun_alerts(
         if not state.ready:
             continue
         history = state.append_samples(history)
+        if mem_runs is not None:
+            column = state.family("slot", "mem_used")
+            if column is None:
+                mem_runs = None
+            else:
+                mem_runs.update(history.appended - 1, t, *column)
         snapshot = state.snapshot(history)
         frames += 1
-        slo = dict(snapshot.slo_p95_ms)
-        for name, b in snapshot.backends.items():
-            if slo_p95_ms_by_model and b.model is not None and b.model in slo_p95_ms_by_model:
-                slo[name] = slo_p95_ms_by_model[b.model]
+        slo: Mapping[str, float] = snapshot.slo_p95_ms
+        if slo_p95_ms_by_model:  # the config's per-model SLOs over the recorded ones
+            slo = dict(slo)
+            for name, b in snapshot.backends.items():
+                if b.model is not None and b.model in slo_p95_ms_by_model:
+                    slo[name] = slo_p95_ms_by_model[b.model]
         alerts = derive_alerts(
             AlertInputs(
                 t,
@@ -72,6 +87,7 @@ def rerun_alerts(
                 mig_pending_since=snapshot.mig_pending_since,
                 liveness=snapshot.liveness,
                 scheduler_silent_s=snapshot.staleness.sources.get(SCHEDULER),
+                mem_runs=mem_runs,
             ),
             thresholds,
             previous,

@@ -27,17 +27,19 @@ from typing import Any
 from gpucon.recording import writable
 from gpucon.recording.blobs import BlobReader, decode_frame, is_zstd, merge_frames
 
-FORMAT = "gpucon-recording/5"
+FORMAT = "gpucon-recording/6"
 # formats this gpucon reads: 1 wrote a delta's changes an entity at a time (frames.py), 2
 # its history samples as JSON (3: as columns, recording.columns), 3 a delta's float fields
 # as floats (4: as integers scaled by 10^5, frames.py), 4 the fleet as zlib'd JSON of changed
-# fields (5: zstd'd MessagePack of whole changed records, blobs.py and rows.py)
+# fields (5: zstd'd MessagePack of whole changed records, blobs.py and rows.py), 5 a shared
+# nested record (a GPU's MIG profile table) in every row (6: by reference, rows.py)
 READABLE = frozenset(
     {
         "gpucon-recording/1",
         "gpucon-recording/2",
         "gpucon-recording/3",
         "gpucon-recording/4",
+        "gpucon-recording/5",
         FORMAT,
     }
 )
@@ -204,10 +206,11 @@ class RecordingStore:
 
     def size_bytes(self) -> int:
         """Bytes the file's pages hold (free pages not counted; the WAL aside)."""
-        page = int(self.db.execute("PRAGMA page_size").fetchone()[0])
-        pages = int(self.db.execute("PRAGMA page_count").fetchone()[0])
-        free = int(self.db.execute("PRAGMA freelist_count").fetchone()[0])
-        return page * (pages - free)
+        # one statement (compiled once, kept by sqlite3's cache): asked after every frame
+        page, pages, free = self.db.execute(
+            "SELECT * FROM pragma_page_size(), pragma_page_count(), pragma_freelist_count()"
+        ).fetchone()
+        return int(page) * (int(pages) - int(free))
 
     def prune(self, *, max_bytes: int, min_t: float) -> int:
         """Drop the oldest keyframe groups while the file is over ``max_bytes`` or its frames

@@ -1,4 +1,4 @@
-"""The recorder's half of frames (format 5): each snapshot as a keyframe or a delta of whole
+"""The recorder's half of frames (format 6): each snapshot as a keyframe or a delta of whole
 records (frames.py describes both). Pure; the recorder's thread owns one ``FrameWriter``.
 
 The hub passes an unchanged entity on as the same object, so what changed in a section is
@@ -8,7 +8,9 @@ compared here by identity in C (``map(operator.is_not)``). A delta gives those e
 (``rows.encode_rows``: each record's field values in one C call), by their index in the
 keyframe's list of keys; the frame is then written by msgspec and compressed by zstd, both in
 C (``blobs``). No field is looked at in Python: at 512 GPUs, beside a live hub, building a
-delta takes ~1.5 ms of the recorder's CPU where picking out changed fields took ~4.5. An
+delta takes ~1.5 ms of the recorder's CPU where picking out changed fields took ~4.5. A
+field holding one shared nested record (a GPU's MIG profile table) is written as its number
+in the keyframe group's table, each value once a group (format 6, ``rows.RefTable``). An
 entity that came or went (the keys moved) is found by key.
 """
 
@@ -22,8 +24,8 @@ from typing import Any
 from gpucon.model.section_moves import SectionMoves
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.codec import CodecRegistry
-from gpucon.recording.frames import WHOLE_ROWS, _layout
-from gpucon.recording.rows import encode_rows
+from gpucon.recording.frames import REF_ROWS, WHOLE_ROWS, _layout
+from gpucon.recording.rows import RefTable, encode_rows
 
 _MISSING = object()
 
@@ -53,8 +55,11 @@ class _Rows:
 class FrameWriter:
     """Turns each snapshot into a keyframe or a delta of whole records against the last."""
 
-    def __init__(self, *, moves: SectionMoves | None = None) -> None:
+    def __init__(self, *, moves: SectionMoves | None = None, refs: bool = True) -> None:
         self.registry = CodecRegistry()
+        # format 6: a field holding one shared nested record by its number in the keyframe
+        # group's table (``rows.RefTable``); False writes format 5 (tests read it back)
+        self._refs: RefTable | None = RefTable() if refs else None
         sections, self._singles = _layout(self.registry)
         self._names = [n for n in sections if n != "samples"]
         # the hub's findings of which entities are new objects: taken rather than compared
@@ -72,28 +77,34 @@ class FrameWriter:
         one names it instead of repeating its keys)."""
         sections: dict[str, Any] = {}
         seen: dict[tuple[str, ...], str] = {}
+        refs = self._refs = None if self._refs is None else RefTable()
         for name in self._names:
             mapping: Mapping[str, Any] = getattr(snapshot, name)
             state = self._state[name] = _Rows(mapping)
             keys = state.keys
             same = seen.setdefault(tuple(keys), name) if keys else name
-            sections[name] = [keys if same == name else same, encode_rows(state.values)]
+            sections[name] = [keys if same == name else same, encode_rows(state.values, refs)]
         for n, (enc, _) in self._singles.items():
             raw = self._single_raw[n] = getattr(snapshot, n)
             self._single_values[n] = None if raw is None else enc(raw)
-        return {
-            "f": WHOLE_ROWS,
+        frame = {
+            "f": WHOLE_ROWS if refs is None else REF_ROWS,
             "k": sections,
             "s": dict(self._single_values),
             "schema": self.schema(),
         }
+        if refs is not None:
+            frame["t"] = refs.take_new()
+        return frame
 
     def delta(self, snapshot: Snapshot) -> dict[str, Any]:
         """What changed since the last frame (call ``keyframe`` first): ``r`` the entities
-        that are new objects, whole, by row index; ``n`` new keys; ``d`` removed indexes."""
+        that are new objects, whole, by row index; ``n`` new keys; ``d`` removed indexes;
+        ``t`` the values new to the keyframe group's table (format 6)."""
         changed: dict[str, list[Any]] = {}
         added: dict[str, list[Any]] = {}
         removed: dict[str, list[int]] = {}
+        refs = self._refs
         for name in self._names:
             state = self._state[name]
             mapping: Mapping[str, Any] = getattr(snapshot, name)
@@ -114,7 +125,7 @@ class FrameWriter:
                 )
             if moved:
                 at = moved if state.same else list(map(state.at.__getitem__, moved))
-                changed[name] = [at, encode_rows(list(map(values.__getitem__, moved)))]
+                changed[name] = [at, encode_rows(list(map(values.__getitem__, moved)), refs)]
             state.mapping = mapping
             state.values = values
         frame: dict[str, Any] = {}
@@ -125,6 +136,7 @@ class FrameWriter:
             ("d", removed),
             ("s", singles),
             ("p", parts),
+            ("t", [] if refs is None else refs.take_new()),
         ):
             if part:
                 frame[key] = part
@@ -156,7 +168,7 @@ class FrameWriter:
                     alive.append(True)
                 else:
                     alive[i] = True
-                new.append([key, encode_rows([obj])[0]])
+                new.append([key, encode_rows([obj], self._refs)[0]])
             elif get(key, _MISSING) is not obj:
                 at.append(i)
                 rows.append(obj)
@@ -164,7 +176,7 @@ class FrameWriter:
         for i in gone:
             alive[i] = False
         if rows:
-            changed[name] = [at, encode_rows(rows)]
+            changed[name] = [at, encode_rows(rows, self._refs)]
         if new:
             added[name] = new
         if gone:

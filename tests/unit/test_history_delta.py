@@ -70,6 +70,7 @@ def test_the_new_objects_found_are_told_for_exactly_the_two_mappings_compared() 
     found = moves.between(second.slots, first.slots)
     assert found is not None
     assert found[0] == [2] and found[1] == list(changed.values())
+    assert moves.between(second.slots, first.slots) is None  # given once, then let go of
     assert moves.between(second.slots, dict(first.slots)) is None  # an equal copy: not it
     assert moves.between(first.slots, second.slots) is None
     # unchanged sections are found too (no new object), then pushed out by newer findings

@@ -38,7 +38,7 @@ def test_each_frame_holds_the_samples_the_hub_appended_to_its_history(tmp_path: 
         on_snapshot=keep,
     )
     store = RecordingStore(path, readonly=True)
-    assert store.meta()["format"] == FORMAT == "gpucon-recording/5"
+    assert store.meta()["format"] == FORMAT == "gpucon-recording/6"
     state = FrameState()
     xored = 0
     for t, kind, _, samples in store.frame_parts(min(live), fleet=False):

@@ -1,6 +1,8 @@
-"""Format 5: a delta gives the changed entities whole (MessagePack), compressed by zstd with its
-keyframe as a dictionary; it reads back exactly, a file of format 4 that a console appends to
-reads on both sides of the change, and a delta read on its own finds its keyframe."""
+"""Formats 5 and 6: a delta gives the changed entities whole (MessagePack), compressed by zstd
+with its keyframe as a dictionary; format 6 writes a shared nested record (a GPU's MIG profile
+table) once a keyframe group, by reference. Both read back exactly, a file of format 4 that a
+console appends to reads on both sides of the change, and a delta read on its own finds its
+keyframe."""
 
 from __future__ import annotations
 
@@ -9,11 +11,14 @@ import zlib
 from pathlib import Path
 
 import msgspec
+import pytest
 import zstandard
 from msgspec.structs import astuple
 
 from gpucon.model.fleet import Gpu
+from gpucon.model.mig_profiles import ProfileTable
 from gpucon.model.snapshot import Snapshot
+from gpucon.recording import rows
 from gpucon.recording.blobs import BlobReader, BlobWriter, decode_frame, encode_json_frame
 from gpucon.recording.columns import (
     MAGIC,
@@ -24,9 +29,9 @@ from gpucon.recording.columns import (
     parse,
 )
 from gpucon.recording.cursor import ReplayCursor
-from gpucon.recording.frames import DELTA, KEYFRAME, WHOLE_ROWS, FrameState
+from gpucon.recording.frames import DELTA, KEYFRAME, REF_ROWS, WHOLE_ROWS, FrameState
 from gpucon.recording.recorder import Recorder, wait_written
-from gpucon.recording.rows import RowDecoder
+from gpucon.recording.rows import RowDecoder, ref_fields
 from gpucon.recording.store import FORMAT, RecordingStore
 from gpucon.recording.writer import FrameWriter
 from tests.helpers.recording_v4 import FrameWriter as FormatFourWriter
@@ -57,9 +62,10 @@ def _same_fleet(back: Snapshot, snap: Snapshot) -> None:
     assert back.staleness == _rounded(snap.staleness)
 
 
-def test_every_frame_reads_back_exactly_through_its_blobs() -> None:
+@pytest.mark.parametrize("refs", [True, False], ids=["format6", "format5"])
+def test_every_frame_reads_back_exactly_through_its_blobs(refs: bool) -> None:
     live = _live("noisy-neighbour", 40)
-    writer = FrameWriter()
+    writer = FrameWriter(refs=refs)
     blobs = BlobWriter()
     reader = BlobReader()
     state = FrameState()
@@ -78,9 +84,62 @@ def test_every_frame_reads_back_exactly_through_its_blobs() -> None:
     assert max(sizes) < 2_000
 
 
+def test_a_shared_nested_record_is_written_once_a_group() -> None:
+    first, second = _live(None, 2)
+    assert ref_fields(Gpu) == (Gpu.__struct_fields__.index("mig_profiles"),)
+    writer = FrameWriter()
+    key = writer.keyframe(first)
+    assert key["f"] == REF_ROWS
+    at = ref_fields(Gpu)[0]
+    tables = {id(g.mig_profiles) for g in first.gpus.values() if g.mig_profiles is not None}
+    # the keyframe's table holds each profile table once; its rows name them by number
+    profiles = [v for _, v in key["t"] if isinstance(v, ProfileTable)]
+    assert len(profiles) == len(tables) > 0
+    gpu_rows = key["k"]["gpus"][1]
+    assert all(isinstance(r[at], int) for r in gpu_rows if r[at] is not None)
+    gpu = next(g for g in first.gpus.values() if g.mig_profiles is not None)
+    hotter = msgspec.structs.replace(gpu, temperature_c=91.5)
+    delta = writer.delta(msgspec.structs.replace(first, gpus={**first.gpus, gpu.uuid: hotter}))
+    assert "t" not in delta  # the table it names is the keyframe's
+    (row,) = delta["r"]["gpus"][1]
+    assert isinstance(row[at], int)
+    # a profile table new to the group comes with the delta that first names it
+    table = gpu.mig_profiles
+    assert table is not None
+    fresh = msgspec.structs.replace(table, profiles=table.profiles[:1])
+    other = msgspec.structs.replace(gpu, mig_profiles=fresh)
+    blobs, reader, state = BlobWriter(), BlobReader(), FrameState()
+    key_blob = blobs.keyframe(writer.keyframe(first))
+    state.apply(first.taken_at, KEYFRAME, reader.keyframe(0, key_blob))
+    changed = msgspec.structs.replace(second, gpus={**second.gpus, gpu.uuid: other})
+    delta = writer.delta(changed)
+    assert [n for n, _ in delta["t"]] == [len(key["t"])]
+    state.apply(changed.taken_at, DELTA, reader.delta(blobs.delta(delta)))
+    back = state.snapshot()
+    _same_fleet(back, changed)
+    # one object per distinct table, as the live fleet shares them
+    assert len({id(g.mig_profiles) for g in back.gpus.values()}) <= len(tables) + 2
+
+
+def test_past_the_table_limit_a_value_is_written_in_its_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(rows, "REF_LIMIT", 0)
+    live = _live(None, 3)
+    writer = FrameWriter()
+    blobs, reader, state = BlobWriter(), BlobReader(), FrameState()
+    key = writer.keyframe(live[0])
+    assert key["t"] == []
+    state.apply(live[0].taken_at, KEYFRAME, reader.keyframe(0, blobs.keyframe(key)))
+    _same_fleet(state.snapshot(), live[0])
+    for snap in live[1:]:
+        state.apply(snap.taken_at, DELTA, reader.delta(blobs.delta(writer.delta(snap))))
+        _same_fleet(state.snapshot(), snap)
+
+
 def test_a_delta_gives_the_changed_entities_whole_by_index() -> None:
     snap = _live(None, 1)[0]
-    writer = FrameWriter()
+    writer = FrameWriter(refs=False)
     key = writer.keyframe(snap)
     assert key["f"] == WHOLE_ROWS
     assert writer.delta(snap) == {}  # nothing changed: an empty frame
@@ -137,7 +196,7 @@ def test_a_delta_read_alone_finds_its_keyframe(tmp_path: Path) -> None:
     assert wait_written(recorder, len(live))
     recorder.close()
     store = RecordingStore(path, readonly=True)
-    assert store.meta()["format"] == FORMAT == "gpucon-recording/5"
+    assert store.meta()["format"] == FORMAT == "gpucon-recording/6"
     # one delta at a time, each read without the frames before it in this call
     for snap in live:
         (part,) = list(store.frame_parts(snap.taken_at, snap.taken_at, samples=False))
@@ -174,7 +233,7 @@ def test_a_format_4_file_appended_to_reads_on_both_sides(tmp_path: Path) -> None
     store = RecordingStore(path, readonly=True)
     assert store.meta()["format"] == FORMAT
     keyframes = _keyframes(path)
-    assert "f" not in decode_frame(keyframes[0]) and decode_frame(keyframes[-1])["f"] == WHOLE_ROWS
+    assert "f" not in decode_frame(keyframes[0]) and decode_frame(keyframes[-1])["f"] == REF_ROWS
     cursor = ReplayCursor(store)
     for i, snap in enumerate(live):
         back = cursor.seek(snap.taken_at)
