@@ -11,66 +11,64 @@ never changed), so each is read once a tick. A column is shared: callers must no
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Generic, TypeVar
 
 from gpucon.model.fleet import Backend, Slot
 
-# (backends mapping, its column) of the newest mapping asked about; one tuple replaced whole,
-# so a reader on another thread sees a matching pair or recomputes
-_SLOT_IDS: tuple[object, list[str | None]] = (None, [])
-_MODELS: tuple[object, list[str | None]] = (None, [])
-_SERVING: tuple[object, Counter[str | None]] = (None, Counter())
-_CROWDED: tuple[object, list[Slot]] = (None, [])
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _Newest(Generic[K, V]):
+    """The value worked out for the newest key asked about (by identity). The pair is one
+    tuple replaced whole, so a reader on another thread sees a matching pair or recomputes."""
+
+    __slots__ = ("_pair",)
+
+    def __init__(self, empty: V) -> None:
+        self._pair: tuple[object, V] = (None, empty)
+
+    def get(self, key: K, work_out: Callable[[K], V]) -> V:
+        pair = self._pair
+        if pair[0] is key:
+            return pair[1]
+        value = work_out(key)
+        self._pair = (key, value)
+        return value
+
+    def keep(self, key: K, value: V) -> None:
+        self._pair = (key, value)
+
+
+_SLOT_IDS: _Newest[Mapping[str, Backend], list[str | None]] = _Newest([])
+_MODELS: _Newest[Mapping[str, Backend], list[str | None]] = _Newest([])
+_SERVING: _Newest[list[str | None], Counter[str | None]] = _Newest(Counter())
+_CROWDED: _Newest[Mapping[str, Slot], list[Slot]] = _Newest([])
 
 
 def slot_ids(backends: Mapping[str, Backend]) -> list[str | None]:
     """Each backend's ``slot_id``, in the mapping's order."""
-    global _SLOT_IDS
-    memo = _SLOT_IDS
-    if memo[0] is backends:
-        return memo[1]
-    column = [b.slot_id for b in backends.values()]
-    _SLOT_IDS = (backends, column)
-    return column
+    return _SLOT_IDS.get(backends, lambda bs: [b.slot_id for b in bs.values()])
 
 
 def models(backends: Mapping[str, Backend]) -> list[str | None]:
     """Each backend's ``model``, in the mapping's order."""
-    global _MODELS
-    memo = _MODELS
-    if memo[0] is backends:
-        return memo[1]
-    column = [b.model for b in backends.values()]
-    _MODELS = (backends, column)
-    return column
+    return _MODELS.get(backends, lambda bs: [b.model for b in bs.values()])
 
 
 def backends_per_slot(backends: Mapping[str, Backend]) -> Counter[str | None]:
     """How many backends name each slot id."""
-    global _SERVING
-    column = slot_ids(backends)
-    memo = _SERVING
-    if memo[0] is column:
-        return memo[1]
-    counts = Counter(column)
-    _SERVING = (column, counts)
-    return counts
+    return _SERVING.get(slot_ids(backends), Counter)
 
 
 def note_slot_ids(backends: Mapping[str, Backend], column: list[str | None]) -> None:
     """Keep ``column`` as ``backends``' slot ids (the merge read them off the same records,
     in the same order, to note who told of what)."""
-    global _SLOT_IDS
-    _SLOT_IDS = (backends, column)
+    _SLOT_IDS.keep(backends, column)
 
 
 def crowded(slots: Mapping[str, Slot]) -> list[Slot]:
     """The slots with more than one process (those a co-tenant may share), in order: the
     co-tenant samples and the noisy-neighbour rule look only at these."""
-    global _CROWDED
-    memo = _CROWDED
-    if memo[0] is slots:
-        return memo[1]
-    found = [s for s in slots.values() if len(s.processes) > 1]
-    _CROWDED = (slots, found)
-    return found
+    return _CROWDED.get(slots, lambda ss: [s for s in ss.values() if len(s.processes) > 1])
