@@ -11,9 +11,6 @@ from the slot id, and the status bar counts the slots the table shows.
 from __future__ import annotations
 
 import socket
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,6 +24,7 @@ from gpucon.sources.readiness import ReadinessSource
 from gpucon.sources.redisq import RedisQueueSource
 from gpucon.widgets.row_builder import build_rows
 from gpucon.widgets.slot_cells import cell
+from tests.helpers.latest_snapshot import Latest
 from tests.helpers.servers import RedisProcess
 
 pytestmark = pytest.mark.integration
@@ -39,30 +37,6 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-class Latest:
-    """The hub's newest snapshot, waited on with a deadline."""
-
-    def __init__(self) -> None:
-        self.snap: Snapshot | None = None
-        self.cond = threading.Condition()
-
-    def __call__(self, snapshot: Snapshot) -> None:
-        with self.cond:
-            self.snap = snapshot
-            self.cond.notify_all()
-
-    def wait(self, check: Callable[[Snapshot], bool], timeout_s: float, what: str) -> Snapshot:
-        deadline = time.monotonic() + timeout_s
-        with self.cond:
-            while True:
-                if self.snap is not None and check(self.snap):
-                    return self.snap
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no snapshot {what} in {timeout_s}s; last {self.snap}")
-                self.cond.wait(left)
 
 
 def refused(snap: Snapshot, name: str) -> bool:

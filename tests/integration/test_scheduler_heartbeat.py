@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,34 +27,11 @@ from gpucon.sources.redisq import RedisQueueSource
 from gpucon.widgets.row_builder import build_rows
 from gpucon.widgets.slot_cells import cell
 from tests.helpers.lab_stack import start_lab
+from tests.helpers.latest_snapshot import Latest
 
 pytestmark = pytest.mark.integration
 
 STREAM = "gen:queue"
-
-
-class Latest:
-    """The hub's newest snapshot, waited on with a deadline."""
-
-    def __init__(self) -> None:
-        self.snap: Snapshot | None = None
-        self.cond = threading.Condition()
-
-    def __call__(self, snapshot: Snapshot) -> None:
-        with self.cond:
-            self.snap = snapshot
-            self.cond.notify_all()
-
-    def wait(self, check: Callable[[Snapshot], bool], timeout_s: float, what: str) -> Snapshot:
-        deadline = time.monotonic() + timeout_s
-        with self.cond:
-            while True:
-                if self.snap is not None and check(self.snap):
-                    return self.snap
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no snapshot {what} in {timeout_s}s; last {self.snap}")
-                self.cond.wait(left)
 
 
 def inflight_age(snap: Snapshot, name: str) -> float | None:
