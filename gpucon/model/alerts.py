@@ -39,7 +39,7 @@ from gpucon.model.alert_causes import with_likely_causes
 from gpucon.model.alert_order import AlertGroup, group_alerts, ordered
 from gpucon.model.fleet import Backend, BackendState, Gpu, Health, NodeInfo
 from gpucon.model.history import sustained
-from gpucon.model.liveness import BackendLiveness
+from gpucon.model.liveness import BackendLiveness, aged_because
 from gpucon.model.xid import xid_meaning
 
 __all__ = [
@@ -209,22 +209,24 @@ def _not_ready(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, S
     for b in _not_ready_candidates(i):
         lv = i.liveness.get(b.name)
         if b.state is BackendState.DOWN:
-            yield ("not_ready", b.name, Severity.CRITICAL, _down_message(b, lv))
+            yield ("not_ready", b.name, Severity.CRITICAL, _down_message(b, lv, i.now))
             continue
         if b.state is BackendState.DRAINED:
             # taken out on purpose, and it may well be stopped: a reminder, not an alarm,
             # that it must be fixed before it is undrained
             if lv is not None and lv.serving is False:
-                why = f"drained and not ready ({lv.because}): fix it before undraining it"
+                aged = aged_because(lv, i.now)
+                why = f"drained and not ready ({aged}): fix it before undraining it"
                 yield ("not_ready", b.name, Severity.INFO, why)
             continue
         if lv is None:
             if b.ready is False and b.state is BackendState.ACTIVE:
                 yield ("not_ready", b.name, Severity.CRITICAL, "not ready (registry ready=0)")
         elif lv.serving is False:
-            yield ("not_ready", b.name, Severity.CRITICAL, f"not ready: {lv.because}")
+            yield ("not_ready", b.name, Severity.CRITICAL, f"not ready: {aged_because(lv, i.now)}")
         elif lv.disputed and lv.serving is None:
-            yield ("not_ready", b.name, Severity.WARNING, f"readiness disputed: {lv.because}")
+            disputed = aged_because(lv, i.now)
+            yield ("not_ready", b.name, Severity.WARNING, f"readiness disputed: {disputed}")
         elif lv.serving is None and b.state is BackendState.ACTIVE:
             unvouched.append((b.name, lv.because))
     if len(unvouched) <= UNVOUCHED_ONE_BY_ONE:
@@ -244,15 +246,15 @@ def _not_ready(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, S
 REASON_CHARS = 80  # of a registry reason in an alert: the detail screen shows it whole
 
 
-def _down_message(b: Backend, lv: BackendLiveness | None) -> str:
+def _down_message(b: Backend, lv: BackendLiveness | None, now: float) -> str:
     """``backend down: scheduler marked it down (health check failed: connection refused);
     readiness: http refused``: who said so and why, and what its readiness says now."""
     who = f"{b.owner} marked it down" if b.owner else "the registry says down"
     if b.reason:
         reason = b.reason if len(b.reason) <= REASON_CHARS else b.reason[: REASON_CHARS - 1] + "…"
         who += f" ({reason})"
-    now = "" if lv is None or not lv.because else f"; readiness: {lv.because}"
-    return f"backend down: {who}{now}"
+    readiness = "" if lv is None or not lv.because else f"; readiness: {aged_because(lv, now)}"
+    return f"backend down: {who}{readiness}"
 
 
 def _stale_source(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
@@ -331,6 +333,11 @@ def _xid(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severit
             f"XID {code}{f' ({meaning})' if meaning else ''} on {gpu.name or 'GPU'} "
             f"{gpu.uuid}{when}",
         )
+
+
+def _xid_at(i: AlertInputs, target: str) -> float | None:
+    """When the XID error on the GPU an ``xid`` alert names happened (None: not dated)."""
+    return next((g.xid_at for g in i.gpus.values() if gpu_target(g) == target), None)
 
 
 def _thermal(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Severity, str]]:
@@ -438,6 +445,11 @@ def derive_alerts(
                 since = min(since, _outage_began(inputs, target, since))
             elif name == "scheduler_silent" and inputs.scheduler_silent_s is not None:
                 since = min(since, inputs.now - inputs.scheduler_silent_s)  # its last beat
+            elif name == "not_ready" and (lv := inputs.liveness.get(target)) is not None:
+                began = lv.fault_began()  # the first signal that said not ready, as dated
+                since = since if began is None else min(since, began.at)
+            elif name == "xid" and (at := _xid_at(inputs, target)) is not None:
+                since = min(since, at)  # the error's own time, as NVML or the log gave it
             elif name == "queue_stalled" and (q := inputs.queues.get(target)) is not None:
                 idle = q.consumer_idle_s  # since the last read, which Redis remembers
                 since = since if idle is None else min(since, inputs.now - idle)

@@ -19,6 +19,12 @@ not counted.
 Signals carry no per-tick timestamps of their own (a check's time is its reading's), so an
 unchanged backend keeps the same ``BackendLiveness`` object from tick to tick (see
 ``gpucon.model.liveness_book``): the UI and the alert rules see no change and redraw nothing.
+
+Each signal also carries since when it has said what it says now (``SignalSince``): the time
+a source gives for the change (Prometheus's last sample of the other ``up`` value), else the
+first observation of the new value after this console saw the old one, else only a lower
+bound ("for at least"): the first time this console saw it at all. ``aged_because`` writes the
+verdict's words with those ages, as the not-ready alert and the detail screen show them.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from collections.abc import Mapping
 
 import msgspec
 
+from gpucon.model.ages import fmt_elapsed
 from gpucon.model.fleet import Backend, LatencyStats
 from gpucon.redact import redact
 
@@ -46,11 +53,30 @@ class ReadyCheck(msgspec.Struct, frozen=True, gc=False):
 
 
 class TargetUp(msgspec.Struct, frozen=True, gc=False):
-    """Prometheus's ``up`` for one scrape target (``instance`` is its host:port)."""
+    """Prometheus's ``up`` for one scrape target (``instance`` is its host:port); ``since``:
+    when it last had the other value, as Prometheus's own samples say (epoch seconds; None
+    when not asked or not within the source's look-back)."""
 
     instance: str
     up: bool
     job: str | None = None
+    since: float | None = None
+
+
+class SignalSince(msgspec.Struct, frozen=True, gc=False):
+    """Since when a signal has said what it says now (epoch seconds). ``seen`` False: only a
+    lower bound, the first time this console saw it say so (it may have said so long before)."""
+
+    at: float
+    seen: bool = False
+
+    def age(self, now: float) -> str:
+        """``"for 45s"``, or ``"for ≥45s"`` when only this console's view bounds it; ``""``
+        for a bound under 2 s (a console that has just looked knows nothing of how long)."""
+        elapsed = max(0.0, now - self.at)
+        if self.seen:
+            return f"for {fmt_elapsed(elapsed)}"
+        return "" if elapsed < 2 else f"for ≥{fmt_elapsed(elapsed)}"
 
 
 class LivenessPolicy(msgspec.Struct, frozen=True, gc=False):
@@ -88,6 +114,74 @@ class BackendLiveness(msgspec.Struct, frozen=True, gc=False):
     # what decided, in words ("http refused, prometheus up=0"); no ages, so it stays stable
     because: str = ""
     disputed: bool = False
+    # since when each signal has said what it says now (``gpucon.model.liveness_book`` carries
+    # them from tick to tick; ``judge`` alone knows only what a source dates)
+    http_since: SignalSince | None = None
+    prom_since: SignalSince | None = None
+    registry_since: SignalSince | None = None
+
+    def fault_began(self) -> SignalSince | None:
+        """The earliest start among the signals that say not ready now (None: none says so):
+        how old a not-ready fault is, exact where that signal's change was seen or dated."""
+        objecting = [
+            since
+            for says_not, since in (
+                (self.http_ready is False and self.http_fresh, self.http_since),
+                (self.prom_up is False and self.prom_fresh, self.prom_since),
+                (self.registry_ready is False and self.registry_fresh, self.registry_since),
+            )
+            if says_not and since is not None
+        ]
+        return min(objecting, key=lambda s: s.at) if objecting else None
+
+
+# the verdict's words name their signal first: "http ...", "prometheus ...", "registry ..."
+_SIGNAL_OF_WORD = (
+    ("http ", "http_since"),
+    ("prometheus ", "prom_since"),
+    ("registry ", "registry_since"),
+)
+
+
+def aged_because(lv: BackendLiveness, now: float) -> str:
+    """``because`` with each signal's age: ``"http refused for 45s, registry ready=0 for
+    ≥45s, prometheus up=0 for 2m"`` (``≥``: as long as this console has watched it)."""
+    parts = []
+    for words in lv.because.split(", "):
+        since: SignalSince | None = None
+        for prefix, field in _SIGNAL_OF_WORD:
+            if words.startswith(prefix):
+                since = getattr(lv, field)
+                break
+        age = "" if since is None else since.age(now)
+        if not age:
+            parts.append(words)
+            continue
+        # "prometheus up=0 (no readiness signal)": the age goes with the value, before the note
+        value, bracket, note = words.partition(" (")
+        parts.append(f"{value} {age}{bracket}{note}")
+    return ", ".join(parts)
+
+
+def _since(
+    before: tuple[bool | None, SignalSince | None] | None,
+    value: bool | None,
+    observed_at: float | None,
+    dated: float | None = None,
+) -> SignalSince | None:
+    """Since when a signal has said ``value``: the source's date for it, else the last
+    verdict's while the value is the same (``before``: its value and since), else this
+    observation, seen as a change only when the last verdict knew another value."""
+    if value is None or observed_at is None:
+        return None
+    if dated is not None:
+        return SignalSince(min(dated, observed_at), seen=True)
+    if before is None:
+        return SignalSince(observed_at)
+    before_value, before_since = before
+    if before_since is not None and before_value == value:
+        return before_since
+    return SignalSince(observed_at, seen=before_value is not None)
 
 
 def judge(
@@ -97,9 +191,11 @@ def judge(
     now: float,
     policy: LivenessPolicy,
     disputed_for_s: float = 0.0,
+    previous: BackendLiveness | None = None,
 ) -> BackendLiveness:
     """The verdict on one backend from its signals (pure); ``disputed_for_s``: how long its
-    readiness signals have disagreed so far."""
+    readiness signals have disagreed so far; ``previous``: the last verdict on it, whose
+    signals' starts carry over while they say the same."""
     http_fresh = check is not None and now - check[2] <= policy.http_max_age_s
     prom_fresh = up is not None and now - up[2] <= policy.prom_max_age_s
     ready_at = b.ready_at
@@ -154,6 +250,22 @@ def judge(
         serving=serving,
         because=because,
         disputed=disputed,
+        http_since=_since(
+            None if previous is None else (previous.http_ready, previous.http_since),
+            None if check is None else check[0].ready,
+            None if check is None else check[2],
+        ),
+        prom_since=_since(
+            None if previous is None else (previous.prom_up, previous.prom_since),
+            None if up is None else up[0].up,
+            None if up is None else up[2],
+            None if up is None else up[0].since,
+        ),
+        registry_since=_since(
+            None if previous is None else (previous.registry_ready, previous.registry_since),
+            b.ready,
+            ready_at,
+        ),
     )
 
 

@@ -221,7 +221,7 @@ class LivenessBook:
                     continue
             since = self._disputed_since.get(name, now)
             check = None if found is None or c is None else (c, found[0], found[1])
-            verdict = judge(b, check, up, now, p, now - since)
+            verdict = judge(b, check, up, now, p, now - since, None if hit is None else hit[6])
             judged = True
             if verdict.disputed:
                 disputed = True

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gpucon.model.fleet import Health
+from gpucon.model.liveness import TargetUp
 from gpucon.model.reading import Reading, failed_reading
 from gpucon.redact import redact
 from gpucon.sources.base import describe_error
@@ -25,7 +26,13 @@ from gpucon.sources.net_errors import network_cause
 from gpucon.sources.problems import Problems
 from gpucon.sources.prom_parse import HOST_LABELS, parse_dcgm
 from gpucon.sources.prom_triton import parse_triton
-from gpucon.sources.prom_up import UP_FAMILY, parse_up
+from gpucon.sources.prom_up import (
+    UP_FAMILY,
+    DownDates,
+    down_since_query,
+    parse_down_since,
+    parse_up,
+)
 from gpucon.sources.promql import DCGM_FAMILIES, render_queries, window_seconds
 
 Results = dict[str, Sequence[Mapping[str, Any]]]
@@ -57,6 +64,7 @@ class PrometheusSource:
         self.host_labels = tuple(host_labels)
         self._client: Any = None
         self._lock = threading.Lock()
+        self._down_dates = DownDates()
 
     def _connect(self) -> Any:
         if self._client is None:
@@ -88,6 +96,9 @@ class PrometheusSource:
         for text in failures:
             problems.add(text)
         target_up = parse_up(results.pop(UP_FAMILY, ()), problems)
+        if target_up:
+            round_trips += self._date_outages(target_up, deadline, problems)
+            target_up = self._down_dates.dated(target_up)
         dcgm = {f: r for f, r in results.items() if f in DCGM_FAMILIES}
         triton = {f: r for f, r in results.items() if f not in DCGM_FAMILIES}
         gpus, slots = parse_dcgm(dcgm, problems, self.host_labels)
@@ -105,6 +116,21 @@ class PrometheusSource:
             target_up=tuple(target_up),
             round_trips=round_trips,
         )
+
+    def _date_outages(self, targets: list[TargetUp], deadline: float, problems: Problems) -> int:
+        """Ask when each newly down target was last up (once per outage); the queries sent."""
+        asked = self._down_dates.undated(targets)
+        remaining = deadline - time.perf_counter()
+        if not asked or remaining <= 0 or self._client is None:
+            return 0
+        try:
+            data = self._client.custom_query(down_since_query(asked), timeout=remaining)
+        except Exception as exc:  # undated this read; asked again next read
+            problems.add(f"up (down since): {describe_error(exc)[:200]}")
+            return 1
+        series = [s for s in data if type(s) is dict] if isinstance(data, list) else []
+        self._down_dates.learn(asked, parse_down_since(series, problems))
+        return 1
 
     def _query_all(
         self, client: Any, deadline: float

@@ -304,3 +304,79 @@ def test_killed_backend_is_not_ready_within_two_ticks_and_back_after_restart(
     print(f"\nticks to not ready: {ticks_to_not_ready}; ticks back after restart: {ticks_to_back}")
     assert ticks_to_not_ready <= 2
     assert ticks_to_back <= 2
+
+
+@pytest.mark.skipif(not PROMETHEUS, reason="prometheus is not installed")
+def test_a_console_started_mid_outage_dates_it_from_prometheus(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """A backend killed a while before the console starts: its not-ready alert is as old as
+    the kill on the console's first ticks (Prometheus's last ``up`` = 1), not "<2s"; the
+    signals this console only now sees say "for at least" once it has watched a while."""
+    with start_lab(redis_url, tmp_path / "lab", backends=2, prometheus=True) as stack:
+        assert stack.config_path is not None
+        config = load_config(stack.config_path, env={})
+        victim = process_of(stack, "lab-b1")
+        prometheus = config.fleet.prometheus
+        assert prometheus is not None
+
+        def up_of(url: str) -> float | None:
+            r = httpx.get(f"{prometheus.url}/api/v1/query", params={"query": "up"}, timeout=5)
+            for series in r.json()["data"]["result"]:
+                if url.endswith(series["metric"]["instance"]):
+                    return float(series["value"][1])
+            return None
+
+        url = next(b.url for b in stack.backends if b.name == "lab-b1")
+        wait_for(lambda: up_of(url) == 1.0, 30, "lab-b1 scraped up")
+        killed_at = time.time()
+        kill_hard(victim)
+        wait_for(lambda: up_of(url) == 0.0, 30, "prometheus sees lab-b1 down")
+        time.sleep(8)  # the outage is older than anything this console could see itself
+
+        hub: Hub = open_session(config, read_only=True).hub
+        opened_at = time.time()
+        ticks = Ticks()
+        hub.start(ticks)
+        try:
+
+            def dated_down(s: Snapshot) -> bool:
+                lv = s.liveness.get("lab-b1")
+                return (
+                    lv is not None
+                    and lv.prom_since is not None
+                    and lv.prom_since.seen
+                    and any(a.rule == "not_ready" and a.target == "lab-b1" for a in s.alerts)
+                )
+
+            first_down = ticks.first(
+                lambda s: (lv := s.liveness.get("lab-b1")) is not None and lv.prom_up is False,
+                0,
+                30,
+            )
+            # dated by the read that saw it down, or by the next when that read's deadline was
+            # spent (a loaded machine)
+            dated = ticks.first(dated_down, first_down.seq - 1, 30)
+            assert dated.seq - first_down.seq <= 3
+            alert = next(a for a in dated.alerts if a.rule == "not_ready" and a.target == "lab-b1")
+            # dated by Prometheus: the step after the last up=1 sample before the kill (1 s
+            # scrapes, 1 s subquery steps)
+            assert killed_at - 3 <= alert.since <= killed_at + 2, (alert.since, killed_at)
+            assert alert.since < opened_at - 6
+            lv = dated.liveness["lab-b1"]
+            assert lv.prom_since is not None and lv.prom_since.seen
+            assert "prometheus up=0 for " in alert.message
+            assert "≥" not in alert.message.split("prometheus up=0 for ", 1)[1][:2]
+            # http: this console saw only refusals, so after a while it says "for at least"
+            watched = ticks.first(
+                lambda s: (
+                    s.taken_at - opened_at > 3
+                    and any("http refused for ≥" in a.message for a in s.alerts)
+                ),
+                dated.seq,
+                30,
+            )
+            lv = watched.liveness["lab-b1"]
+            assert lv.http_since is not None and not lv.http_since.seen
+        finally:
+            hub.stop()

@@ -53,6 +53,8 @@ def test_critical_xid_is_crit_and_names_gpu_code_and_meaning() -> None:
     assert alert.severity is Severity.CRITICAL and alert.target == "node-a/gpu3"
     assert "XID 79" in alert.message and "fallen off the bus" in alert.message
     assert UUID in alert.message and "1m ago" in alert.message  # coarse: it grows every tick
+    # as old as the error, not as this console's first sight of it (the panel's age column)
+    assert alert.since == 40.0
 
 
 def test_other_xids_warn_and_the_critical_list_is_a_setting() -> None:
@@ -71,6 +73,7 @@ def test_old_xid_no_xid_and_dcgm_zero_raise_nothing_but_dcgm_without_time_does()
     assert not only(derive_alerts(inputs(10.0, (gpu(xid_last=0),)), T), "xid")
     (alert,) = only(derive_alerts(inputs(10.0, (gpu(xid_last=48),)), T), "xid")
     assert alert.severity is Severity.CRITICAL and "ago" not in alert.message
+    assert alert.since == 10.0  # undated: since this console saw it
 
 
 def test_thermal_slowdown_warns_with_the_temperature() -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from gpucon.commands.snapshot_render import snapshot_document
 from gpucon.hub import Hub
+from gpucon.model.ages import fmt_elapsed
 from gpucon.model.alerts import Alert, Cause, Severity, group_alerts
 from gpucon.model.snapshot import Snapshot
 from gpucon.sim import DEMO_SLO_P95_MS
@@ -146,13 +147,15 @@ def test_the_calm_demo_raises_no_early_warning(seed: int) -> None:
 
 def test_the_down_alert_says_who_marked_it_down_why_and_what_readiness_says() -> None:
     """It said "backend down" while the registry held who marked it down and why, and its
-    readiness check said why it serves nothing."""
+    readiness check said why it serves nothing, and since when (the console saw it change)."""
     last = None
     for _, snapshot in demo("backend-down", 20):
         last = snapshot
     assert last is not None
     alert = next(a for a in last.alerts if a.target == "sdxl-c0" and a.rule == "not_ready")
+    refused = last.liveness["sdxl-c0"].http_since
+    assert refused is not None and refused.seen
     assert alert.message == (
         "backend down: scheduler marked it down (health check failed: connection refused); "
-        "readiness: http refused"
+        f"readiness: http refused for {fmt_elapsed(last.taken_at - refused.at)}"
     )
