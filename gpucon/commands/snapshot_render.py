@@ -153,6 +153,7 @@ def snapshot_text(snapshot: Snapshot, fleet: str, default_slo_ms: float | None =
     known slot), queues, alerts. Every column holds its width whatever the fleet names hold.
     A backend whose model has no SLO of its own is held to ``default_slo_ms`` (``[alerts]
     default_slo_p95_ms``), as in the console and the alert rules."""
+    from gpucon.model.ages import fmt_elapsed  # an alert's age, as the console writes it
     from gpucon.model.ids import (
         escaped_name,  # a name the verbs accept, control codes shown
         known_slot_count,  # as the console's header counts them
@@ -204,16 +205,25 @@ def snapshot_text(snapshot: Snapshot, fleet: str, default_slo_ms: float | None =
             q = snapshot.queues[stream]
             lines.append(
                 f"{_col(stream, 20)} {_num(q.waiting):>7} {_num(q.pending):>8} "
-                f"{_num(q.lag):>7} {_num(q.oldest_age_s, 's', 1):>8} {_num(q.length):>7}"
+                f"{_num(q.lag):>7} {_oldest(q.oldest_age_s):>8} {_num(q.length):>7}"
             )
     if snapshot.alerts:
         lines.append("")
         for alert in snapshot.alerts:
+            # how long it has lasted, as the console's alert panel says it
+            age = fmt_elapsed(max(0.0, snapshot.taken_at - alert.since))
             lines.append(
-                f"! {alert.severity.name.lower():<8} {_tail(alert.target, 40)}: "
+                f"! {alert.severity.name.lower():<8} {age:>4} {_tail(alert.target, 40)}: "
                 f"{_tail(alert.message, 120)}"
             )
     return lines
+
+
+def _oldest(seconds: float | None) -> str:
+    """A queue's oldest wait as the alerts beside it write it (``9.6 s``, ``7.9 min``)."""
+    from gpucon.model.alert_base import fmt_wait
+
+    return "n/a" if seconds is None else fmt_wait(seconds)
 
 
 def _gpu_and_node_lines(snapshot: Snapshot) -> list[str]:

@@ -448,6 +448,11 @@ def derive_alerts(
             elif name == "not_ready" and (lv := inputs.liveness.get(target)) is not None:
                 began = lv.fault_began()  # the first signal that said not ready, as dated
                 since = since if began is None else min(since, began.at)
+            elif (
+                name == "queue_slo"
+                and (past := queue_slo.past_slo_since(inputs, thresholds, target)) is not None
+            ):
+                since = min(since, past)  # the oldest entry's id dates it
             elif name == "xid" and (at := _xid_at(inputs, target)) is not None:
                 since = min(since, at)  # the error's own time, as NVML or the log gave it
             elif name == "queue_stalled" and (q := inputs.queues.get(target)) is not None:

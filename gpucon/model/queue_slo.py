@@ -36,10 +36,9 @@ def queue_slo(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Se
     # first such backend (not a maximum over thousands of them every tick)
     if any(b.state in _TAKES_WORK and slo_of(b.name, default) >= oldest_ms for b in backends):
         return
-    slos = [slo_of(b.name, default) for b in backends if b.state in _TAKES_WORK]
-    if not slos:
+    slo_ms = _largest_slo_ms(i, t)
+    if slo_ms is None:
         return  # no backend takes work: no_backends and not_ready speak
-    slo_ms = max(slos)
     for stream, q in i.queues.items():
         age_s = q.oldest_age_s
         if age_s is None or age_s * 1000.0 <= slo_ms:
@@ -53,6 +52,25 @@ def queue_slo(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, Se
             f"(largest {slo_ms:.0f} ms), {waiting} waiting; a server's p95 starts when it "
             "takes the request",
         )
+
+
+def _largest_slo_ms(i: AlertInputs, t: AlertThresholds) -> float | None:
+    """The largest p95 SLO of the backends taking work (None: none takes work)."""
+    slo_of = i.slo_p95_ms.get
+    slos = [
+        slo_of(b.name, t.default_slo_p95_ms) for b in i.backends.values() if b.state in _TAKES_WORK
+    ]
+    return max(slos) if slos else None
+
+
+def past_slo_since(i: AlertInputs, t: AlertThresholds, stream: str) -> float | None:
+    """When the stream's oldest waiting request passed the largest SLO: its age is its entry
+    id's (Redis's clock), so a console started long after knows the breach's start."""
+    q = i.queues.get(stream)
+    slo_ms = _largest_slo_ms(i, t)
+    if q is None or q.oldest_age_s is None or slo_ms is None:
+        return None
+    return i.now - (q.oldest_age_s - slo_ms / 1000.0)
 
 
 RULES = (queue_slo,)

@@ -1,0 +1,33 @@
+"""An alert is as old as what a source dates, not as this console's first sight of it: the
+queue-past-SLO alert by the oldest entry's id (Redis's clock), and ``gpucon snapshot``'s text
+says each alert's age as the console's panel does (a one-shot snapshot said nothing of it, and
+the JSON's ``since`` for a request waiting 4 minutes was the snapshot's own time)."""
+
+from __future__ import annotations
+
+from gpucon.commands.snapshot_render import snapshot_text
+from gpucon.model.alerts import AlertThresholds, derive_alerts
+from gpucon.model.fleet import Backend, BackendState, Health, SourceStatus
+from gpucon.model.history import History
+from gpucon.model.snapshot import Snapshot
+from tests.unit.test_model_early_warning import inputs
+from tests.unit.test_wait_words import NOW, WAITED_S, stuck_queue
+
+
+def test_the_queue_past_slo_alert_is_dated_by_its_oldest_entry() -> None:
+    q = stuck_queue()
+    sources = {"redis": SourceStatus("redis", Health.OK, None, NOW, 0.01)}
+    serving = {"b0": Backend("b0", state=BackendState.ACTIVE, model="sdxl")}
+    t = AlertThresholds()
+    found = derive_alerts(
+        inputs(NOW, History(capacity=8), queues={q.stream: q}, sources=sources, backends=serving),
+        t,
+    )
+    (alert,) = [a for a in found if a.rule == "queue_slo"]
+    # waited 252 s, over an SLO of 2.5 s: past it since 249.5 s ago, on this console's first look
+    assert alert.since == NOW - (WAITED_S - t.default_slo_p95_ms / 1000.0)
+    text = "\n".join(snapshot_text(Snapshot(taken_at=NOW, alerts=found), "lab"))
+    assert f"! critical   4m {q.stream}: oldest request waited 4.2 min" in text
+    # the queue table writes the wait as the alerts do
+    table = snapshot_text(Snapshot(taken_at=NOW, queues={q.stream: q}), "lab")
+    assert any(line.startswith(q.stream) and " 4.2 min " in line for line in table), table
