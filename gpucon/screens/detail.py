@@ -89,10 +89,13 @@ def backend_lines(
             line.append(f"{stale:<{LATENCY_WIDTH - 2}}  ", style="dim italic")
         elif (gone := _no_requests_now(b, snapshot)) is not None:
             # drained, down or NOT READY: the source's window still holds what it served
-            # before, not traffic now (the table shows "—" / "n/a"); the last p's, dimmed
+            # before, not traffic now (the table shows "—" / "n/a"); the last p's, dimmed,
+            # marked "before" only when there are some (a dead scrape target's are withheld:
+            # "n/a n/a n/a before" read as if something had been measured)
+            earlier = (lat.p50_ms, lat.p95_ms, lat.p99_ms) != (None, None, None)
             last = (
                 f"{gone:>9} {fmt.ms(lat.p50_ms):>4} {fmt.ms(lat.p95_ms):>5} "
-                f"{fmt.ms(lat.p99_ms):>5}  before"
+                f"{fmt.ms(lat.p99_ms):>5}  {'before' if earlier else ''}"
             )
             line.append(f"{last:<{LATENCY_WIDTH - 2}}  ", style="dim italic")
         else:

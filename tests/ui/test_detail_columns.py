@@ -39,6 +39,7 @@ def test_a_down_backend_shows_no_rate_now_in_the_detail_either() -> None:
     assert down.state.value == "down" and rate is not None and rate > 0
     text = backend_lines((down,), snapshot, 14000.0).plain.splitlines()
     rps_end = text[0].index("REQ/S") + len("REQ/S 10s")
+    column = text[0].index("MODEL")
     line = next(t for t in text if t.startswith("sdxl-c0"))
     assert line[:rps_end].rstrip().endswith(" —"), line
     assert "before" in line and f"{rate:.1f}" not in line[: rps_end + 1]
@@ -46,6 +47,11 @@ def test_a_down_backend_shows_no_rate_now_in_the_detail_either() -> None:
     not_ready = msgspec.structs.replace(down, state=BackendState.ACTIVE)
     line = backend_lines((not_ready,), snapshot, 14000.0).plain.splitlines()[1]
     assert line[:rps_end].rstrip().endswith(" n/a"), line
+    # its scrape target dead, Prometheus's values withheld: nothing said to be from before
+    withheld = {**snapshot.latency, "sdxl-c0": LatencyStats("sdxl-c0")}
+    blank = msgspec.structs.replace(snapshot, latency=withheld)
+    line = backend_lines((not_ready,), blank, 14000.0).plain.splitlines()[1]
+    assert "before" not in line and line[column:].startswith("sdxl"), line
     # a backend that serves: its rate as it is
     alive = snapshot.backends["sdxl-a0-gi1"]
     line = backend_lines((alive,), snapshot, 14000.0).plain.splitlines()[1]
