@@ -15,6 +15,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from gpucon.model.alerts import Alert, Severity
+from gpucon.model.queue_stall import QUEUE_SOURCE
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
 from gpucon.widgets.alert_lines import alert_lines, fit_lines
@@ -95,7 +96,7 @@ class QueuePanel(TextPanel):
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append("QUEUE           WAIT   LAG  PEND  OLDEST    LEN  TREND\n", style="bold")
         if not snapshot.queues:
-            text.append("no queues reported", style="dim")
+            text.append(_no_queues(snapshot, "no queues reported"), style="dim")
         colour = self.app.theme_variables.get("stale")
         stale = f"{colour} italic" if colour else "dim italic"
         for stream, q in sorted(snapshot.queues.items()):
@@ -119,12 +120,21 @@ class QueuePanel(TextPanel):
         self.show_text(text)
 
 
+def _no_queues(snapshot: Snapshot, none: str) -> str:
+    """Why no queue is shown: none there, or none known (the queue's source has never read:
+    "no queues reported" read as an empty fleet while Redis was down)."""
+    status = snapshot.sources.get(QUEUE_SOURCE)
+    if status is None or status.last_ok_at is not None:
+        return none
+    return f"queues unknown: {QUEUE_SOURCE} never read ({status.health.value})"
+
+
 def compact_queues(snapshot: Snapshot) -> Text:
     """Every queue on one line: name, requests waiting, oldest entry's age."""
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append("QUEUE ", style="bold")
     if not snapshot.queues:
-        text.append("none reported", style="dim")
+        text.append(_no_queues(snapshot, "none reported"), style="dim")
     for i, (stream, q) in enumerate(sorted(snapshot.queues.items())):
         if i:
             text.append(" │ ", style="dim")

@@ -1,7 +1,9 @@
-"""An alert is as old as what a source dates, not as this console's first sight of it: the
-queue-past-SLO alert by the oldest entry's id (Redis's clock), and ``gpucon snapshot``'s text
-says each alert's age as the console's panel does (a one-shot snapshot said nothing of it, and
-the JSON's ``since`` for a request waiting 4 minutes was the snapshot's own time)."""
+"""What a console started in the middle of an incident says: an alert is as old as what a
+source dates, not as this console's first sight of it (the queue-past-SLO alert by the oldest
+entry's id, Redis's clock); ``gpucon snapshot``'s text says each alert's age as the console's
+panel does (a one-shot snapshot said nothing of it, and the JSON's ``since`` for a request
+waiting 4 minutes was the snapshot's own time); the queue panel tells queues unknown from
+none."""
 
 from __future__ import annotations
 
@@ -31,3 +33,16 @@ def test_the_queue_past_slo_alert_is_dated_by_its_oldest_entry() -> None:
     # the queue table writes the wait as the alerts do
     table = snapshot_text(Snapshot(taken_at=NOW, queues={q.stream: q}), "lab")
     assert any(line.startswith(q.stream) and " 4.2 min " in line for line in table), table
+
+
+def test_the_queue_panel_says_queues_are_unknown_while_redis_was_never_read() -> None:
+    """A console started while Redis was down said "no queues reported", as of a fleet with
+    no queue; it is one whose queues nobody has read yet."""
+    from gpucon.widgets.panels import compact_queues
+
+    never = {"redis": SourceStatus("redis", Health.DOWN, "refused", None, 0.01, NOW - 20)}
+    assert compact_queues(Snapshot(taken_at=NOW, sources=never)).plain == (
+        "QUEUE queues unknown: redis never read (down)"
+    )
+    read = {"redis": SourceStatus("redis", Health.OK, None, NOW, 0.01)}
+    assert compact_queues(Snapshot(taken_at=NOW, sources=read)).plain == "QUEUE none reported"
