@@ -153,11 +153,11 @@ def snapshot_text(snapshot: Snapshot, fleet: str, default_slo_ms: float | None =
     known slot), queues, alerts. Every column holds its width whatever the fleet names hold.
     A backend whose model has no SLO of its own is held to ``default_slo_ms`` (``[alerts]
     default_slo_p95_ms``), as in the console and the alert rules."""
-    from gpucon.model.ages import fmt_elapsed  # an alert's age, as the console writes it
     from gpucon.model.ids import (
         escaped_name,  # a name the verbs accept, control codes shown
         known_slot_count,  # as the console's header counts them
     )
+    from gpucon.widgets.alert_lines import age_text, watched_from  # as the console writes it
 
     known = known_slot_count(snapshot.slots, (b.slot_id for b in snapshot.backends.values()))
     lines = [f"fleet {_tail(fleet, 40)} · {known} slots · seq {snapshot.seq}"]
@@ -209,9 +209,11 @@ def snapshot_text(snapshot: Snapshot, fleet: str, default_slo_ms: float | None =
             )
     if snapshot.alerts:
         lines.append("")
+        watched = watched_from(snapshot)
         for alert in snapshot.alerts:
-            # how long it has lasted, as the console's alert panel says it
-            age = fmt_elapsed(max(0.0, snapshot.taken_at - alert.since))
+            # how long it has lasted, as the console's alert panel says it (n/a: this one look
+            # is all there is, and no source dated it)
+            age = age_text(alert, snapshot.taken_at, watched)
             lines.append(
                 f"! {alert.severity.name.lower():<8} {age:>4} {_tail(alert.target, 40)}: "
                 f"{_tail(alert.message, 120)}"

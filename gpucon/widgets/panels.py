@@ -18,7 +18,7 @@ from gpucon.model.alerts import Alert, Severity
 from gpucon.model.queue_stall import QUEUE_SOURCE
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
-from gpucon.widgets.alert_lines import alert_lines, fit_lines
+from gpucon.widgets.alert_lines import alert_lines, fit_lines, watched_from
 from gpucon.widgets.safe_text import safe
 from gpucon.widgets.text_diff import changed_cells
 from gpucon.widgets.tick_prep import alert_counts
@@ -230,10 +230,11 @@ class AlertsPanel(TextPanel, can_focus=True):
         shown = alerts[top : top + room]
         width = max(20, self.size.width - 2)
         now = snapshot.taken_at
+        watched = watched_from(snapshot)
         # all alerts shown and lines to spare: a message cut at the edge goes on below
         counts = [1] * len(shown) if more else fit_lines(list(shown), now, width, room)
         for i, (alert, count) in enumerate(zip(shown, counts, strict=True), top):
-            for line in alert_lines(alert, now, styles[alert.severity], width, count):
+            for line in alert_lines(alert, now, styles[alert.severity], width, count, watched):
                 if self.has_focus and i == self.cursor:
                     line.stylize("reverse")
                     line.pad_right(width - line.cell_len)

@@ -46,3 +46,32 @@ def test_the_queue_panel_says_queues_are_unknown_while_redis_was_never_read() ->
     )
     read = {"redis": SourceStatus("redis", Health.OK, None, NOW, 0.01)}
     assert compact_queues(Snapshot(taken_at=NOW, sources=read)).plain == "QUEUE none reported"
+
+
+def test_an_alert_there_when_the_console_first_looked_is_at_least_its_age() -> None:
+    """Undated, raised on the console's first look: ``≥20s`` (``n/a`` before 2 s); dated
+    before the console looked, or raised later while it watched: its age as it is."""
+    from gpucon.model.alerts import Alert, Severity
+    from gpucon.widgets.alert_lines import age_text, alert_line, watched_from
+
+    began = NOW - 20.0
+    sources = {
+        "redis": SourceStatus("redis", Health.OK, None, NOW, 0.01, began),
+        "readiness": SourceStatus("readiness", Health.OK, None, NOW, 0.01, began + 0.3),
+    }
+    watched = watched_from(Snapshot(taken_at=NOW, sources=sources))
+    assert watched == began
+
+    def alert(since: float) -> Alert:
+        return Alert("not_ready:b1", "not_ready", "b1", Severity.CRITICAL, "not ready", since)
+
+    assert age_text(alert(began + 1.0), NOW, watched) == "≥15s"
+    assert age_text(alert(began + 1.0), began + 2.5, watched) == "n/a"
+    assert age_text(alert(began - 300.0), NOW, watched) == "5m"  # dated by a source
+    assert age_text(alert(began + 12.0), NOW, watched) == "8s"  # seen to begin
+    assert age_text(alert(began + 1.0), NOW) == "15s"  # nothing known of the watch
+    assert alert_line(alert(began + 1.0), NOW, "", watched).plain.startswith("CRIT ≥15s b1  ")
+    # a one-shot snapshot: only its one look, so an undated alert's age is n/a
+    once = {"redis": SourceStatus("redis", Health.OK, None, NOW, 0.01, NOW - 0.2)}
+    text = snapshot_text(Snapshot(taken_at=NOW, sources=once, alerts=(alert(NOW - 0.1),)), "lab")
+    assert "! critical  n/a b1: not ready" in text
