@@ -281,6 +281,18 @@ def _stale_source(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str
                 yield ("stale_source", name, Severity.WARNING, f"source stale, {shown}{detail}")
 
 
+def _not_ready_began(i: AlertInputs, target: str, since: float) -> float:
+    """A backend marked down is so since its registry state changed (``changed_at``), or
+    since the first signal that said not ready, as dated (``fault_began``), whichever came
+    first; a drained one's reminder since it was found not ready (not since the drain)."""
+    b = i.backends.get(target)
+    if b is not None and b.state is BackendState.DOWN and b.changed_at is not None:
+        since = min(since, b.changed_at)
+    lv = i.liveness.get(target)
+    began = None if lv is None else lv.fault_began()
+    return since if began is None else min(since, began.at)
+
+
 def _outage_began(i: AlertInputs, source: str, since: float) -> float:
     """A source's outage is as old as its last good read: the alert's age is the status bar's
     ``DOWN 15s`` (and a console started mid-outage does not call it new)."""
@@ -445,9 +457,8 @@ def derive_alerts(
                 since = min(since, _outage_began(inputs, target, since))
             elif name == "scheduler_silent" and inputs.scheduler_silent_s is not None:
                 since = min(since, inputs.now - inputs.scheduler_silent_s)  # its last beat
-            elif name == "not_ready" and (lv := inputs.liveness.get(target)) is not None:
-                began = lv.fault_began()  # the first signal that said not ready, as dated
-                since = since if began is None else min(since, began.at)
+            elif name == "not_ready":
+                since = min(since, _not_ready_began(inputs, target, since))
             elif (
                 name == "queue_slo"
                 and (past := queue_slo.past_slo_since(inputs, thresholds, target)) is not None

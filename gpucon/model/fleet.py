@@ -157,6 +157,9 @@ class Backend(msgspec.Struct, frozen=True, gc=False):
     reason: str | None = None
     pod: str | None = None
     node: str | None = None
+    # when its registry state last changed (the hash's ``changed_at``, the writer's clock):
+    # how long a backend has been down or drained, whenever this console started
+    changed_at: float | None = None
 
 
 class QueueStats(msgspec.Struct, frozen=True, gc=False):

@@ -157,6 +157,7 @@ def parse_backend(name: str, fields: Mapping[str, str]) -> tuple[Backend, tuple[
         reason=f.text("reason"),
         pod=f.text("pod"),
         node=f.text("node"),
+        changed_at=f.number("changed_at", "epoch seconds"),
     )
     return backend, tuple(f.problems)
 

@@ -177,3 +177,34 @@ def test_the_detail_line_says_for_how_long_and_how_long_ago_it_was_asked() -> No
         "prometheus up=0 for 1m",
         "registry ready=0 for ≥45s, 0.5s ago",
     ]
+
+
+def test_a_backend_marked_down_is_as_old_as_its_registry_change() -> None:
+    """The scheduler marked it down 10 minutes ago (the hash's ``changed_at``): the alert of
+    a console started now says 10m; a drained one's reminder is not dated by its drain."""
+    from gpucon.model.fleet import BackendState
+    from gpucon.registry.parse import parse_backend
+
+    fields = {"url": URL, "state": "down", "owner": "scheduler", "changed_at": str(T0 - 600)}
+    down, problems = parse_backend("b1", fields)
+    assert problems == () and down.changed_at == T0 - 600
+    refused = LivenessBook(P).judge_all({"b1": down}, checks(False, T0, "refused"), T0)
+
+    def since_of(b: Backend) -> float:
+        inputs = AlertInputs(
+            now=T0,
+            slots={},
+            backends={"b1": b},
+            latency={},
+            queues={},
+            sources={},
+            history=History(),
+            liveness=refused,
+        )
+        return next(a.since for a in derive_alerts(inputs, AlertThresholds()))
+
+    assert since_of(down) == T0 - 600
+    drained = msgspec.structs.replace(down, state=BackendState.DRAINED)
+    assert since_of(drained) == T0  # not ready since this look, whenever it was drained
+    _, bad = parse_backend("b1", {**fields, "changed_at": "yesterday"})
+    assert any("changed_at" in p for p in bad)
