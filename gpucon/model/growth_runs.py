@@ -189,9 +189,9 @@ class GrowthRuns:
         # the series whose value moved (NaN != anything: a gap, or no value yet, "moved");
         # an equal value changes nothing unless the series is in a run or a gap
         count = len(values)
-        moved = list(compress(range(count), map(ne, values, last)))  # in C
         visit: Iterable[int]
-        if len(moved) == count and not gapped and values == values:
+        # ``all`` stops at the first equal value (in C): most ticks of a calm fleet there
+        if not gapped and all(map(ne, values, last)) and values == values:
             # every series moved, none in a gap, no new gap (an array with a NaN is unequal
             # to itself): a live fleet at its worst, each one taken in a loop with no gap to
             # handle, and the new values kept in one copy
@@ -209,6 +209,7 @@ class GrowthRuns:
             self._all_rose_or_fell(tick, t, values)
             return
         self._settle()
+        moved = list(compress(range(count), map(ne, values, last)))  # in C
         if len(moved) == count:  # every series moved (a live fleet at its worst): all of them
             visit = range(count)
         else:
