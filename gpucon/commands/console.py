@@ -126,7 +126,16 @@ def _open(
     read_only = bool(args.read_only or args.noc)
     demo = DemoOptions(args.seed, args.scenario, args.size) if args.command == "demo" else None
     try:
-        session = open_session(config, demo=demo, read_only=read_only, refresh_s=refresh_s)
+        # a live fleet's NVML source makes its first read in a child process: importing
+        # pynvml and initialising NVML there run beside this process's UI imports, not in
+        # turns with them (gpucon.sources.forked_first_read)
+        session = open_session(
+            config,
+            demo=demo,
+            read_only=read_only,
+            refresh_s=refresh_s,
+            fork_first_nvml_read=True,
+        )
     except ValueError as exc:  # unknown scenario, size out of range
         _fail(f"gpucon demo: {exc}")
     except Refused as exc:

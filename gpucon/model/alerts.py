@@ -264,7 +264,13 @@ def _stale_source(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str
     rules fall silent), and the registry's states are as of its last read."""
     for name, s in i.sources.items():
         age = s.age_s(i.now)
-        if age is None and s.started_at is not None and i.now - s.started_at < t.stale_after_s:
+        answered = s.last_read_s is not None  # a read came back (and failed, if age is None)
+        if (
+            age is None
+            and not answered
+            and s.started_at is not None
+            and i.now - s.started_at < t.stale_after_s
+        ):
             continue  # its first read is still within time
         if s.health is Health.DOWN or age is None or age > t.stale_after_s:
             shown = "never read" if age is None else f"last good read {fmt_elapsed(age)} ago"

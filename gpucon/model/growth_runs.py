@@ -22,6 +22,16 @@ rise for ``horizon`` ticks (the most a window can cover: the history's capacity)
 A run that began more than ``horizon`` ticks ago begins before any window, so the rule never
 reads its sums again (only its rises and its newest rise): they are no longer added to, which
 halves the work of a tick where every slot's memory rose and every run is that old.
+
+A stretch of ticks where every series rose (every slot's memory creeping up: a live fleet at
+its worst) is kept as a streak (``_Streak``): each tick adds its values to two sums per series
+in C (the values, and the values times the time), and no series is visited. Each run's rises
+in the streak are the ticks themselves and its sums follow from the streak's in closed form,
+so the runs are brought up to date in one walk when something reads them (``runs``), when a
+tick is not such a tick, or when a run would stop adding to its sums (its horizon). A tick
+where every series fell ends every run: the streak is dropped unread. The closed-form sums
+equal the running ones to rounding (~1e-10 of them): the rule lets a run off by its sums only
+with a margin of 1e-4 and fits the rest from the history.
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from itertools import compress
-from operator import ne, sub
+from operator import add, ge, le, mul, ne, sub
 
 NAN = math.nan
 INF = math.inf
@@ -77,6 +87,31 @@ class Run:
         return (self.stv - self.st * self.sv / n) / sxx
 
 
+class _Streak:
+    """Ticks ``first`` to ``newest`` in a row where every series rose: per series the sum of its
+    values and of its values times (time - ``ref``), and the same of the times alone."""
+
+    __slots__ = ("before", "first", "last_tick", "newest", "ref", "stv", "sv", "sx", "sxx")
+
+    def __init__(self, tick: int, ref: float, before: array[float], last_tick: int) -> None:
+        self.first = tick
+        self.newest = tick - 1  # no tick taken yet (``add``)
+        self.ref = ref  # the time of the tick before the first: new runs' first point
+        self.before = before  # each series' value at the tick before the first
+        self.last_tick = last_tick  # the last tick every run's sums may still take
+        self.sx = self.sxx = 0.0
+        self.sv = array("d", [0.0]) * len(before)
+        self.stv = array("d", [0.0]) * len(before)
+
+    def add(self, tick: int, t: float, values: array[float]) -> None:
+        x = t - self.ref
+        self.newest = tick
+        self.sx += x
+        self.sxx += x * x
+        self.sv = array("d", map(add, self.sv, values))  # in C
+        self.stv = array("d", map(add, self.stv, map(mul, values, [x] * len(values))))
+
+
 class GrowthRuns:
     """The runs of one family of series (a block of values per tick, ``update``)."""
 
@@ -96,18 +131,28 @@ class GrowthRuns:
         self._rises = array("d", [INF]) * (horizon + 2)
         self.last = array("d")  # each series' last known value (NaN: none yet)
         self.gapped: dict[int, int] = {}  # series in a gap -> the tick of their last value
-        self.runs: dict[int, Run] = {}  # series (by position) in a run that has risen
+        self._runs: dict[int, Run] = {}  # series (by position) in a run that has risen
+        self._streak: _Streak | None = None  # the ticks in a row where every series rose
+        self._read_at = -2  # the newest tick at which ``runs`` was read
         # entities gone from the block: (last value, run, tick of that value), by id
         self._gone: dict[str, tuple[float, Run | None, int]] = {}
+
+    @property
+    def runs(self) -> dict[int, Run]:
+        """Series (by position) in a run that has risen, brought up to the newest tick."""
+        self._settle()
+        self._read_at = self.tick
+        return self._runs
 
     def _remap(self, ids: Sequence[str]) -> None:
         """Entities came or went: carry each one's state to its new position. One gone is
         kept for ``horizon`` ticks: the history reads its absence as gaps, and so do we."""
+        self._settle()
         old = self._pos
         gone = self._gone
         for ident, j in old.items():
             # not in a gap before: its last value was at the last tick
-            gone[ident] = (self.last[j], self.runs.get(j), self.gapped.get(j, self.tick))
+            gone[ident] = (self.last[j], self._runs.get(j), self.gapped.get(j, self.tick))
         pos = {ident: i for i, ident in enumerate(ids)}
         last = array("d", [NAN]) * len(ids)
         runs: dict[int, Run] = {}
@@ -124,7 +169,7 @@ class GrowthRuns:
         horizon = self.tick - self.horizon
         self._gone = {k: v for k, v in gone.items() if v[2] >= horizon}
         self.ids, self._pos = ids, pos
-        self.last, self.runs, self.gapped = last, runs, gapped
+        self.last, self._runs, self.gapped = last, runs, gapped
 
     def update(self, tick: int, t: float, ids: Sequence[str], values: array[float]) -> None:
         """Take tick ``tick`` (time ``t``): ``values[i]`` is ``ids[i]``'s sample (NaN a gap)."""
@@ -140,20 +185,31 @@ class GrowthRuns:
         size = len(times)
         times[tick % size] = t
         self._rises[tick % size] = INF
-        last, runs, gapped = self.last, self.runs, self.gapped
+        last, runs, gapped = self.last, self._runs, self.gapped
         # the series whose value moved (NaN != anything: a gap, or no value yet, "moved");
         # an equal value changes nothing unless the series is in a run or a gap
         count = len(values)
-        moved = list(compress(range(count), map(ne, values, last)))  # in C
         visit: Iterable[int]
-        if len(moved) == count and not gapped and values == values:
+        # ``all`` stops at the first equal value (in C): most ticks of a calm fleet there
+        if not gapped and all(map(ne, values, last)) and values == values:
             # every series moved, none in a gap, no new gap (an array with a NaN is unequal
             # to itself): a live fleet at its worst, each one taken in a loop with no gap to
             # handle, and the new values kept in one copy
             if same and last == last:  # every series had a value at the tick before
                 self._bound_rises(tick, t, values)
+                # every series rose (in C), and the runs were not read at the tick before
+                # (a rule reading them each tick walks them each tick: the loop below)
+                if count and self._read_at < tick - 1 and not any(map(le, values, last)):
+                    self._rose(tick, t, values)
+                    return
+                if count and not any(map(ge, values, last)):  # every series fell
+                    self._fell(values)
+                    return
+            self._settle()
             self._all_rose_or_fell(tick, t, values)
             return
+        self._settle()
+        moved = list(compress(range(count), map(ne, values, last)))  # in C
         if len(moved) == count:  # every series moved (a live fleet at its worst): all of them
             visit = range(count)
         else:
@@ -166,7 +222,7 @@ class GrowthRuns:
         """``update``'s walk of the series in ``visit``: gaps, rises, drops and flat runs."""
         times = self._times
         size = len(times)
-        last, runs, gapped = self.last, self.runs, self.gapped
+        last, runs, gapped = self.last, self._runs, self.gapped
         horizon = tick - self.horizon
         before = tick - 1
         for i in visit:
@@ -238,7 +294,7 @@ class GrowthRuns:
         rose (a run begins or goes on), fell (its run ends) or is the series' first."""
         times = self._times
         size = len(times)
-        runs = self.runs
+        runs = self._runs
         horizon = tick - self.horizon
         pred = tick - 1  # no series in a gap: the known sample before is the last tick's
         t0_new = times[pred % size] if pred > tick - size else NAN
@@ -264,6 +320,70 @@ class GrowthRuns:
                 runs.pop(i, None)  # a drop ends the run
             # else: the series' first known sample (the last one unknown): nothing to fit
         self.last = array("d", values)
+
+    def _rose(self, tick: int, t: float, values: array[float]) -> None:
+        """A tick where every series rose: added to the streak (a new one if none, or if a
+        run's sums would stop taking ticks within the one there is)."""
+        streak = self._streak
+        if streak is not None and tick > streak.last_tick:
+            self._settle()
+            streak = None
+        if streak is None:
+            pred = tick - 1
+            size = len(self._times)
+            ref = self._times[pred % size] if pred > tick - size else NAN
+            # a run takes a tick into its sums while it began within the horizon before it
+            # (``_visit``): the streak lasts no longer than the earliest of those runs does
+            horizon = tick - self.horizon
+            # (new runs begin at ``pred``)
+            begins = [run.begin for run in self._runs.values() if run.begin >= horizon]
+            last_tick = min(min(begins, default=pred), pred) + self.horizon
+            streak = self._streak = _Streak(tick, ref, self.last, last_tick)
+        streak.add(tick, t, values)
+        self.last = array("d", values)
+
+    def _fell(self, values: array[float]) -> None:
+        """A tick where every series fell: every run ends (a streak with them, unread)."""
+        self._streak = None
+        self._runs.clear()
+        self.last = array("d", values)
+
+    def _settle(self) -> None:
+        """Bring every run up to the streak's newest tick (one walk), and drop the streak."""
+        streak = self._streak
+        if streak is None:
+            return
+        self._streak = None
+        first, newest = streak.first, streak.newest
+        if newest < first:
+            return
+        count = newest - first + 1
+        sx, sxx, ref = streak.sx, streak.sxx, streak.ref
+        runs = self._runs
+        pred = first - 1
+        begun = first - self.horizon  # a run that began before this takes no sums
+        horizon = newest - self.horizon  # rises no window reaches any more
+        rises = list(range(pred, newest))  # each tick's sample before it
+        for i, (v0, sv, stv) in enumerate(zip(streak.before, streak.sv, streak.stv, strict=True)):
+            run = runs.get(i)
+            if run is None:
+                run = runs[i] = Run(pred, ref, v0)
+            if run.begin >= begun:
+                # the sums of (t - t0, v - v0) over the streak's ticks, from its sums of v
+                # and (t - ref) * v: t - t0 = (t - ref) + d
+                d = ref - run.t0
+                w0 = run.v0
+                y = sv - count * w0
+                run.n += count
+                run.st += sx + count * d
+                run.sv += y
+                run.stt += sxx + 2.0 * d * sx + count * d * d
+                run.stv += stv - w0 * sx + d * y
+            preds = run.preds
+            preds += rises
+            run.last_rise = newest
+            if preds[0] < horizon:
+                del preds[: bisect_left(preds, horizon)]
 
     @property
     def ring_times(self) -> array[float]:

@@ -163,8 +163,11 @@ def open_session(
     read_only: bool = False,
     refresh_s: float | None = None,
     kube: KubeControl | None = None,
+    fork_first_nvml_read: bool = False,
 ) -> Session:
     """The session for ``config``'s fleet, or for a simulated fleet when ``demo`` is given.
+    ``fork_first_nvml_read``: a live fleet's NVML source makes its first read in a child
+    process (``gpucon.sources.forked_first_read``; the console's, while its UI loads).
 
     Raises ValueError for a demo that cannot be built (unknown scenario, size out of range) and
     Refused for a live fleet that names no source.
@@ -182,7 +185,7 @@ def open_session(
         from gpucon.session.sources import build_sources, liveness_policy
 
         return Hub(
-            build_sources(config.fleet),
+            build_sources(config.fleet, fork_first_nvml_read=fork_first_nvml_read),
             liveness_policy=liveness_policy(config.fleet),
             refresh_s=refresh,
             thresholds=config.alerts,

@@ -55,9 +55,10 @@ def _build(name: str, make: Callable[[], Source]) -> Source:
         return UnavailableSource(name, f"cannot start: {describe_error(exc)}")
 
 
-def build_sources(fleet: FleetConfig) -> list[Source]:
+def build_sources(fleet: FleetConfig, *, fork_first_nvml_read: bool = False) -> list[Source]:
     """The fleet's configured sources in merge-priority order (nvml, libvirt, prometheus,
-    redis, kube)."""
+    redis, kube). ``fork_first_nvml_read``: NVML's first read is made in a child process
+    (``gpucon.sources.forked_first_read``: a live console's, beside its UI's imports)."""
     sources: list[Source] = []
     if (nvml := fleet.nvml) is not None:
 
@@ -71,7 +72,15 @@ def build_sources(fleet: FleetConfig) -> list[Source]:
                 timeout_s=nvml.timeout_s,
             )
 
-        sources.append(_build("nvml", make_nvml))
+        if fork_first_nvml_read:
+            from gpucon.sources.forked_first_read import ForkedFirstRead
+
+            def build_nvml() -> Source:
+                return _build("nvml", make_nvml)
+
+            sources.append(ForkedFirstRead("nvml", build_nvml, nvml.cadence_s, nvml.timeout_s))
+        else:
+            sources.append(_build("nvml", make_nvml))
     if (lv := fleet.libvirt) is not None:
 
         def make_libvirt() -> Source:

@@ -113,10 +113,19 @@ def test_a_missed_tick_starts_the_runs_again_from_there() -> None:
 
 
 class _Walking(GrowthRuns):
-    """The book with its every-series-moved loop replaced by the general walk."""
+    """The book with its every-series-moved loop, its streaks of ticks where every series rose
+    and its every-series-fell shortcut replaced by the general walk."""
 
     def _all_rose_or_fell(self, tick: int, t: float, values: array[float]) -> None:
         self._visit(tick, t, values, range(len(values)))
+
+    def _rose(self, tick: int, t: float, values: array[float]) -> None:
+        self._visit(tick, t, values, range(len(values)))
+
+    def _fell(self, values: array[float]) -> None:
+        self._visit(
+            self.tick, self._times[self.tick % len(self._times)], values, range(len(values))
+        )
 
 
 def _state(runs: GrowthRuns) -> tuple[object, ...]:
@@ -126,6 +135,29 @@ def _state(runs: GrowthRuns) -> tuple[object, ...]:
     }
     # NaN (no value yet) compared as a string: NaN is unequal to itself
     return ([repr(v) for v in runs.last], repr(kept), dict(runs.gapped), runs.tick)
+
+
+def _same_runs(quick: GrowthRuns, walking: GrowthRuns) -> bool:
+    """The same runs, rises and last values; the sums equal to rounding (a streak's are summed
+    in closed form, the walk's one tick at a time)."""
+    a, b = quick.runs, walking.runs
+    if a.keys() != b.keys() or [repr(v) for v in quick.last] != [repr(v) for v in walking.last]:
+        return False
+    for i, r in a.items():
+        w = b[i]
+        if (r.begin, repr(r.t0), r.v0, r.n, r.preds, r.last_rise) != (
+            w.begin,
+            repr(w.t0),
+            w.v0,
+            w.n,
+            w.preds,
+            w.last_rise,
+        ):
+            return False
+        for x, y in ((r.st, w.st), (r.sv, w.sv), (r.stt, w.stt), (r.stv, w.stv)):
+            if not (math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-6) or (x != x and y != y)):
+                return False
+    return quick.gapped == walking.gapped and quick.tick == walking.tick
 
 
 @settings(max_examples=200, deadline=None)
@@ -207,6 +239,49 @@ def test_the_bound_on_the_rises_lets_off_only_what_the_walk_lets_off(
             for sid, v in zip(ids, block, strict=True)
         }
         assert _alerts(now, h, slots, runs, t) == _alerts(now, h, slots, None, t)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            # most ticks every series rises; now and then all fall, some fall, or the runs
+            # are read (a rule that could not let the window off)
+            st.sampled_from(["rise", "rise", "rise", "rise", "fall", "mixed", "read"]),
+            st.lists(st.sampled_from([0.1, 0.5, 1.0, 3.0, 250.0]), min_size=5, max_size=5),
+            st.sampled_from([0.5, 1.0, 1.0, 2.0]),
+        ),
+        min_size=1,
+        max_size=80,
+    ),
+    capacity=st.sampled_from([1, 3, 8, 120]),
+)
+def test_a_streak_of_rises_leaves_the_runs_the_walk_leaves(
+    steps: list[tuple[str, list[float], float]], capacity: int
+) -> None:
+    """Every slot's memory creeping up tick after tick (kept as a streak and brought up to
+    date only when read), with ticks where every series fell or some did, runs read at any
+    tick, and streaks longer than a run's horizon: the runs read are the walk's."""
+    ids = tuple("abcde")
+    quick, walking = GrowthRuns(capacity), _Walking(capacity)
+    level = [70_000.0, 30_000.5, 1_000.0, 79_000.0, 512.25]
+    now = 1_790_000_000.0
+    for tick, (kind, deltas, dt) in enumerate(steps):
+        now += dt
+        if kind == "fall":
+            level = [v - d for v, d in zip(level, deltas, strict=True)]
+        elif kind == "mixed":
+            level = [
+                v + (d if k % 2 else -d) for k, (v, d) in enumerate(zip(level, deltas, strict=True))
+            ]
+        else:
+            level = [v + d for v, d in zip(level, deltas, strict=True)]
+        block = array("f", level)
+        for book in (quick, walking):
+            book.update(tick, now, ids, block)
+        if kind == "read":
+            assert _same_runs(quick, walking), tick
+    assert _same_runs(quick, walking)
 
 
 def test_the_bound_on_the_rises_is_the_steepest_rise_in_the_window() -> None:

@@ -154,6 +154,21 @@ def test_stale_source() -> None:
     assert faults == ["redis", "prom"]
 
 
+def test_a_first_read_that_failed_alerts_at_once_one_not_back_yet_waits() -> None:
+    """A console whose only source answered "library not found" must not say "all clear"
+    for its first 15 s; a source whose first read has not come back yet is given that time."""
+    failed = SourceStatus(
+        "nvml", Health.DOWN, "NVML not available", None, last_read_s=0.001, started_at=99.0
+    )
+    pending = SourceStatus("prom", Health.DOWN, "not read yet", None, None, started_at=99.0)
+    alerts = derive_alerts(inputs(100.0, sources={"nvml": failed, "prom": pending}), T)
+    [stale] = [a for a in alerts if a.rule == "stale_source"]
+    assert stale.target == "nvml"
+    assert stale.message == "source stale, never read: NVML not available"
+    later = derive_alerts(inputs(99.0 + T.stale_after_s, sources={"prom": pending}), T)
+    assert [a.target for a in later if a.rule == "stale_source"] == ["prom"]
+
+
 def test_a_down_queue_source_names_the_streams_it_no_longer_reads() -> None:
     sources = {"redis": SourceStatus("redis", Health.DOWN, "TimeoutError", last_ok_at=99.5)}
     queues = {f"q{n}": QueueStats(f"q{n}", length=0) for n in range(4)}
