@@ -5,7 +5,10 @@ CRIT first, and a WARN listed above a CRIT pushes it down, off a short panel. Wi
 severity the cause leads the symptoms it brings: a backend down, not ready, an XID, a failed
 MIG reconfiguration or a stale source (``Cause.FAULT``) before memory running out, heat,
 power, noisy co-tenants and a stream backing up (``Cause.RESOURCE``), and those before the
-p95, queue-wait and hot-slot alerts (``Cause.SYMPTOM``); then newest first. A cause of lower
+p95, queue-wait and hot-slot alerts (``Cause.SYMPTOM``); among those of one rank, the queue's
+own past-SLO alert (what every user of the stream waits, the symptom the others share) before
+any one backend's; then newest first (an alert dated by its source can be older than the
+symptoms it brings: the queue past its SLO started before the p95s it pushes up). A cause of lower
 severity than its symptom (a WARN ``queue growing`` behind a CRIT ``queue_slo``) is named in
 the symptom's text (``model.alert_causes``), so the link survives the order.
 
@@ -22,12 +25,21 @@ import msgspec
 from gpucon.model.alert_base import Alert, Cause, Severity
 
 _CAUSE_RANK = {Cause.FAULT: 0, Cause.RESOURCE: 1, Cause.SYMPTOM: 2}
+# symptoms every user of a stream shares, led before one backend's of the same rank
+_SHARED_SYMPTOMS = frozenset(("queue_slo",))
 
 
-def alert_order(alert: Alert) -> tuple[int, int, int, float, str]:
-    """The sort key of an alert: worse first (INFO last), then cause, newest, key."""
+def alert_order(alert: Alert) -> tuple[int, int, int, bool, float, str]:
+    """The sort key of an alert: worse first (INFO last), then cause, shared, newest, key."""
     rank = _CAUSE_RANK[alert.cause or Cause.SYMPTOM]
-    return (alert.severity is Severity.INFO, -alert.severity, rank, -alert.since, alert.key)
+    return (
+        alert.severity is Severity.INFO,
+        -alert.severity,
+        rank,
+        alert.rule not in _SHARED_SYMPTOMS,
+        -alert.since,
+        alert.key,
+    )
 
 
 def ordered(alerts: Iterable[Alert]) -> tuple[Alert, ...]:

@@ -37,6 +37,22 @@ def test_the_crit_queue_slo_comes_first_and_names_the_growing_queue() -> None:
     assert first.message.endswith("(likely cause: nobody reads gen:queue)")
 
 
+def test_the_queue_past_its_slo_leads_the_newer_p95s_it_pushes_up() -> None:
+    """Dated by its oldest entry, the queue's alert is older than the backends' p95 alerts it
+    brings; newest-first alone put it below all of them, off an 80x24 panel."""
+    slo = Alert("queue_slo:q", "queue_slo", "q", Severity.CRITICAL, "oldest waited 2.8 min", 10.0)
+    p95s = [
+        Alert(f"p95_slo:{n}", "p95_slo", n, Severity.CRITICAL, "p95 high", 90.0 + i)
+        for i, n in enumerate(("sdxl-a", "sdxl-b", "llm-a"))
+    ]
+    shown = ordered([*p95s, slo])
+    assert [a.target for a in shown] == ["q", "llm-a", "sdxl-b", "sdxl-a"]
+    # a fault still leads it, and a WARN queue alert does not jump a CRIT p95
+    down = alert("not_ready", "sdxl-b", Severity.CRITICAL)
+    warn = Alert("queue_slo:q", "queue_slo", "q", Severity.WARNING, "oldest waited 9 s", 10.0)
+    assert [a.rule for a in ordered([warn, p95s[0], down])] == ["not_ready", "p95_slo", "queue_slo"]
+
+
 def test_a_backends_p95_names_its_models_backend_that_went_down_first() -> None:
     down = alert("not_ready", "sdxl-a", Severity.CRITICAL, "backend down")
     p95 = alert("p95_slo", "sdxl-b", Severity.CRITICAL, "p95 2710 ms > SLO 2500 ms")
