@@ -13,6 +13,7 @@ import enum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gpucon.model.fleet import QueueStats
     from gpucon.model.snapshot import Snapshot
 
 
@@ -72,8 +73,9 @@ def snapshot_document(snapshot: Snapshot, fleet: str) -> dict[str, Any]:
 
     Every gpu, slot, backend, queue and latency entry carries ``age_s`` (seconds since the
     oldest reading it draws on was taken), ``stale`` (true when any of its values is stale)
-    and ``stale_fields`` (field -> ``{"age_s", "source"}`` for each stale value); every
-    source carries ``age_s`` (of its last good reading), ``stale`` and ``stale_after_s``.
+    and ``stale_fields`` (field -> ``{"age_s", "source"}`` for each stale value); a queue
+    also ``oldest_wait_s`` and ``oldest_wait_at_least`` (``_queue``); every source carries
+    ``age_s`` (of its last good reading), ``stale`` and ``stale_after_s``.
     """
 
     def items(mapping: Any, kind: str) -> list[Any]:
@@ -94,13 +96,27 @@ def snapshot_document(snapshot: Snapshot, fleet: str) -> dict[str, Any]:
         "gpus": items(snapshot.gpus, "gpu"),
         "slots": items(snapshot.slots, "slot"),
         "backends": items(snapshot.backends, "backend"),
-        "queues": items(snapshot.queues, "queue"),
+        "queues": [_queue(snapshot, k) for k in sorted(snapshot.queues)],
         "latency": items(snapshot.latency, "latency"),
         "nodes": nodes,
         "liveness": [liveness_item(snapshot, name) for name in sorted(snapshot.liveness)],
         "sources": [_source(snapshot, name) for name in sorted(snapshot.sources)],
         "alerts": [jsonable(a) for a in snapshot.alerts],
     }
+
+
+def _queue(snapshot: Snapshot, stream: str) -> dict[str, Any]:
+    """One queue as JSON, with ``oldest_wait_s``: its oldest wait now, and
+    ``oldest_wait_at_least``: true when that is a lower bound (the read is stale and something
+    waited then: its ``oldest_age_s`` as read, plus the read's age)."""
+    from gpucon.model.queue_wait import oldest_wait
+
+    q = snapshot.queues[stream]
+    doc = _entity(snapshot, f"queue:{stream}", q)
+    wait = oldest_wait(q, snapshot.staleness)
+    doc["oldest_wait_s"] = None if wait is None else round(wait.seconds, 3)
+    doc["oldest_wait_at_least"] = wait is not None and wait.at_least
+    return doc
 
 
 def liveness_item(snapshot: Snapshot, name: str) -> dict[str, Any]:
@@ -205,7 +221,7 @@ def snapshot_text(snapshot: Snapshot, fleet: str, default_slo_ms: float | None =
             q = snapshot.queues[stream]
             lines.append(
                 f"{_col(stream, 20)} {_num(q.waiting):>7} {_num(q.pending):>8} "
-                f"{_num(q.lag):>7} {_oldest(q.oldest_age_s):>8} {_num(q.length):>7}"
+                f"{_num(q.lag):>7} {_oldest(snapshot, q):>8} {_num(q.length):>7}"
             )
     if snapshot.alerts:
         lines.append("")
@@ -221,11 +237,13 @@ def snapshot_text(snapshot: Snapshot, fleet: str, default_slo_ms: float | None =
     return lines
 
 
-def _oldest(seconds: float | None) -> str:
-    """A queue's oldest wait as the alerts beside it write it (``9.6 s``, ``7.9 min``)."""
-    from gpucon.model.alert_base import fmt_wait
+def _oldest(snapshot: Snapshot, q: QueueStats) -> str:
+    """A queue's oldest wait as the console writes it (``9.6 s``, ``7.9 min``; ``≥45 s`` a
+    lower bound while its read is stale)."""
+    from gpucon.model.queue_wait import oldest_wait
+    from gpucon.widgets.fmt import oldest_wait as fmt_oldest_wait
 
-    return "n/a" if seconds is None else fmt_wait(seconds)
+    return fmt_oldest_wait(oldest_wait(q, snapshot.staleness))
 
 
 def _gpu_and_node_lines(snapshot: Snapshot) -> list[str]:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from gpucon.model.ages import fmt_elapsed
 from gpucon.model.alert_base import fmt_wait
+from gpucon.model.queue_wait import OldestWait, fmt_at_least
 
 NA = "n/a"
 _BLOCKS = " ▁▂▃▄▅▆▇█"
@@ -58,6 +59,14 @@ def wait(value: float | None) -> str:
     """How long the oldest request has waited, in the words the alerts use for it (``9.6 s``,
     ``4.2 min``), so the queue panel and an alert never write one wait two ways."""
     return NA if value is None else fmt_wait(value)
+
+
+def oldest_wait(value: OldestWait | None) -> str:
+    """A queue's oldest wait: as ``wait`` writes it, or a lower bound (``≥45 s``) while the
+    read it came from is stale and something waited then."""
+    if value is None:
+        return NA
+    return fmt_at_least(value.seconds) if value.at_least else fmt_wait(value.seconds)
 
 
 def since(value: float | None) -> str:

@@ -16,6 +16,7 @@ from textual.widgets import Static
 
 from gpucon.model.alerts import Alert, Severity
 from gpucon.model.queue_stall import QUEUE_SOURCE
+from gpucon.model.queue_wait import oldest_wait
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
 from gpucon.widgets.alert_lines import alert_lines, fit_lines, watched_from
@@ -108,7 +109,8 @@ class QueuePanel(TextPanel):
             line.append(
                 f" {fmt.count(q.waiting):>5} {fmt.count(q.lag):>5} {fmt.count(q.pending):>5}"
             )
-            line.append(f" {fmt.wait(q.oldest_age_s):>7} {fmt.count(q.length):>6}  ")
+            oldest = fmt.oldest_wait(oldest_wait(q, snapshot.staleness))
+            line.append(f" {oldest:>7} {fmt.count(q.length):>6}  ")
             if age is None:
                 line.append(spark, style=self.theme_style("primary"))
             else:  # every number here came from a stale read: none of them is current
@@ -140,7 +142,8 @@ def compact_queues(snapshot: Snapshot) -> Text:
             text.append(" │ ", style="dim")
         text.append_text(safe(stream, 20))
         stale = snapshot.staleness.oldest(f"queue:{stream}")
-        text.append(f" wait {fmt.count(q.waiting)} oldest {fmt.wait(q.oldest_age_s)}")
+        oldest = fmt.oldest_wait(oldest_wait(q, snapshot.staleness))
+        text.append(f" wait {fmt.count(q.waiting)} oldest {oldest}")
         if stale is not None:
             text.append(f" stale {fmt.age(stale)}", style="bold")
     return text
