@@ -3,9 +3,9 @@
 The registry is re-read whenever ``gpucon:registry:version`` changes (and every
 ``refresh_s`` anyway, in one pipeline) and parsed by ``gpucon.registry.parse``, as every
 reader does; readiness comes from ``/v2/health/ready`` with a timeout, and each verdict is
-written to ``gpucon:ready`` for consoles. The cache only narrows the choice: the assignment
-script re-checks the state atomically, so a stale cache can never send work to a backend that
-is no longer active.
+written to ``gpucon:ready`` for consoles, with when it last changed where known. The cache
+only narrows the choice: the assignment script re-checks the state atomically, so a stale
+cache can never send work to a backend that is no longer active.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from gpucon.model.fleet import Backend, BackendState
 from gpucon.registry import keys
 from gpucon.registry.parse import parse_backend, ready_text
 from gpucon.registry.read import decode_hash, live_fields
+from gpucon.registry.ready_dates import ReadyDates
 
 
 @dataclass(slots=True)
@@ -75,6 +76,8 @@ class BackendPool:
         self.health_timeout_s = health_timeout_s
         self.backends: dict[str, BackendView] = {}
         self.healthy: dict[str, bool] = {}
+        # when each verdict last changed, written beside it (``gpucon.registry.ready_dates``)
+        self.ready_dates = ReadyDates()
         # set when backends appear: the health loop checks them at once
         self.changed = asyncio.Event()
         self._version: str | None = None
@@ -119,7 +122,11 @@ class BackendPool:
         if views:  # the verdicts, for consoles: no version bump (it is not a registry change)
             now = time.time()
             verdicts = {b.name: (ok, now) for b, ok in zip(views, results, strict=True)}
-            await self.redis.set(keys.READY, ready_text(verdicts))
+            if not self.ready_dates.seeded:  # a restarted scheduler keeps the dates
+                before = await self.redis.get(keys.READY)
+                self.ready_dates.seed(None if before is None else str(before))
+            since = self.ready_dates.update(verdicts)
+            await self.redis.set(keys.READY, ready_text(verdicts, since))
 
     def eligible(self, model: str | None, excluded: set[str]) -> list[BackendView]:
         return [

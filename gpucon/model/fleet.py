@@ -160,6 +160,9 @@ class Backend(msgspec.Struct, frozen=True, gc=False):
     # when its registry state last changed (the hash's ``changed_at``, the writer's clock):
     # how long a backend has been down or drained, whenever this console started
     changed_at: float | None = None
+    # when the scheduler saw ``ready`` last change (epoch seconds, the scheduler's clock; None
+    # from a scheduler that does not say, or has seen only this value)
+    ready_since: float | None = None
 
 
 class QueueStats(msgspec.Struct, frozen=True, gc=False):

@@ -21,7 +21,8 @@ unchanged backend keeps the same ``BackendLiveness`` object from tick to tick (s
 ``gpucon.model.liveness_book``): the UI and the alert rules see no change and redraw nothing.
 
 Each signal also carries since when it has said what it says now (``SignalSince``): the time
-a source gives for the change (Prometheus's last sample of the other ``up`` value), else the
+a source gives for the change (Prometheus's last sample of the other ``up`` value, the
+scheduler's ``ready_since`` in ``gpucon:ready``), else the
 first observation of the new value after this console saw the old one, else only a lower
 bound ("for at least"): the first time this console saw it at all. ``aged_because`` writes the
 verdict's words with those ages, as the not-ready alert and the detail screen show them.
@@ -265,6 +266,7 @@ def judge(
             None if previous is None else (previous.registry_ready, previous.registry_since),
             b.ready,
             ready_at,
+            b.ready_since,
         ),
     )
 

@@ -9,8 +9,9 @@ raises. Chosen meanings:
 - no ``state`` field, or a state gpucon does not know: ``down`` (a scheduler that honours the
   contract sends work only to ``active`` backends, so it is out of service), with a problem;
 - ``weight`` must be a finite number >= 0: ``-3``, ``nan``, ``inf`` or ``x`` read as ``None``;
-- ``inflight`` an integer >= 0; ``ready`` ``1``/``0`` (or true/false); ``ready_at`` epoch
-  seconds (finite, >= 0); ``slot`` a slot id (``host/gpuN``, ``host/gpuN/giM``, ``vm:NAME``).
+- ``inflight`` an integer >= 0; ``ready`` ``1``/``0`` (or true/false); ``ready_at`` and
+  ``ready_since`` epoch seconds (finite, >= 0); ``slot`` a slot id (``host/gpuN``,
+  ``host/gpuN/giM``, ``vm:NAME``).
 - a backend named in ``gpucon:backends`` whose hash is empty or gone reads as ``down``.
 """
 
@@ -153,6 +154,7 @@ def parse_backend(name: str, fields: Mapping[str, str]) -> tuple[Backend, tuple[
         inflight=f.count("inflight"),
         ready=f.flag("ready"),
         ready_at=f.number("ready_at", "epoch seconds"),
+        ready_since=f.number("ready_since", "epoch seconds"),
         owner=f.text("owner"),
         reason=f.text("reason"),
         pod=f.text("pod"),
@@ -170,16 +172,31 @@ def parse_record(name: str, fields: Mapping[str, str]) -> tuple[BackendRecord, t
     return BackendRecord(backend, before), problems + tuple(f.problems)
 
 
-def ready_text(verdicts: Mapping[str, tuple[bool, float]]) -> str:
+def ready_text(
+    verdicts: Mapping[str, tuple[bool, float]], since: Mapping[str, float] | None = None
+) -> str:
     """What a health checker writes to ``gpucon:ready``: JSON ``{name: [1|0, epoch seconds]}``
-    (its verdict on each backend and when it checked)."""
-    body = {name: [1 if ok else 0, round(at, 3)] for name, (ok, at) in verdicts.items()}
+    (its verdict on each backend and when it checked), with a third element where ``since``
+    knows it: when that backend's verdict last changed (``[0, checked, since]``)."""
+    dated = since or {}
+    body: dict[str, list[float]] = {}
+    for name, (ok, at) in verdicts.items():
+        entry = [1 if ok else 0, round(at, 3)]
+        changed = dated.get(name)
+        if changed is not None:
+            entry.append(round(changed, 3))
+        body[name] = entry
     return json.dumps(body, separators=(",", ":"))
 
 
-def parse_ready(raw: str | None) -> tuple[dict[str, tuple[str, str]], tuple[str, ...]]:
-    """``gpucon:ready`` as name -> (``ready``, ``ready_at``) field texts for ``parse_backend``
-    to check, and what was wrong with the document itself."""
+# the ``gpucon:ready`` entry's elements as the backend's live hash fields, in order
+READY_FIELDS = ("ready", "ready_at", "ready_since")
+
+
+def parse_ready(raw: str | None) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
+    """``gpucon:ready`` as name -> (``ready``, ``ready_at``[, ``ready_since``]) field texts
+    for ``parse_backend`` to check, and what was wrong with the document itself. A document
+    without the third element (an older scheduler) reads as before."""
     if raw is None:
         return {}, ()
     try:
@@ -188,11 +205,13 @@ def parse_ready(raw: str | None) -> tuple[dict[str, tuple[str, str]], tuple[str,
         body = None
     if not isinstance(body, dict):
         return {}, (f"{keys.READY}: expected a JSON object, got {raw!r:.40}",)
-    out: dict[str, tuple[str, str]] = {}
+    out: dict[str, tuple[str, ...]] = {}
     problems: list[str] = []
     for name, entry in body.items():
-        if isinstance(entry, list) and len(entry) == 2:
-            out[str(name)] = (str(entry[0]), str(entry[1]))
+        if isinstance(entry, list) and len(entry) in (2, 3):
+            out[str(name)] = tuple(str(e) for e in entry)
         else:
-            problems.append(f"{keys.READY} {name!r:.40}: expected [1|0, epoch seconds]")
+            problems.append(
+                f"{keys.READY} {name!r:.40}: expected [1|0, epoch seconds, epoch seconds?]"
+            )
     return out, tuple(problems)

@@ -29,7 +29,13 @@ import msgspec
 from gpucon.model.fleet import Backend
 from gpucon.registry import keys
 from gpucon.registry.heartbeat import Heartbeat, parse_heartbeats
-from gpucon.registry.parse import BackendRecord, parse_backend, parse_ready, parse_record
+from gpucon.registry.parse import (
+    READY_FIELDS,
+    BackendRecord,
+    parse_backend,
+    parse_ready,
+    parse_record,
+)
 
 TICK_COMMANDS = 4
 DEFAULT_FULL_REFRESH_S = 60.0
@@ -43,8 +49,8 @@ READ_ONLY_ACL_RULES = (
     "+@read +@connection -@dangerous +time +eval_ro -@write"
 )
 
-# what one backend's live values were: (inflight text, (ready, ready_at) texts)
-Live = tuple[str | None, tuple[str, str] | None]
+# what one backend's live values were: (inflight text, (ready, ready_at[, ready_since]) texts)
+Live = tuple[str | None, tuple[str, ...] | None]
 
 
 class RegistryRead(msgspec.Struct, frozen=True, gc=False):
@@ -68,9 +74,9 @@ def decode_hash(raw: Mapping[Any, Any] | None) -> dict[str, str]:
     return {text(k): text(v) for k, v in (raw or {}).items()}
 
 
-def live_fields(inflight: str | None, ready: tuple[str, str] | None) -> dict[str, str]:
+def live_fields(inflight: str | None, ready: tuple[str, ...] | None) -> dict[str, str]:
     """The per-request and per-health-check values of one backend, as hash fields."""
-    fields = {} if ready is None else {"ready": ready[0], "ready_at": ready[1]}
+    fields = {} if ready is None else dict(zip(READY_FIELDS, ready, strict=False))
     if inflight is not None:
         fields["inflight"] = inflight
     return fields
@@ -102,7 +108,7 @@ class RegistryReader:
         self._parsed: dict[str, tuple[Live, Backend, tuple[str, ...]]] = {}
         # the last health document and its parse: it changes once per health round
         self._ready_raw: object = None
-        self._ready: tuple[dict[str, tuple[str, str]], tuple[str, ...]] = ({}, ())
+        self._ready: tuple[dict[str, tuple[str, ...]], tuple[str, ...]] = ({}, ())
 
     def queue_tick(self, pipe: Any) -> int:
         """Add this tick's commands to ``pipe``; returns how many replies they take."""

@@ -32,7 +32,7 @@ from gpucon.lab.traffic import TrafficSpec, generate
 from gpucon.model.alerts import Severity
 from gpucon.model.snapshot import Snapshot
 from gpucon.registry import keys
-from gpucon.registry.parse import parse_ready
+from gpucon.registry.parse import READY_FIELDS, parse_ready
 from gpucon.session import open_session
 from gpucon.sources.readiness import ReadinessSource
 from tests.helpers.lab_stack import set_ready, start_lab
@@ -132,15 +132,21 @@ def test_scheduler_publishes_ready_and_ready_at(redis_url: str, tmp_path: Path) 
             raw = client.get(keys.READY)
             verdicts, problems = parse_ready(None if raw is None else str(raw))
             assert problems == ()
-            ready, ready_at = verdicts.get("lab-b1", ("", "0"))
-            return {"ready": ready, "ready_at": ready_at}
+            return dict(zip(READY_FIELDS, verdicts.get("lab-b1", ("", "0")), strict=False))
 
         wait_for(lambda: fields().get("ready") == "1", 20, "ready=1 published")
         first_at = float(fields()["ready_at"])
         assert abs(time.time() - first_at) < 5
         wait_for(lambda: float(fields()["ready_at"]) > first_at, 10, "ready_at refreshed")
+        killed_at = time.time()
         kill_hard(process_of(stack, "lab-b1"))
         wait_for(lambda: fields().get("ready") == "0", 10, "ready=0 published after the kill")
+        # dated by the check that first saw it: the kill, not the newest check
+        since = float(fields()["ready_since"])
+        assert killed_at <= since <= killed_at + 3, (since, killed_at)
+        checked = float(fields()["ready_at"])
+        wait_for(lambda: float(fields()["ready_at"]) > checked, 10, "ready_at refreshed")
+        assert float(fields()["ready_since"]) == since  # the next checks keep the date
         # a health check is not a registry change: plans that recorded the version stay valid
         assert client.get(keys.VERSION) == version
     client.close()
@@ -380,3 +386,51 @@ def test_a_console_started_mid_outage_dates_it_from_prometheus(
             assert lv.http_since is not None and not lv.http_since.seen
         finally:
             hub.stop()
+
+
+def test_a_console_started_mid_outage_dates_registry_not_ready_by_the_scheduler(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """A backend killed a while before the console starts: the scheduler dated its ready=0
+    in ``gpucon:ready``, so the console's registry signal says "for 5s" (seen), not "for at
+    least" from its own first look, and the not-ready alert is as old as the kill."""
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    with start_lab(redis_url, tmp_path / "lab", backends=2) as stack:
+        assert stack.config_path is not None
+        config = load_config(stack.config_path, env={})
+
+        def registry_says(value: str) -> bool:
+            raw = client.get(keys.READY)
+            verdicts, _ = parse_ready(None if raw is None else str(raw))
+            return verdicts.get("lab-b1", ("",))[0] == value
+
+        wait_for(lambda: registry_says("1"), 20, "ready=1 published")
+        killed_at = time.time()
+        kill_hard(process_of(stack, "lab-b1"))
+        wait_for(lambda: registry_says("0"), 10, "ready=0 published")
+        time.sleep(6)  # older than anything this console could see itself
+        hub: Hub = open_session(config, read_only=True).hub
+        opened_at = time.time()
+        ticks = Ticks()
+        hub.start(ticks)
+        try:
+            dated = ticks.first(
+                lambda s: (
+                    (lv := s.liveness.get("lab-b1")) is not None
+                    and lv.registry_ready is False
+                    and lv.registry_fresh
+                    and any(a.rule == "not_ready" and a.target == "lab-b1" for a in s.alerts)
+                ),
+                0,
+                30,
+            )
+        finally:
+            hub.stop()
+    client.close()
+    lv = dated.liveness["lab-b1"]
+    assert lv.registry_since is not None and lv.registry_since.seen
+    assert killed_at <= lv.registry_since.at <= killed_at + 3
+    alert = next(a for a in dated.alerts if a.rule == "not_ready" and a.target == "lab-b1")
+    assert alert.since <= lv.registry_since.at < opened_at - 4
+    assert "registry ready=0 for " in alert.message
+    assert "≥" not in alert.message.split("registry ready=0 for ", 1)[1][:2]
