@@ -30,6 +30,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from gpucon.model.snapshot import Snapshot
+from gpucon.widgets.empty_table import empty_table_note
 from gpucon.widgets.health_panel import HealthPanel
 from gpucon.widgets.keybar import KeyBar
 from gpucon.widgets.panels import AlertsPanel, QueuePanel
@@ -225,6 +226,7 @@ class FleetScreen(Screen[None]):
         table.set_rate_window(snapshot.rate_window)
         rows = self.prep.rows(snapshot)
         table.show_rows(rows, snapshot.history, self.prep.problems(snapshot, rows))
+        table.set_empty_note(empty_table_note(snapshot, filtered=bool(rows)))
         status.show_snapshot(snapshot)
         self._show_panels(snapshot)
         self._show_page_label()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
@@ -91,6 +92,8 @@ class SlotTable(ScrollView, can_focus=True):
         self._measured_token: tuple[object, int] | None = None
         # column titles that depend on the snapshot (the rate window of REQ/S)
         self._titles: dict[str, str] = {}
+        # what the first line says while no row is shown (``empty_table``)
+        self.empty_note = ""
 
     # -- data ------------------------------------------------------------------------------
 
@@ -109,6 +112,13 @@ class SlotTable(ScrollView, can_focus=True):
             self._strips = {k: v for k, v in self._strips.items() if k in rows}
         self._after_reorder()
         self._refresh_changed_lines()
+
+    def set_empty_note(self, note: str) -> None:
+        """What the table's first line says while it shows no row (why it is empty)."""
+        if note != self.empty_note:
+            self.empty_note = note
+            if not self.order.keys:
+                self.refresh(Region(0, 1, self.size.width, 1))
 
     def set_rate_window(self, window: str | None) -> None:
         """Name the window REQ/S is a rate over in its title (``REQ/S 1m``)."""
@@ -271,6 +281,12 @@ class SlotTable(ScrollView, can_focus=True):
         spark = self._spark(row, trend) if trend else ""
         return (key, row, spark, index == self.cursor, width)
 
+    def _blank(self, index: int) -> tuple[str, ...]:
+        """The key of a line below the rows: the empty table's note on its first line."""
+        if index == 0 and not self.order.keys and self.empty_note:
+            return ("empty", self.empty_note)
+        return ("blank",)
+
     def _refresh_changed_lines(self) -> None:
         height = self.size.height
         top = round(self.scroll_y)
@@ -282,7 +298,7 @@ class SlotTable(ScrollView, can_focus=True):
         regions: list[Region] = []
         for y in range(1, height):
             index = top + y - 1
-            line_key = self._line_key(index, width, trend) if index < count else ("blank",)
+            line_key = self._line_key(index, width, trend) if index < count else self._blank(index)
             shown = self._shown.get(y)
             if shown != line_key:
                 regions += [
@@ -357,7 +373,10 @@ class SlotTable(ScrollView, can_focus=True):
             return self._render_header(width)
         index = top + y - 1
         if index >= len(self.order.keys):
-            self._shown[y] = ("blank",)
+            self._shown[y] = blank = self._blank(index)
+            if len(blank) > 1:  # the first line of an empty table: why it is empty
+                style = self._style_map()["dim"]
+                return Strip([Segment(f" {blank[1]}", style)]).crop_extend(0, width, None)
             return Strip.blank(width, self._style_map()[""])
         line_key = self._line_key(index, width, trend)
         self._shown[y] = line_key
