@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING
 from msgspec.structs import replace
 
 from gpucon.model import columns
-from gpucon.model.alerts import AlertInputs, AlertThresholds, derive_alerts, track_mig_pending
+from gpucon.model.alerts import (
+    AlertInputs,
+    AlertThresholds,
+    derive_alerts,
+    track_mig_pending,
+    track_mig_unseen,
+)
 from gpucon.model.fleet import Backend, Health, SourceStatus
 from gpucon.model.growth_runs import GrowthRuns
 from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
@@ -153,6 +159,8 @@ class Hub:
         self.rate_window = rate_window
         # node name -> since when its mig.config.state has been pending (alerts need it)
         self._mig_pending_since: dict[str, float] = {}
+        # of those, the nodes pending already when first seen (``track_mig_unseen``)
+        self._mig_pending_unseen: frozenset[str] = frozenset()
         self.thresholds = thresholds or AlertThresholds()
         self.slo_p95_ms_by_model = dict(slo_p95_ms_by_model or {})
         self.clock = clock
@@ -353,6 +361,11 @@ class Hub:
         give_way()
         previous = self._snapshot.alerts if self._snapshot else ()
         self._mig_pending_since = track_mig_pending(self._mig_pending_since, fleet.nodes, now)
+        self._mig_pending_unseen = track_mig_unseen(
+            self._mig_pending_unseen,
+            self._snapshot.nodes if self._snapshot is not None else None,
+            fleet.nodes,
+        )
         alerts = derive_alerts(
             AlertInputs(
                 now,
@@ -366,6 +379,7 @@ class Hub:
                 gpus=fleet.gpus,
                 nodes=fleet.nodes,
                 mig_pending_since=self._mig_pending_since,
+                mig_pending_unseen=self._mig_pending_unseen,
                 liveness=liveness,
                 mem_runs=self._mem_runs,
                 scheduler_silent_s=silent_s,
@@ -391,6 +405,7 @@ class Hub:
             slo_p95_ms=slo,
             rate_window=self.rate_window,
             mig_pending_since=dict(self._mig_pending_since),
+            mig_pending_unseen=self._mig_pending_unseen,
             staleness=staleness,
             liveness=liveness,
             mps=fleet.mps,

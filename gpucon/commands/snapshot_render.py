@@ -85,6 +85,8 @@ def snapshot_document(snapshot: Snapshot, fleet: str) -> dict[str, Any]:
         {
             **_entity(snapshot, f"node:{k}", snapshot.nodes[k]),
             "mig_pending_since": snapshot.mig_pending_since.get(k),
+            # pending already at this console's first look: the since is a lower bound
+            "mig_pending_since_at_least": k in snapshot.mig_pending_unseen,
         }
         for k in sorted(snapshot.nodes)
     ]
@@ -271,7 +273,9 @@ def _gpu_and_node_lines(snapshot: Snapshot) -> list[str]:
         lines.append(f"{'NODE':<28} {'MIG CONFIG':<20} {'MIG STATE':<14} SCHEDULING")
         for name in sorted(snapshot.nodes):
             n = snapshot.nodes[name]
-            state = ht.node_state(n, snapshot.mig_pending_since.get(name), snapshot.taken_at)
+            since = snapshot.mig_pending_since.get(name)
+            unseen = name in snapshot.mig_pending_unseen
+            state = ht.node_state(n, since, snapshot.taken_at, unseen)
             lines.append(
                 f"{_col(name, 28)} {_col(n.mig_config or 'n/a', 20)} "
                 f"{_col(state, 14)} {'CORDONED' if n.unschedulable else 'open'}"

@@ -160,6 +160,8 @@ class AlertInputs(msgspec.Struct, frozen=True):
     nodes: Mapping[str, NodeInfo] = msgspec.field(default_factory=dict)
     # node name -> since when its mig.config.state has been "pending" (see track_mig_pending)
     mig_pending_since: Mapping[str, float] = msgspec.field(default_factory=dict)
+    # nodes pending already when this console first saw them: their "since" is a lower bound
+    mig_pending_unseen: frozenset[str] = frozenset()
     liveness: Mapping[str, BackendLiveness] = msgspec.field(default_factory=dict)
     # the alerts of the previous tick by key (derive_alerts fills it): a rule that measured
     # something once (a correlation) holds its alert while what it named is still there

@@ -56,6 +56,7 @@ __all__ = [
     "gpu_target",
     "group_alerts",
     "track_mig_pending",
+    "track_mig_unseen",
 ]
 
 # a rate below this is no traffic (Prometheus's rate() of an idle counter is exactly 0)
@@ -321,6 +322,24 @@ def gpu_target(gpu: Gpu) -> str:
     return f"{gpu.host}/gpu{gpu.index}"
 
 
+def track_mig_unseen(
+    previous_unseen: frozenset[str],
+    previous_nodes: Mapping[str, NodeInfo] | None,
+    nodes: Mapping[str, NodeInfo],
+) -> frozenset[str]:
+    """The nodes pending now whose pending began before this console could see it: pending
+    when first seen (``previous_nodes`` None: this is the first look; a node not in it is new
+    to this console), and still pending since. Their ``pending for`` is a lower bound."""
+    unseen = set()
+    for name, node in nodes.items():
+        if node.mig_config_state != "pending":
+            continue
+        before = None if previous_nodes is None else previous_nodes.get(name)
+        if before is None or (before.mig_config_state == "pending" and name in previous_unseen):
+            unseen.add(name)
+    return frozenset(unseen)
+
+
 def track_mig_pending(
     previous: Mapping[str, float], nodes: Mapping[str, NodeInfo], now: float
 ) -> dict[str, float]:
@@ -408,11 +427,13 @@ def _mig_config(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str, 
         elif node.mig_config_state == "pending":
             since = i.mig_pending_since.get(name)
             if since is not None and i.now - since >= t.mig_pending_for_s:
+                at_least = "≥" if name in i.mig_pending_unseen else ""
                 yield (
                     "mig_config",
                     name,
                     Severity.WARNING,
-                    f"MIG reconfiguration to {config} pending for {fmt_elapsed(i.now - since)} "
+                    f"MIG reconfiguration to {config} pending for "
+                    f"{at_least}{fmt_elapsed(i.now - since)} "
                     f"(> {t.mig_pending_for_s:.0f}s)",
                 )
 

@@ -45,6 +45,8 @@ class Snapshot(msgspec.Struct, frozen=True):
     rate_window: str | None = None
     # node name -> since when this console has seen its mig.config.state "pending"
     mig_pending_since: Mapping[str, float] = msgspec.field(default_factory=dict)
+    # nodes pending already when this console first saw them: "pending ≥5m", a lower bound
+    mig_pending_unseen: frozenset[str] = frozenset()
     # the values that are stale now: by entity and field, with their source and its age
     staleness: Staleness = FRESH
     # backend name -> what each readiness signal says and whether it is serving

@@ -77,7 +77,8 @@ class HealthPanel(TextPanel):
             listed, unlisted = _fit(nodes, node_room - 1)
             for node in listed:
                 since = snapshot.mig_pending_since.get(node.name)
-                text.append_text(node_line(node, since, now, styles))
+                unseen = node.name in snapshot.mig_pending_unseen
+                text.append_text(node_line(node, since, now, styles, unseen=unseen))
                 text.append("\n")
             if unlisted:
                 text.append(f"… and {unlisted} more nodes", style="dim")

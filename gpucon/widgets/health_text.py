@@ -104,13 +104,20 @@ def gpu_line(gpu: Gpu, now: float, styles: Mapping[str, str], name_width: int = 
     return line
 
 
-def node_state(node: NodeInfo, pending_since: float | None, now: float) -> str:
-    """``success``, ``pending 5m`` (since this console saw it pending), ``failed`` or n/a."""
+def node_state(
+    node: NodeInfo, pending_since: float | None, now: float, unseen: bool = False
+) -> str:
+    """``success``, ``pending 5m`` (since this console saw it become pending), ``pending
+    ≥5m`` (``unseen``: pending already at this console's first look, so at least that long;
+    plain ``pending`` under 2 s), ``failed`` or n/a."""
     state = node.mig_config_state
     if not state:
         return fmt.NA
     if state == "pending" and pending_since is not None:
-        return f"pending {fmt.since(max(0.0, now - pending_since))}"
+        elapsed = max(0.0, now - pending_since)
+        if not unseen:
+            return f"pending {fmt.since(elapsed)}"
+        return "pending" if elapsed < 2 else f"pending ≥{fmt.since(elapsed)}"
     return state
 
 
@@ -120,8 +127,10 @@ def node_line(
     now: float,
     styles: Mapping[str, str],
     name_width: int = 18,
+    unseen: bool = False,
 ) -> Text:
-    """``node-a  all-1g.10gb  success  sched`` (or ``CORDONED``)."""
+    """``node-a  all-1g.10gb  success  sched`` (or ``CORDONED``); ``unseen``: as
+    ``node_state``."""
     line = Text(no_wrap=True, overflow="ellipsis")
     line.append_text(safe(node.name, name_width))
     line.pad_right(name_width - line.cell_len)
@@ -129,7 +138,7 @@ def node_line(
     config = safe(node.mig_config or fmt.NA, 14, "" if node.mig_config else "dim")
     line.append_text(config)
     line.pad_right(name_width + 16 - line.cell_len)
-    state = node_state(node, pending_since, now)
+    state = node_state(node, pending_since, now, unseen)
     style = {"failed": styles["crit"], "pending": styles["warn"], "success": ""}.get(
         node.mig_config_state or "", "dim"
     )

@@ -131,7 +131,8 @@ def health_facts(slot: Slot | None, snapshot: Snapshot) -> Text:
         text.append("    node\n", style="bold")
         field(text, "node", node.name)
         field(text, "MIG config", node.mig_config)
-        field(text, "MIG state", health_text.node_state(node, since, snapshot.taken_at))
+        unseen = node.name in snapshot.mig_pending_unseen
+        field(text, "MIG state", health_text.node_state(node, since, snapshot.taken_at, unseen))
         field(text, "scheduling", "CORDONED (unschedulable)" if node.unschedulable else "open")
     mps_facts(text, slot, snapshot)
     return text

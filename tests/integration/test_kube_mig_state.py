@@ -1,7 +1,9 @@
 """Kubernetes node MIG state through the hub, against the stand-in API server (the official
 client speaks real HTTP to it): a node whose ``nvidia.com/mig.config.state`` stays ``pending``
 past its limit raises a WARN alert naming it; ``failed`` raises CRIT at once; ``success``
-clears both. The snapshot (JSON and text) shows each node's MIG config, state and cordon.
+clears both. Pending already at the console's first look, it is "pending ≥5m" (a lower
+bound); seen to begin, "pending 5m". The snapshot (JSON and text) shows each node's MIG
+config, state and cordon.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ def test_pending_past_its_limit_warns_failed_is_crit_success_clears(tmp_path: Pa
             assert not mig_alerts(tick(LIMIT_S - 1.0))  # not yet past its limit
             (alert,) = mig_alerts(tick(1.0))
             assert alert.severity is Severity.WARNING and alert.target == "gpu-a"
-            assert "all-1g.10gb" in alert.message and "pending for 5m (> 300s)" in alert.message
+            # pending already at the console's first look: at least that long
+            assert "all-1g.10gb" in alert.message and "pending for ≥5m (> 300s)" in alert.message
 
             # what the snapshot says of the nodes: JSON and text
             snapshot = hub.latest
@@ -60,10 +63,11 @@ def test_pending_past_its_limit_warns_failed_is_crit_success_clears(tmp_path: Pa
             nodes = {n["name"]: n for n in snapshot_document(snapshot, "k")["nodes"]}
             assert nodes["gpu-a"]["mig_config_state"] == "pending"
             assert nodes["gpu-a"]["mig_pending_since"] == first.taken_at
+            assert nodes["gpu-a"]["mig_pending_since_at_least"] is True
             assert nodes["gpu-b"]["unschedulable"] is True
             assert nodes["gpu-b"]["mig_pending_since"] is None
             text = "\n".join(snapshot_text(snapshot, "k"))
-            assert "gpu-a" in text and "pending 5m" in text
+            assert "gpu-a" in text and "pending ≥5m" in text
             line_b = next(line for line in text.splitlines() if line.startswith("gpu-b "))
             assert "all-balanced" in line_b and "success" in line_b and "CORDONED" in line_b
 
@@ -113,7 +117,12 @@ def test_pending_again_starts_a_new_wait(tmp_path: Path) -> None:
             again = hub.latest
             assert again is not None
             assert again.mig_pending_since == {"gpu-a": clock.now}
+            assert again.mig_pending_unseen == frozenset()  # this console saw it begin
             assert not mig_alerts(tick(LIMIT_S - 10.0))
-            assert mig_alerts(tick(10.0))
+            (alert,) = mig_alerts(tick(10.0))
+            assert "pending for 5m (> 300s)" in alert.message  # exact: no "≥"
+            assert hub.latest is not None
+            text = "\n".join(snapshot_text(hub.latest, "k"))
+            assert "pending 5m" in text and "≥" not in text
         finally:
             hub.stop()

@@ -26,19 +26,24 @@ def _console(url: str) -> tuple[GpuconApp, Hub, RedisQueueSource]:
     return GpuconApp(hub, autostart=False, mode="live", read_only=True), hub, source
 
 
+async def _first_table_line(url: str) -> str:
+    """The table's first line under its header, in a console on ``url``."""
+    app, _hub, source = _console(url)
+    try:
+        async with app.run_test(size=(150, 30)) as pilot:
+            await pilot.pause()
+            return table_lines(app)[1]
+    finally:
+        source.close()
+
+
 async def test_table_of_a_console_started_with_redis_down_says_the_registry_was_never_read(
     tmp_path: Path,
 ) -> None:
     server = RedisProcess(tmp_path)
     server.start()
     server.kill()  # down before the console's first read
-    app, _hub, source = _console(server.url)
-    try:
-        async with app.run_test(size=(150, 30)) as pilot:
-            await pilot.pause()
-            first = table_lines(app)[1]
-    finally:
-        source.close()
+    first = await _first_table_line(server.url)
     assert "fleet unknown, not empty: redis (the registry) never read (down)" in first, first
 
 
@@ -47,13 +52,7 @@ async def test_table_of_an_empty_registry_says_none_was_reported(tmp_path: Path)
         seed = redis.Redis.from_url(server.url)
         seed.xgroup_create("gen:queue", "g1", id="$", mkstream=True)
         seed.close()
-        app, _hub, source = _console(server.url)
-        try:
-            async with app.run_test(size=(150, 30)) as pilot:
-                await pilot.pause()
-                empty = table_lines(app)[1]
-        finally:
-            source.close()
+        empty = await _first_table_line(server.url)
     assert "no slot or backend reported: every source read" in empty, empty
 
 

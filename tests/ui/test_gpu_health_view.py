@@ -46,11 +46,12 @@ async def test_gpu_panel_shows_health_troubled_first_and_nodes() -> None:
         assert "THERM" not in healthy and "PCAP" not in healthy
         # the A100s report no utilisation: n/a, never 0
         assert "n/a" in next(line for line in lines if line.startswith("gpu-a/gpu0"))
-        # nodes: failed first, then pending (with how long), cordon shown
+        # nodes: failed first, then pending (at least how long: pending at the first look),
+        # cordon shown
         at = lines.index(next(line for line in lines if line.startswith("NODE")))
         nodes = lines[at + 1 :]
         assert nodes[0].split()[:3] == ["gpu-c", "all-1g.10gb", "failed"]
-        assert nodes[1].startswith("gpu-b") and "pending 15s" in nodes[1]
+        assert nodes[1].startswith("gpu-b") and "pending ≥15s" in nodes[1]
         assert "CORDONED" in nodes[1] and "sched" in nodes[2]
         alerts = panel_text(app, "#alerts")
         assert "gpu-b/gpu0" in alerts and "XID 79" in alerts
@@ -73,7 +74,7 @@ async def test_detail_shows_the_slots_gpu_health_and_its_node() -> None:
         assert "398/400W (100% of limit)" in text
         assert "XID 79 (GPU has fallen off the bus), 15s ago" in text
         assert "held down by thermal slowdown and power cap" in text
-        assert "all-balanced" in text and "pending 15s" in text
+        assert "all-balanced" in text and "pending ≥15s" in text  # pending at the first look
         assert "CORDONED (unschedulable)" in text
         await pilot.press("escape")
         app.open_detail("vm:vm-gpu-a-1")  # a VM: no source reports its GPU's health
