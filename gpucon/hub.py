@@ -352,7 +352,7 @@ class Hub:
         staleness = self._stale_fields(readings, fleet, stale)
         # a silent scheduler: its in-flight counts are stale however fresh Redis is
         silent_s = silent_age(beats, now)
-        staleness = self._scheduler_stale(staleness, fleet.backends, silent_s)
+        staleness = self._scheduler_stale(staleness, fleet.backends, silent_s, fleet.latency)
         if self._gaps[0] is not staleness.fields:  # the same stale values: the same gaps
             self._gaps = (staleness.fields, stale_series(staleness))
         give_way()

@@ -6,7 +6,11 @@ their source being fresh says nothing about them. A scheduler that writes a hear
 (``gpucon.registry.heartbeat``) tells the console how old its counts are: when the newest
 heartbeat is older than two of its period (plus the console's read lag), every backend's
 in-flight count is stale, with the heartbeat's age, under the pseudo-source ``scheduler``.
-A scheduler that writes none is unknown, not dead: nothing is marked.
+So is the req/s of each backend it counts, while the silence is shorter than the rate's window:
+nothing has been sent on since, yet a 1-minute rate still averages the minute before (it read
+9.2 then 4.6 req/s 10 and 35 s after a ``kill -9``, while the backends got nothing); past the
+window the rate covers only the silence and is current again. A scheduler that writes none is
+unknown, not dead: nothing is marked.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from gpucon.model.ages import fmt_elapsed
 from gpucon.model.alert_base import AlertInputs, AlertThresholds, Found, Severity
-from gpucon.model.fleet import Backend
+from gpucon.model.fleet import Backend, LatencyStats
 from gpucon.model.reading import SchedulerBeat
 from gpucon.model.staleness import STALE_CADENCES, Staleness
 
@@ -51,25 +55,41 @@ class SchedulerStaleness:
 
     def __init__(self) -> None:
         self._base: Mapping[str, Mapping[str, str]] | None = None  # held: compared by identity
-        self._counted: tuple[str, ...] = ()
+        self._counted: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
         self._fields: Mapping[str, Mapping[str, str]] = {}
 
     def __call__(
-        self, staleness: Staleness, backends: Mapping[str, Backend], age_s: float | None
+        self,
+        staleness: Staleness,
+        backends: Mapping[str, Backend],
+        age_s: float | None,
+        latency: Mapping[str, LatencyStats] | None = None,
     ) -> Staleness:
         """``staleness`` with every backend's in-flight count stale at ``age_s`` (the silent
-        heartbeat's age), except those already stale for another reason; unchanged when
-        ``age_s`` is None (the scheduler beats, or writes no heartbeat)."""
+        heartbeat's age), and its req/s while ``age_s`` is within the rate's window, except
+        those already stale for another reason; unchanged when ``age_s`` is None (the
+        scheduler beats, or writes no heartbeat)."""
         if age_s is None:
             return staleness
         counted = tuple(n for n, b in backends.items() if b.inflight is not None)
-        if self._base is not staleness.fields or self._counted != counted:
+        lagging = tuple(n for n in counted if _rate_lags((latency or {}).get(n), age_s))
+        if self._base is not staleness.fields or self._counted != (counted, lagging):
             fields = {k: dict(v) for k, v in staleness.fields.items()}
             for name in counted:
                 by_field = fields.setdefault(f"backend:{name}", {})
                 by_field.setdefault("inflight", SCHEDULER)
-            self._base, self._counted, self._fields = staleness.fields, counted, fields
+            for name in lagging:
+                fields.setdefault(f"latency:{name}", {}).setdefault("req_per_s", SCHEDULER)
+            self._base, self._counted, self._fields = staleness.fields, (counted, lagging), fields
         return Staleness({**staleness.sources, SCHEDULER: age_s}, self._fields)
+
+
+def _rate_lags(lat: LatencyStats | None, silent_s: float) -> bool:
+    """A backend's rate still averages time before the scheduler went silent (an unknown
+    window: it may)."""
+    if lat is None or lat.req_per_s is None:
+        return False
+    return lat.rate_window_s is None or silent_s < lat.rate_window_s
 
 
 def silent_age(beats: Sequence[tuple[SchedulerBeat, float, float]], now: float) -> float | None:

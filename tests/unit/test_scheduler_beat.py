@@ -53,6 +53,27 @@ def test_only_counted_inflight_goes_stale_and_other_stale_values_keep_their_sour
     assert both.age("backend:a", "inflight") == 30.0  # Redis's own age where it is stale
 
 
+def test_req_per_s_is_not_current_while_the_silence_is_within_its_window() -> None:
+    from gpucon.model.fleet import LatencyStats
+
+    mark = SchedulerStaleness()
+    fleet = backends(a=3, b=1, c=None)
+    latency = {
+        "a": LatencyStats("a", req_per_s=4.6, rate_window_s=60.0),
+        "b": LatencyStats("b", req_per_s=None, rate_window_s=60.0),  # no rate shown
+        "c": LatencyStats("c", req_per_s=2.0, rate_window_s=60.0),  # not the scheduler's
+    }
+    stale = mark(FRESH, fleet, 35.0, latency)
+    assert stale.age("latency:a", "req_per_s") == 35.0  # still averages the minute before
+    assert stale.age("latency:a", "p95_ms") is None
+    assert stale.age("latency:b", "req_per_s") is None
+    assert stale.age("latency:c", "req_per_s") is None
+    # past the window the rate covers only the silence: current again, in-flight still stale
+    later = mark(FRESH, fleet, 61.0, latency)
+    assert later.age("latency:a", "req_per_s") is None
+    assert later.age("backend:a", "inflight") == 61.0
+
+
 def test_a_plan_made_while_the_scheduler_is_silent_says_so() -> None:
     from gpucon.actions.freshness import stale_inputs
     from gpucon.model.fleet import Health, SourceStatus
