@@ -37,6 +37,7 @@ from gpucon.screens.audit import AuditScreen
 from gpucon.screens.fleet import ActionFleetScreen
 from gpucon.screens.plan import PlanScreen
 from gpucon.screens.progress import ProgressScreen
+from tests.ui.action_pilot import confirm_plan, open_plan
 from tests.ui.rig import StaticFeed, wait_until
 
 SIZE = (120, 40)
@@ -282,14 +283,10 @@ async def test_drain_flow_from_key_to_drained_backend(
     app = registry_app(snapshot, controls)
     async with app.run_test(size=SIZE) as pilot:
         fleet_screen(app).start_action("drain", "h/gpu0/gi1", "b1")
-        await wait_until(pilot, lambda: isinstance(app.screen, PlanScreen))
-        await pilot.pause()
+        await open_plan(pilot)
         assert focused_id(app) == "cancel"
         assert str(app.screen.query_one("#confirm", Button).label) == "Drain b1"
-        await pilot.click("#confirm")
-        await wait_until(pilot, lambda: isinstance(app.screen, ProgressScreen))
-        progress = app.screen
-        assert isinstance(progress, ProgressScreen)
+        progress = await confirm_plan(pilot)
         await wait_until(pilot, lambda: progress.finished)
         assert progress.outcome is not None and progress.outcome.ok
         assert registry_client.hget(keys.backend_key("b1"), "state") == "drained"
@@ -300,8 +297,7 @@ async def test_drain_flow_from_key_to_drained_backend(
         await wait_until(pilot, lambda: app.screen is not progress)
         app.show_snapshot(read_registry(registry_client)[0])
         fleet_screen(app).start_action("undrain", None, "b1")
-        await wait_until(pilot, lambda: isinstance(app.screen, PlanScreen))
-        await pilot.pause()
+        await open_plan(pilot)
         assert focused_id(app) == "cancel"
         await pilot.press("enter")  # Cancel has focus
         await pilot.pause()
@@ -331,13 +327,9 @@ async def test_drain_flow_of_a_backend_named_with_markup(
     app = registry_app(snapshot, controls)
     async with app.run_test(size=SIZE) as pilot:
         fleet_screen(app).start_action("drain", None, name)
-        await wait_until(pilot, lambda: isinstance(app.screen, PlanScreen))
-        await pilot.pause()
+        await open_plan(pilot)
         assert label_of(app.screen.query_one("#confirm", Button)) == f"Drain {name}"
-        await pilot.click("#confirm")
-        await wait_until(pilot, lambda: isinstance(app.screen, ProgressScreen))
-        progress = app.screen
-        assert isinstance(progress, ProgressScreen)
+        progress = await confirm_plan(pilot)
         await wait_until(pilot, lambda: progress.finished)
         await pilot.pause()
         assert progress.outcome is not None and progress.outcome.ok
@@ -361,13 +353,9 @@ async def test_the_selected_row_is_acted_on_by_its_real_name_control_codes_and_a
     app = registry_app(snapshot, controls)
     async with app.run_test(size=SIZE) as pilot:
         fleet_screen(app).start_action("drain", "h/g/3", name)  # what pressing d on it does
-        await wait_until(pilot, lambda: isinstance(app.screen, PlanScreen))
-        await pilot.pause()
+        await open_plan(pilot)
         assert "\x1b" not in label_of(app.screen.query_one("#confirm", Button))
-        await pilot.click("#confirm")
-        await wait_until(pilot, lambda: isinstance(app.screen, ProgressScreen))
-        progress = app.screen
-        assert isinstance(progress, ProgressScreen)
+        progress = await confirm_plan(pilot)
         await wait_until(pilot, lambda: progress.finished)
         assert progress.outcome is not None and progress.outcome.ok
     assert registry_client.hget(keys.backend_key(name), "state") == "drained"
