@@ -3,6 +3,8 @@ first request, and p50/p95/p99 of real requests that the backend's own log count
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from gpucon.actions.audit import read_audit
 from gpucon.actions.plan import StepStatus
 from gpucon.app import GpuconApp
 from gpucon.config import load_config
+from gpucon.lab.lab import LabStack
 from gpucon.session import open_session
 from tests.helpers.lab_stack import served, start_lab
 from tests.ui.action_pilot import confirm_plan, open_plan
@@ -22,19 +25,29 @@ pytestmark = pytest.mark.integration
 SIZE = (160, 45)
 
 
+@contextmanager
+def lab_console(lab: LabStack) -> Iterator[GpuconApp]:
+    """The live console on the lab's fleet, with its controls (a session refreshing every
+    0.5 s, closed on exit)."""
+    assert lab.config_path is not None
+    config = load_config(lab.config_path, env={})
+    session = open_session(config, refresh_s=0.5)
+    try:
+        yield GpuconApp(
+            session.hub, mode="live", controls=session.controls(), config=config,
+            fleet_name=session.fleet_name,
+        )  # fmt: skip
+    finally:
+        session.close()
+
+
 async def test_probe_key_on_the_lab_sends_real_requests_and_reports_quantiles(
     redis_url: str, tmp_path: Path
 ) -> None:
     with start_lab(redis_url, tmp_path / "lab", backends=2, service_ms=10) as lab:
         assert lab.config_path is not None
         url = lab.backends[0].url
-        config = load_config(lab.config_path, env={})
-        session = open_session(config, refresh_s=0.5)
-        try:
-            app = GpuconApp(
-                session.hub, mode="live", controls=session.controls(), config=config,
-                fleet_name=session.fleet_name,
-            )  # fmt: skip
+        with lab_console(lab) as app:
             async with app.run_test(size=SIZE) as pilot:
                 await wait_until(
                     pilot, lambda: app.snapshot is not None and bool(app.snapshot.backends), 20.0
@@ -79,8 +92,6 @@ async def test_probe_key_on_the_lab_sends_real_requests_and_reports_quantiles(
                 assert report["verdict"]["kind"] in ("ok", "slow")
                 # progress came while it ran, from the first requests on
                 assert seen and "done (" in seen[0] and "/40 done" in seen[0]
-        finally:
-            session.close()
         assert len(served(url)) == 40  # real requests, counted by the backend itself
         assert served(lab.backends[1].url) == []
         records = read_audit(lab.directory / "audit.jsonl")
@@ -97,13 +108,7 @@ async def test_probe_of_a_killed_lab_backend_warns_and_stops_early(
     with start_lab(redis_url, tmp_path / "lab", backends=2, service_ms=10) as lab:
         assert lab.config_path is not None
         kill_hard(process_of(lab, "lab-b1"))
-        config = load_config(lab.config_path, env={})
-        session = open_session(config, refresh_s=0.5)
-        try:
-            app = GpuconApp(
-                session.hub, mode="live", controls=session.controls(), config=config,
-                fleet_name=session.fleet_name,
-            )  # fmt: skip
+        with lab_console(lab) as app:
             async with app.run_test(size=SIZE) as pilot:
 
                 def dead() -> bool:
@@ -133,5 +138,3 @@ async def test_probe_of_a_killed_lab_backend_warns_and_stops_early(
                 assert report["verdict"]["kind"] == "failing"
                 assert "stopped early" in report["verdict"]["text"]
                 assert "stopped early" in progress.outcome_text().plain
-        finally:
-            session.close()
