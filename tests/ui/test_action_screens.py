@@ -10,6 +10,7 @@ import pytest
 import redis
 from textual.app import App, ComposeResult
 from textual.content import Content
+from textual.pilot import Pilot
 from textual.widgets import Button, Input, Static
 
 from gpucon.actions import drain
@@ -78,6 +79,23 @@ def focused_id(app: App[R]) -> str | None:
     return app.focused.id if app.focused is not None else None
 
 
+async def type_the_name_and_confirm(pilot: Pilot[None], app: Host, name: str) -> None:
+    """Type ``name`` into the tier-3 plan's box: its confirm stays locked until the last
+    character, then confirms (the plan's answer: True)."""
+    screen = app.screen
+    confirm = screen.query_one("#confirm", Button)
+    screen.query_one("#confirm-name", Input).focus()
+    await pilot.press(*name[:-1])
+    await pilot.pause()
+    assert confirm.disabled  # not the whole name yet
+    await pilot.press(name[-1])
+    await pilot.pause()
+    assert not confirm.disabled
+    await pilot.click("#confirm")
+    await pilot.pause()
+    assert app.answers == [True]
+
+
 async def test_tier1_plan_has_cancel_focused_and_enter_cancels() -> None:
     app = Host()
     async with app.run_test(size=SIZE) as pilot:
@@ -117,21 +135,11 @@ async def test_tier3_needs_the_target_typed_and_shows_dry_run() -> None:
         await pilot.pause()
         screen = app.screen
         assert "DRY RUN" in str(screen.query_one("#dry-run", Static).render())
-        confirm = screen.query_one("#confirm", Button)
-        assert confirm.disabled
+        assert screen.query_one("#confirm", Button).disabled
         await pilot.click("#confirm")
         await pilot.pause()
         assert app.answers == []  # a disabled button does nothing
-        screen.query_one("#confirm-name", Input).focus()
-        await pilot.press(*"node-a/gpu")
-        await pilot.pause()
-        assert confirm.disabled  # not the whole name yet
-        await pilot.press("0")
-        await pilot.pause()
-        assert not confirm.disabled
-        await pilot.click("#confirm")
-        await pilot.pause()
-        assert app.answers == [True]
+        await type_the_name_and_confirm(pilot, app, "node-a/gpu0")
 
 
 async def test_failed_precondition_cannot_be_confirmed_and_escape_cancels() -> None:
@@ -188,18 +196,8 @@ async def test_tier3_typing_a_name_with_markup_literally_unlocks(name: str) -> N
         app.push_screen(PlanScreen(make_plan(Tier.DESTRUCTIVE, target=name)), app.answers.append)
         await pilot.pause()
         screen = app.screen
-        confirm = screen.query_one("#confirm", Button)
-        assert label_of(confirm) == f"Reslice {name}"
-        screen.query_one("#confirm-name", Input).focus()
-        await pilot.press(*name[:-1])
-        await pilot.pause()
-        assert confirm.disabled  # not the whole name yet
-        await pilot.press(name[-1])
-        await pilot.pause()
-        assert not confirm.disabled
-        await pilot.click("#confirm")
-        await pilot.pause()
-        assert app.answers == [True]
+        assert label_of(screen.query_one("#confirm", Button)) == f"Reslice {name}"
+        await type_the_name_and_confirm(pilot, app, name)
         assert app.is_running
 
 
