@@ -36,11 +36,10 @@ from gpucon.recording.writer import FrameWriter
 # snapshots waiting for the writer; beyond this the oldest are dropped
 QUEUE_LIMIT = 64
 # how long the writer lets a fresh snapshot settle before framing it: none. Framed at once, the
-# snapshot's new objects (the hub's thread made them a moment before) are still in the CPU's
-# caches; framed 0.2 s later (as before: so that the hub's thread preparing the tick and the UI
-# drawing it did not share the interpreter with the recorder), reading the ~2,000 changed
-# records took ~1 ms a frame more at 512 GPUs (2.85 ms a frame against 1.85, measured in the
-# same process, benchmarks/RESULTS.md "Seventh round")
+# ~2,000 records a 512-GPU tick changes (the hub's thread made them a moment before) are still
+# in the CPU's caches; framed 0.2 s later (as until the seventh round, so as not to share the
+# interpreter with the UI's turn) a frame took ~1 ms more: 2.8 ms against 1.8 beside a live hub
+# (benchmarks/RESULTS.md "Seventh round")
 SETTLE_S = 0.0
 _STOP = object()
 

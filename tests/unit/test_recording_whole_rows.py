@@ -188,7 +188,7 @@ def test_a_section_whose_keys_change_order_and_back_reads_back() -> None:
         state.apply(snap.taken_at, DELTA, reader.delta(blobs.delta(writer.delta(snap))))
         _same_fleet(state.snapshot(), snap)
     slot = next(iter(third.slots.values()))
-    busier = msgspec.structs.replace(slot, activity_pct=slot.activity_pct + 1.0)
+    busier = msgspec.structs.replace(slot, activity_pct=(slot.activity_pct or 0.0) + 1.0)
     fourth = msgspec.structs.replace(
         third, taken_at=third.taken_at + 1.0, slots={**third.slots, slot.id: busier}
     )
