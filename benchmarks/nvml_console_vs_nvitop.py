@@ -6,8 +6,8 @@ Run on the GPU machine (device tool), with textual and nvitop importable:
 
 1. First frame: each program started alone ``--starts`` times, interleaved (gpucon, the
    ``--base`` checkout's gpucon when given, nvitop), each in its own 180×50 pseudo-terminal
-   (benchmarks/pty_run.py) until its first frame shows the GPU ("H200"): wall seconds and CPU
-   seconds (user+sys, from process start) to it, min/median/max, and each gpucon's ratio to
+   (benchmarks/pty_run.py) until its first frame shows the GPU's model ("H200"): wall seconds and
+   CPU seconds (user+sys, from process start) to it, min/median/max, and each gpucon's ratio to
    nvitop round by round (a start against nvitop's start of the same round), min/median/max.
    Bytecode is cached for all (after one uncounted start of each), as for installed packages.
 2. Running: gpucon and nvitop at the same time for ``--seconds``: CPU seconds per minute from
@@ -171,14 +171,32 @@ def nvml_start() -> dict[str, Any]:
     return answer
 
 
+def gpu_model() -> str:
+    """The first GPU's model as both programs show it ("H200", "H100", "A100"): the word after
+    "NVIDIA" in nvidia-smi's name; a card lent for the run is not always the one asked for."""
+    name = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout.splitlines()[0]
+    words = name.replace("NVIDIA", "").split()
+    return words[0] if words else name
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--starts", type=int, default=9, help="first-frame starts per program")
     parser.add_argument("--base", type=Path, default=None, help="another checkout (before)")
-    parser.add_argument("--marker", default="H200")
+    parser.add_argument(
+        "--marker", default=None, help="text both show once up (default: the GPU's model)"
+    )
     options = parser.parse_args()
+    if options.marker is None:
+        options.marker = gpu_model()
     config = Path(tempfile.mkdtemp()) / "config.toml"
     config.write_text(CONFIG)
     live = ["-m", "gpucon.commands.cli", "live", "--config", str(config), "--read-only"]

@@ -2,7 +2,9 @@
 with and without a recorder, in child processes run in turn (and a ``--base`` checkout's
 recorder), the process's CPU and each thread's, from /proc.
 
-Run: ``.venv/bin/python -m benchmarks.recording_cpu [--seconds 60] [--rounds 3] [--base DIR]``.
+Run: ``.venv/bin/python -m benchmarks.recording_cpu [--seconds 60] [--rounds 3] [--base DIR]
+[--settle S]`` (``--settle``: also this tree's recorder waiting S seconds before framing a
+fresh snapshot, as it did until the seventh round with 0.2).
 Prints min/median/max per kind; writes nothing (``benchmarks.recording`` measures the whole
 console in a pty and writes RESULTS.md).
 
@@ -70,6 +72,7 @@ def by_name(before, after):
     return got
 
 size, warm_s, seconds, mode = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+settle = sys.argv[5] if len(sys.argv) > 5 else ""
 if gc_pace is not None:
     gc.set_threshold(gc_pace.BACKSTOP_YOUNG, gc_pace.MIDDLE_THRESHOLD, gc_pace.OLD_THRESHOLD)
 with tempfile.TemporaryDirectory() as name:
@@ -82,6 +85,8 @@ with tempfile.TemporaryDirectory() as name:
         from gpucon.recording.recorder import Recorder
         # the hub's findings of what changed, where this tree's hub keeps its own
         kw = {"moves": hub.moves} if hasattr(hub, "moves") else {}
+        if settle:  # the recorder's wait before framing a fresh snapshot, not its default
+            kw["settle_s"] = float(settle)
         recorder = Recorder(Path(name) / "live.sqlite", fleet="demo", refresh_s=1.0, **kw)
         hub.subscribe(recorder)
     hub.start(lambda _: None)
@@ -98,10 +103,13 @@ print(json.dumps({"ms_per_s": (c1 - c0) * 1000.0 / took, "threads": per, "frames
 """
 
 
-def child(tree: Path, size: int, warm_s: float, seconds: float, mode: str) -> dict[str, object]:
-    """One child's figures (``tree``'s gpucon)."""
+def child(
+    tree: Path, size: int, warm_s: float, seconds: float, mode: str, settle: str = ""
+) -> dict[str, object]:
+    """One child's figures (``tree``'s gpucon; ``settle``: the recorder's ``settle_s``, or
+    "" for its default)."""
     env = dict(os.environ, PYTHONPATH=_path(str(tree)))
-    argv = [sys.executable, "-P", "-c", _CHILD, str(size), str(warm_s), str(seconds), mode]
+    argv = [sys.executable, "-P", "-c", _CHILD, str(size), str(warm_s), str(seconds), mode, settle]
     out = subprocess.run(argv, env=env, cwd=tree, capture_output=True, text=True, check=True)
     found: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
     return found
@@ -119,16 +127,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--base", type=Path, default=None, help="another checkout's recorder")
     parser.add_argument("--no-plain", action="store_true", help="only the recorders")
+    parser.add_argument(
+        "--settle", default="", help="also this tree's recorder waiting SETTLE s before framing"
+    )
     args = parser.parse_args()
-    kinds: list[tuple[str, Path, str]] = [] if args.no_plain else [("plain", ROOT, "plain")]
-    kinds.append(("record", ROOT, "record"))
+    kinds: list[tuple[str, Path, str, str]] = (
+        [] if args.no_plain else [("plain", ROOT, "plain", "")]
+    )
+    kinds.append(("record", ROOT, "record", ""))
+    if args.settle:
+        kinds.append((f"record-settle-{args.settle}", ROOT, "record", args.settle))
     if args.base is not None:
-        kinds.append(("base", args.base.resolve(), "record"))
-    total: dict[str, list[float]] = {k: [] for k, _, _ in kinds}
-    per: dict[str, dict[str, list[float]]] = {k: {} for k, _, _ in kinds}
+        kinds.append(("base", args.base.resolve(), "record", ""))
+    total: dict[str, list[float]] = {k[0]: [] for k in kinds}
+    per: dict[str, dict[str, list[float]]] = {k[0]: {} for k in kinds}
     for _ in range(args.rounds):
-        for kind, tree, mode in kinds:
-            got = child(tree, args.size, args.warm, args.seconds, mode)
+        for kind, tree, mode, settle in kinds:
+            got = child(tree, args.size, args.warm, args.seconds, mode, settle)
             ms = float(got["ms_per_s"])  # type: ignore[arg-type]
             total[kind].append(ms)
             threads: dict[str, float] = got["threads"]  # type: ignore[assignment]
@@ -136,7 +151,7 @@ def main() -> None:
                 per[kind].setdefault(name, []).append(v)
             shown = ", ".join(f"{n} {v:.1f}" for n, v in sorted(threads.items()) if v >= 0.5)
             print(f"  {kind}: {ms:.1f} ms/s ({shown})", flush=True)
-    for kind, _, _ in kinds:
+    for kind, *_ in kinds:
         names = ", ".join(f"{n} {spread(v)}" for n, v in sorted(per[kind].items()) if max(v) >= 0.5)
         print(f"{kind}: {spread(total[kind])} ms of CPU a second (min/median/max); {names}")
 

@@ -67,6 +67,7 @@ def main() -> None:
     args = parser.parse_args()
     argv = [sys.executable, "-P", "-m", "gpucon.commands.cli", "demo", "--size", "512"]
     out: dict[str, list[float]] = {}
+    per_thread: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory(prefix="gpucon-rec-threads-") as name:
         tmp = Path(name)
         (tmp / "site").mkdir()
@@ -97,10 +98,15 @@ def main() -> None:
                 probe = tmp / "probe.json"
                 threads = json.loads(probe.read_text()) if probe.exists() else {}
                 probe.unlink(missing_ok=True)
+                for n, v in threads.items():
+                    per_thread.setdefault(kind, {}).setdefault(n, []).append(v)
                 shown = ", ".join(f"{n} {v:.1f}" for n, v in sorted(threads.items()) if v >= 0.3)
                 print(f"  {kind}: {per_min:.2f} CPU-s/min ({shown} ms/s)", flush=True)
     for kind, values in out.items():
         print(f"{kind}: {spread(values)} CPU-s/min (min/median/max)")
+        threads = per_thread.get(kind, {})
+        shown = ", ".join(f"{n} {spread(v)}" for n, v in sorted(threads.items()) if max(v) >= 0.3)
+        print(f"  threads, ms/s (min/median/max): {shown}")
     plain = statistics.median(out["plain"])
     for kind in out:
         if kind != "plain":

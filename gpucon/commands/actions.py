@@ -68,15 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
             help="the GPU, slot or VM whose MPS daemon to restart (a [[fleets.NAME.mps]] target)",
         )
         parser.add_argument("--reason", default=None, help="why (kept in the registry and audit)")
-        parser.add_argument(
-            "--timeout",
-            type=float,
-            default=120.0,
-            metavar="S",
-            help="seconds to wait for in-flight work when draining (120)",
-        )
-        parser.add_argument(
-            "--force", action="store_true", help="restart even if nothing else serves a model"
+        _add_drain_wait_arguments(
+            parser,
+            timeout_help="seconds to wait for in-flight work when draining (120)",
+            force_help="restart even if nothing else serves a model",
         )
     if command_name == "undrain":
         parser.add_argument(
@@ -85,15 +80,10 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
             help="NAME is a Kubernetes node: uncordon it and undrain all its backends",
         )
     if command_name == "drain":
-        parser.add_argument(
-            "--timeout",
-            type=float,
-            default=120.0,
-            metavar="S",
-            help="seconds to wait for in-flight work (120)",
-        )
-        parser.add_argument(
-            "--force", action="store_true", help="drain even the last serving backend"
+        _add_drain_wait_arguments(
+            parser,
+            timeout_help="seconds to wait for in-flight work (120)",
+            force_help="drain even the last serving backend",
         )
     if command_name == "reslice":
         add_reslice_arguments(parser)
@@ -111,6 +101,15 @@ def add_arguments(parser: argparse.ArgumentParser, command_name: str) -> None:
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     parser.add_argument("--json", action="store_true", help="print plan and outcome as JSON")
     parser.add_argument("--demo", action="store_true", help="act on a simulated fleet")
+
+
+def _add_drain_wait_arguments(
+    parser: argparse.ArgumentParser, *, timeout_help: str, force_help: str
+) -> None:
+    """``--timeout`` (how long a drain waits for in-flight work: 120 s) and ``--force`` (past
+    the last-server check), as ``drain`` and ``mps-restart`` (which drains first) take them."""
+    parser.add_argument("--timeout", type=float, default=120.0, metavar="S", help=timeout_help)
+    parser.add_argument("--force", action="store_true", help=force_help)
 
 
 def run(args: argparse.Namespace) -> int:

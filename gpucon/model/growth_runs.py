@@ -64,14 +64,28 @@ class Run:
         self.preds: list[int] = []  # for each rise, the tick of the known sample before it
         self.last_rise = tick0
 
-    def add(self, t: float, v: float) -> None:
-        x = t - self.t0
-        y = v - self.v0
-        self.n += 1
-        self.st += x
-        self.sv += y
-        self.stt += x * x
-        self.stv += x * y
+    def add(
+        self, tick: int, t: float, v: float, horizon: int, rose_from: int | None = None
+    ) -> None:
+        """Take tick ``tick``'s point ``(t, v)``: into the sums while a window may hold the run
+        (it began at ``horizon`` or later). ``rose_from``: the point rose from the known sample
+        at that tick, a rise kept with those a window still reaches. (One call a point, the
+        sums inline: ``update``'s loops call it for every slot that rose.)"""
+        if self.begin >= horizon:
+            x = t - self.t0
+            y = v - self.v0
+            self.n += 1
+            self.st += x
+            self.sv += y
+            self.stt += x * x
+            self.stv += x * y
+        if rose_from is None:
+            return
+        preds = self.preds
+        preds.append(rose_from)
+        self.last_rise = tick
+        if preds[0] < horizon:  # rises no window reaches any more
+            del preds[: bisect_left(preds, horizon)]
 
     def rises_since(self, tick: int) -> int:
         """How many rises whose sample before lies at ``tick`` or later."""
@@ -241,27 +255,15 @@ class GrowthRuns:
                 if run is None:
                     t0 = times[pred % size] if pred > tick - size else NAN
                     run = runs[i] = Run(pred, t0, w)
-                if run.begin >= horizon:  # ``run.add(t, v)``, inline: every slot may move
-                    x = t - run.t0
-                    y = v - run.v0
-                    run.n += 1
-                    run.st += x
-                    run.sv += y
-                    run.stt += x * x
-                    run.stv += x * y
-                preds = run.preds
-                preds.append(pred)
-                run.last_rise = tick
-                if preds[0] < horizon:  # rises no window reaches any more
-                    del preds[: bisect_left(preds, horizon)]
+                run.add(tick, t, v, horizon, pred)
             elif v < w:
                 if run is not None:
                     del runs[i]  # a drop ends the run
             elif run is not None:
                 if run.last_rise < horizon:
                     del runs[i]  # flat longer than any window: nothing left to fit
-                elif run.begin >= horizon:
-                    run.add(t, v)
+                else:
+                    run.add(tick, t, v, horizon)
             last[i] = v
 
     def _bound_rises(self, tick: int, t: float, values: array[float]) -> None:
@@ -303,19 +305,7 @@ class GrowthRuns:
                 run = runs.get(i)
                 if run is None:
                     run = runs[i] = Run(pred, t0_new, w)
-                if run.begin >= horizon:  # ``run.add(t, v)``, inline, while a window may hold it
-                    x = t - run.t0
-                    y = v - run.v0
-                    run.n += 1
-                    run.st += x
-                    run.sv += y
-                    run.stt += x * x
-                    run.stv += x * y
-                preds = run.preds
-                preds.append(pred)
-                run.last_rise = tick
-                if preds[0] < horizon:  # rises no window reaches any more
-                    del preds[: bisect_left(preds, horizon)]
+                run.add(tick, t, v, horizon, pred)
             elif v < w:
                 runs.pop(i, None)  # a drop ends the run
             # else: the series' first known sample (the last one unknown): nothing to fit

@@ -35,10 +35,12 @@ from gpucon.recording.writer import FrameWriter
 
 # snapshots waiting for the writer; beyond this the oldest are dropped
 QUEUE_LIMIT = 64
-# how long the writer lets a fresh snapshot settle before framing it (a quarter of the refresh
-# at most): the hub's thread prepares the tick for the UI right after handing it over, and the
-# UI draws it; framed at once, the recorder's few ms shared the interpreter with both
-SETTLE_S = 0.2
+# how long the writer lets a fresh snapshot settle before framing it: none. Framed at once, the
+# ~2,000 records a 512-GPU tick changes (the hub's thread made them a moment before) are still
+# in the CPU's caches; framed 0.2 s later (as until the seventh round, so as not to share the
+# interpreter with the UI's turn) a frame took ~1 ms more: 2.8 ms against 1.8 beside a live hub
+# (benchmarks/RESULTS.md "Seventh round")
+SETTLE_S = 0.0
 _STOP = object()
 
 

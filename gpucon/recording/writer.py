@@ -34,7 +34,7 @@ class _Rows:
     """One section as framed last: its keys by row index since the keyframe, and where each
     position of the mapping framed last sits in that list."""
 
-    __slots__ = ("alive", "at", "index", "keys", "mapping", "same", "values")
+    __slots__ = ("alive", "at", "index", "keys", "mapping", "order", "same", "values")
 
     def __init__(self, mapping: Mapping[str, Any]) -> None:
         self.keys = list(mapping)
@@ -42,12 +42,16 @@ class _Rows:
         self.alive = [True] * len(self.keys)
         self.mapping = mapping
         self.values = list(mapping.values())
+        # the keys of the mapping framed last, in its order (a section the hub gives no
+        # finding for compares its keys with these: one list built a frame, not two)
+        self.order = self.keys
         self.at: list[int] = []
         self.same = True  # each position is its row index (as after a keyframe)
 
     def keep(self, mapping: Mapping[str, Any], keys: list[str], values: list[Any]) -> None:
         self.mapping = mapping
         self.values = values
+        self.order = keys
         at = self.at = list(map(self.index.__getitem__, keys))
         self.same = at == list(range(len(at)))
 
@@ -117,15 +121,15 @@ class FrameWriter:
                 moved, values = found
             else:
                 values = list(mapping.values())
-                if len(values) != len(state.values) or list(mapping) != _keys_of(state):
+                if len(values) != len(state.values) or list(mapping) != state.order:
                     self._by_key(name, state, mapping, changed, added, removed)
                     continue
                 moved = list(
                     compress(range(len(values)), map(operator.is_not, values, state.values))
                 )
             if moved:
-                at = moved if state.same else list(map(state.at.__getitem__, moved))
-                changed[name] = [at, encode_rows(list(map(values.__getitem__, moved)), refs)]
+                at = moved if state.same else _pick(state.at, moved)
+                changed[name] = [at, encode_rows(_pick(values, moved), refs)]
             state.mapping = mapping
             state.values = values
         frame: dict[str, Any] = {}
@@ -189,9 +193,12 @@ class FrameWriter:
         return changed_singles(self._singles, self._single_raw, self._single_values, snapshot)
 
 
-def _keys_of(state: _Rows) -> list[str]:
-    """The keys of the mapping framed last, in its order."""
-    return list(state.mapping)
+def _pick(items: list[Any], positions: list[int]) -> list[Any]:
+    """``items`` at ``positions`` (not empty), in one C call (``itemgetter``: half the time of
+    a ``map`` of ``__getitem__`` over ~2,000 changed entities a tick)."""
+    if len(positions) == 1:
+        return [items[positions[0]]]
+    return list(operator.itemgetter(*positions)(items))
 
 
 def changed_singles(

@@ -36,6 +36,7 @@ from gpucon.registry.parse import READY_FIELDS, parse_ready
 from gpucon.session import open_session
 from gpucon.sources.readiness import ReadinessSource
 from tests.helpers.lab_stack import set_ready, start_lab
+from tests.helpers.latest_snapshot import Snapshots
 from tests.helpers.servers import free_port
 
 pytestmark = pytest.mark.integration
@@ -155,38 +156,6 @@ def test_scheduler_publishes_ready_and_ready_at(redis_url: str, tmp_path: Path) 
 # -- the console's view: hub ticks, alerts, snapshot --json --------------------------------------
 
 
-class Ticks:
-    """Snapshots as the running hub emits them."""
-
-    def __init__(self) -> None:
-        self.snapshots: list[Snapshot] = []
-        self.cond = threading.Condition()
-
-    def __call__(self, snapshot: Snapshot) -> None:
-        with self.cond:
-            self.snapshots.append(snapshot)
-            self.cond.notify_all()
-
-    @property
-    def seq(self) -> int:
-        with self.cond:
-            return self.snapshots[-1].seq if self.snapshots else 0
-
-    def first(
-        self, check: Callable[[Snapshot], bool], after_seq: int, timeout_s: float
-    ) -> Snapshot:
-        deadline = time.monotonic() + timeout_s
-        with self.cond:
-            while True:
-                for s in self.snapshots:
-                    if s.seq > after_seq and check(s):
-                        return s
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no snapshot after seq {after_seq} in {timeout_s:.0f}s")
-                self.cond.wait(left)
-
-
 def not_ready(name: str) -> Callable[[Snapshot], bool]:
     def check(s: Snapshot) -> bool:
         lv = s.liveness.get(name)
@@ -260,22 +229,22 @@ def test_killed_backend_is_not_ready_within_two_ticks_and_back_after_restart(
         config = load_config(stack.config_path, env={})
         hub: Hub = open_session(config, read_only=True).hub
         assert [s.name for s in hub.sources][-1] == "readiness"
-        ticks = Ticks()
+        ticks = Snapshots()
         hub.start(ticks)
         try:
             # the readiness checks wait for the registry's first read: the first snapshots
             # already carry every backend's own answer
-            early = ticks.first(lambda s: s.seq == 2, 0, 30)
+            early = ticks.first(lambda s: s.seq == 2, 30, "number 2", after_seq=0)
             assert {n: lv.http_ready for n, lv in early.liveness.items()} == dict.fromkeys(
                 ("lab-b0", "lab-b1", "lab-b2"), True
             )
-            ticks.first(serving("lab-b1"), 0, 30)
+            ticks.first(serving("lab-b1"), 30, "with lab-b1 serving", after_seq=0)
             victim = process_of(stack, "lab-b1")
             url = next(b.url for b in stack.backends if b.name == "lab-b1")
 
             kill_seq = ticks.seq
             kill_hard(victim)
-            seen = ticks.first(not_ready("lab-b1"), kill_seq, 30)
+            seen = ticks.first(not_ready("lab-b1"), 30, "with lab-b1 not ready", after_seq=kill_seq)
             ticks_to_not_ready = seen.seq - kill_seq
             lv = seen.liveness["lab-b1"]
             assert lv.http_ready is False and lv.http_error == "refused"
@@ -295,7 +264,10 @@ def test_killed_backend_is_not_ready_within_two_ticks_and_back_after_restart(
 
             if PROMETHEUS:  # Prometheus notices too; its rates stop looking current
                 later = ticks.first(
-                    lambda s: s.liveness["lab-b1"].prom_up is False, seen.seq - 1, 30
+                    lambda s: s.liveness["lab-b1"].prom_up is False,
+                    30,
+                    "with lab-b1's prometheus up=0",
+                    after_seq=seen.seq - 1,
                 )
                 lat = later.latency.get("lab-b1")
                 assert lat is None or lat.req_per_s is None
@@ -303,7 +275,7 @@ def test_killed_backend_is_not_ready_within_two_ticks_and_back_after_restart(
 
             restart(stack, victim, url)  # returns once it answers ready again
             up_seq = ticks.seq
-            back = ticks.first(serving("lab-b1"), up_seq, 30)
+            back = ticks.first(serving("lab-b1"), 30, "with lab-b1 back", after_seq=up_seq)
             ticks_to_back = back.seq - up_seq
         finally:
             hub.stop()
@@ -342,7 +314,7 @@ def test_a_console_started_mid_outage_dates_it_from_prometheus(
 
         hub: Hub = open_session(config, read_only=True).hub
         opened_at = time.time()
-        ticks = Ticks()
+        ticks = Snapshots()
         hub.start(ticks)
         try:
 
@@ -357,12 +329,15 @@ def test_a_console_started_mid_outage_dates_it_from_prometheus(
 
             first_down = ticks.first(
                 lambda s: (lv := s.liveness.get("lab-b1")) is not None and lv.prom_up is False,
-                0,
                 30,
+                "with lab-b1's prometheus up=0",
+                after_seq=0,
             )
             # dated by the read that saw it down, or by the next when that read's deadline was
             # spent (a loaded machine)
-            dated = ticks.first(dated_down, first_down.seq - 1, 30)
+            dated = ticks.first(
+                dated_down, 30, "with lab-b1 dated down", after_seq=first_down.seq - 1
+            )
             assert dated.seq - first_down.seq <= 3
             alert = next(a for a in dated.alerts if a.rule == "not_ready" and a.target == "lab-b1")
             # dated by Prometheus: the step after the last up=1 sample before the kill (1 s
@@ -379,8 +354,9 @@ def test_a_console_started_mid_outage_dates_it_from_prometheus(
                     s.taken_at - opened_at > 3
                     and any("http refused for ≥" in a.message for a in s.alerts)
                 ),
-                dated.seq,
                 30,
+                "saying http refused for at least",
+                after_seq=dated.seq,
             )
             lv = watched.liveness["lab-b1"]
             assert lv.http_since is not None and not lv.http_since.seen

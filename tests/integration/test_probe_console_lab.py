@@ -3,9 +3,9 @@ first request, and p50/p95/p99 of real requests that the backend's own log count
 
 from __future__ import annotations
 
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from textual.widgets import Input, Static
@@ -14,21 +14,31 @@ from gpucon.actions.audit import read_audit
 from gpucon.actions.plan import StepStatus
 from gpucon.app import GpuconApp
 from gpucon.config import load_config
-from gpucon.screens.plan import PlanScreen
-from gpucon.screens.progress import ProgressScreen
+from gpucon.lab.lab import LabStack
 from gpucon.session import open_session
 from tests.helpers.lab_stack import served, start_lab
+from tests.ui.action_pilot import confirm_plan, open_plan
+from tests.ui.rig import wait_until
 
 pytestmark = pytest.mark.integration
 
 SIZE = (160, 45)
 
 
-async def wait_for(pilot: Any, check: Any, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await pilot.pause(0.02)
+@contextmanager
+def lab_console(lab: LabStack) -> Iterator[GpuconApp]:
+    """The live console on the lab's fleet, with its controls (a session refreshing every
+    0.5 s, closed on exit)."""
+    assert lab.config_path is not None
+    config = load_config(lab.config_path, env={})
+    session = open_session(config, refresh_s=0.5)
+    try:
+        yield GpuconApp(
+            session.hub, mode="live", controls=session.controls(), config=config,
+            fleet_name=session.fleet_name,
+        )  # fmt: skip
+    finally:
+        session.close()
 
 
 async def test_probe_key_on_the_lab_sends_real_requests_and_reports_quantiles(
@@ -37,22 +47,14 @@ async def test_probe_key_on_the_lab_sends_real_requests_and_reports_quantiles(
     with start_lab(redis_url, tmp_path / "lab", backends=2, service_ms=10) as lab:
         assert lab.config_path is not None
         url = lab.backends[0].url
-        config = load_config(lab.config_path, env={})
-        session = open_session(config, refresh_s=0.5)
-        try:
-            app = GpuconApp(
-                session.hub, mode="live", controls=session.controls(), config=config,
-                fleet_name=session.fleet_name,
-            )  # fmt: skip
+        with lab_console(lab) as app:
             async with app.run_test(size=SIZE) as pilot:
-                await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.backends)
+                await wait_until(
+                    pilot, lambda: app.snapshot is not None and bool(app.snapshot.backends), 20.0
+                )
                 await pilot.press("slash", *"lab-b0", "enter")
                 await pilot.pause()
-                await pilot.press("p")
-                await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
-                await pilot.pause()
-                screen = app.screen
-                assert isinstance(screen, PlanScreen)
+                screen = await open_plan(pilot, "p", timeout_s=20.0)
                 plan = screen.plan
                 assert plan.target == "lab-b0" and plan.ok
                 assert f"directly to {url}" in plan.steps[0].text
@@ -66,10 +68,7 @@ async def test_probe_key_on_the_lab_sends_real_requests_and_reports_quantiles(
                 for name, value in (("count", "40"), ("rate", "20"), ("concurrency", "2")):
                     screen.query_one(f"#param-{name}", Input).value = value
                 await pilot.pause(0.3)  # a button ignores clicks while it shows the last one
-                await pilot.click("#confirm")
-                await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
-                progress = app.screen
-                assert isinstance(progress, ProgressScreen)
+                progress = await confirm_plan(pilot, timeout_s=20.0)
                 seen: list[str] = []
 
                 def watch() -> bool:
@@ -78,7 +77,7 @@ async def test_probe_key_on_the_lab_sends_real_requests_and_reports_quantiles(
                         seen.append(line[1])
                     return progress.finished
 
-                await wait_for(pilot, watch, timeout_s=30.0)
+                await wait_until(pilot, watch, timeout_s=30.0)
                 outcome = progress.outcome
                 assert outcome is not None and outcome.ok, outcome
                 report = outcome.details
@@ -93,8 +92,6 @@ async def test_probe_key_on_the_lab_sends_real_requests_and_reports_quantiles(
                 assert report["verdict"]["kind"] in ("ok", "slow")
                 # progress came while it ran, from the first requests on
                 assert seen and "done (" in seen[0] and "/40 done" in seen[0]
-        finally:
-            session.close()
         assert len(served(url)) == 40  # real requests, counted by the backend itself
         assert served(lab.backends[1].url) == []
         records = read_audit(lab.directory / "audit.jsonl")
@@ -111,37 +108,24 @@ async def test_probe_of_a_killed_lab_backend_warns_and_stops_early(
     with start_lab(redis_url, tmp_path / "lab", backends=2, service_ms=10) as lab:
         assert lab.config_path is not None
         kill_hard(process_of(lab, "lab-b1"))
-        config = load_config(lab.config_path, env={})
-        session = open_session(config, refresh_s=0.5)
-        try:
-            app = GpuconApp(
-                session.hub, mode="live", controls=session.controls(), config=config,
-                fleet_name=session.fleet_name,
-            )  # fmt: skip
+        with lab_console(lab) as app:
             async with app.run_test(size=SIZE) as pilot:
 
                 def dead() -> bool:
                     live = app.snapshot.liveness.get("lab-b1") if app.snapshot else None
                     return live is not None and live.serving is False
 
-                await wait_for(pilot, dead)
+                await wait_until(pilot, dead, 20.0)
                 await pilot.press("slash", *"lab-b1", "enter")
                 await pilot.pause()
-                await pilot.press("p")
-                await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
-                await pilot.pause()
-                screen = app.screen
-                assert isinstance(screen, PlanScreen)
+                screen = await open_plan(pilot, "p", timeout_s=20.0)
                 warned = {p.name: p.text for p in screen.plan.warnings}
                 assert "is active but NOT READY (" in warned["backend"], screen.plan.preconditions
                 assert "a direct probe reaches it" not in warned["backend"]
                 assert screen.plan.params["count"] > STOP_AFTER_CONNECT_ERRORS
                 await pilot.pause(0.3)
-                await pilot.click("#confirm")
-                await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
-                progress = app.screen
-                assert isinstance(progress, ProgressScreen)
-                await wait_for(pilot, lambda: progress.finished, timeout_s=30.0)
+                progress = await confirm_plan(pilot, timeout_s=20.0)
+                await wait_until(pilot, lambda: progress.finished, timeout_s=30.0)
                 outcome = progress.outcome
                 assert outcome is not None and not outcome.ok
                 report = outcome.details
@@ -154,5 +138,3 @@ async def test_probe_of_a_killed_lab_backend_warns_and_stops_early(
                 assert report["verdict"]["kind"] == "failing"
                 assert "stopped early" in report["verdict"]["text"]
                 assert "stopped early" in progress.outcome_text().plain
-        finally:
-            session.close()

@@ -10,9 +10,7 @@ the shared hub each viewer was its own reader (two connections, twice the reads)
 from __future__ import annotations
 
 import argparse
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,34 +21,11 @@ from gpucon.model.fleet import Health
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.follow import FollowFeed, silent_snapshot
 from gpucon.recording.store import RecordingStore
+from tests.helpers.latest_snapshot import Snapshots
 
 pytestmark = pytest.mark.integration
 
 STREAM = "gen:queue"
-
-
-class Seen:
-    """What one viewer was shown."""
-
-    def __init__(self) -> None:
-        self.snapshots: list[Snapshot] = []
-        self.cond = threading.Condition()
-
-    def __call__(self, snapshot: Snapshot) -> None:
-        with self.cond:
-            self.snapshots.append(snapshot)
-            self.cond.notify_all()
-
-    def wait(self, check: Callable[[Snapshot], bool], timeout_s: float, what: str) -> Snapshot:
-        deadline = time.monotonic() + timeout_s
-        with self.cond:
-            while True:
-                found = next((s for s in reversed(self.snapshots) if check(s)), None)
-                if found is not None:
-                    return found
-                left = deadline - time.monotonic()
-                assert left > 0, f"no snapshot {what} in {timeout_s}s"
-                self.cond.wait(left)
 
 
 def waiting(snapshot: Snapshot) -> int | None:
@@ -71,7 +46,7 @@ def test_two_viewers_cause_one_set_of_reads(redis_url: str, tmp_path: Path) -> N
     )
     args = argparse.Namespace(config=str(config), fleet=None, demo=False, refresh=0.25)
     with SharedWall(args) as wall:
-        viewers = [Seen(), Seen()]
+        viewers = [Snapshots(), Snapshots()]
         feeds = []
         # the first frame is written: viewers open on it, as a browser would later
         deadline = time.monotonic() + 15
@@ -84,13 +59,13 @@ def test_two_viewers_cause_one_set_of_reads(redis_url: str, tmp_path: Path) -> N
                 feed.start(seen)
                 feeds.append(feed)
             for seen in viewers:
-                seen.wait(lambda s: waiting(s) == 0, 15.0, "with the empty queue")
+                seen.first(lambda s: waiting(s) == 0, 15.0, "with the empty queue")
             r.config_resetstat()
             for n in range(7):
                 r.xadd(STREAM, {"prompt": f"wall {n}"})
             began = time.monotonic()
             for seen in viewers:  # both follow the fleet as it changes
-                seen.wait(lambda s: waiting(s) == 7, 15.0, "with 7 waiting")
+                seen.first(lambda s: waiting(s) == 7, 15.0, "with 7 waiting")
             time.sleep(max(0.0, 3.0 - (time.monotonic() - began)))
             took = time.monotonic() - began
             stats = r.info("commandstats")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from gpucon.model.snapshot import Snapshot
 from gpucon.model.staleness import stale_after_s
 from gpucon.sources.prometheus import PrometheusSource
 from gpucon.sources.redisq import RedisQueueSource
+from tests.helpers.latest_snapshot import Snapshots
 from tests.helpers.prometheus import (
     MetricsExporter,
     TritonCounters,
@@ -44,47 +44,12 @@ BOUND_S = stale_after_s(CADENCE_S) + REFRESH_S
 UUID = "GPU-cccccccc-0000-0000-0000-000000000001"
 
 
-class Recorder:
-    """Collects the hub's snapshots (from its thread) and waits for one that matches."""
-
-    def __init__(self) -> None:
-        self.snapshots: list[Snapshot] = []
-        self.cond = threading.Condition()
-
-    def __call__(self, snapshot: Snapshot) -> None:
-        with self.cond:
-            self.snapshots.append(snapshot)
-            self.cond.notify_all()
-
-    def first(
-        self, since: float, check: Callable[[Snapshot], bool], timeout_s: float, what: str
-    ) -> Snapshot:
-        """The first snapshot taken after ``since`` (wall clock) for which ``check`` holds."""
-        deadline = time.monotonic() + timeout_s
-        seen = 0
-        with self.cond:
-            while True:
-                for snap in self.snapshots[seen:]:
-                    if snap.taken_at >= since and check(snap):
-                        return snap
-                seen = len(self.snapshots)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    last = self.snapshots[-1] if self.snapshots else None
-                    raise AssertionError(f"no snapshot {what} in {timeout_s}s; last: {last}")
-                self.cond.wait(left)
-
-    def after(self, since: float) -> list[Snapshot]:
-        with self.cond:
-            return [s for s in self.snapshots if s.taken_at >= since]
-
-
 @pytest.fixture
-def running() -> Iterator[Callable[[Hub], Recorder]]:
+def running() -> Iterator[Callable[[Hub], Snapshots]]:
     hubs: list[Hub] = []
 
-    def start(hub: Hub) -> Recorder:
-        recorder = Recorder()
+    def start(hub: Hub) -> Snapshots:
+        recorder = Snapshots()
         hubs.append(hub)
         hub.start(recorder)
         return recorder
@@ -112,7 +77,7 @@ def redis_fresh(snap: Snapshot) -> bool:
 
 
 def test_redis_killed_is_stale_within_two_cadences_and_back_within_two_after_restart(
-    tmp_path: Path, running: Callable[[Hub], Recorder]
+    tmp_path: Path, running: Callable[[Hub], Snapshots]
 ) -> None:
     with RedisProcess(tmp_path) as server:
         r = redis.Redis.from_url(server.url)
@@ -126,11 +91,11 @@ def test_redis_killed_is_stale_within_two_cadences_and_back_within_two_after_res
             server.url, streams=("gen:queue",), group="g1", cadence_s=CADENCE_S, timeout_s=1.0
         )
         rec = running(Hub([source], refresh_s=REFRESH_S))
-        rec.first(0.0, redis_fresh, 15.0, "with redis ok")
+        rec.first(redis_fresh, 15.0, "with redis ok", since=0.0)
 
         server.kill()
         killed = time.time()
-        stale = rec.first(killed, redis_all_stale, 10.0, "with every redis value stale")
+        stale = rec.first(redis_all_stale, 10.0, "with every redis value stale", since=killed)
         to_stale = stale.taken_at - killed
         assert stale.sources["redis"].health is Health.DOWN
         # Redis holds the queue: its outage is critical, and says what is unknown
@@ -148,7 +113,9 @@ def test_redis_killed_is_stale_within_two_cadences_and_back_within_two_after_res
 
         server.start()
         back = time.time()
-        fresh = rec.first(back, redis_fresh, 10.0, "with redis ok and fresh after the restart")
+        fresh = rec.first(
+            redis_fresh, 10.0, "with redis ok and fresh after the restart", since=back
+        )
         to_fresh = fresh.taken_at - back
         assert not [a for a in fresh.alerts if a.rule == "stale_source"]
         print(f"redis: stale {to_stale:.2f}s after kill, fresh {to_fresh:.2f}s after restart")
@@ -199,7 +166,7 @@ def prom_all_stale(snap: Snapshot) -> bool:
 
 
 def test_prometheus_stopped_is_stale_within_two_cadences_and_fresh_after_sigcont(
-    tmp_path: Path, running: Callable[[Hub], Recorder]
+    tmp_path: Path, running: Callable[[Hub], Snapshots]
 ) -> None:
     with (
         MetricsExporter(exposition) as exporter,
@@ -207,13 +174,15 @@ def test_prometheus_stopped_is_stale_within_two_cadences_and_fresh_after_sigcont
     ):
         source = PrometheusSource(url, cadence_s=CADENCE_S, timeout_s=1.0, rate_window="15s")
         rec = running(Hub([source], refresh_s=REFRESH_S))
-        before = rec.first(0.0, prom_fresh, 20.0, "with fresh prometheus values")
+        before = rec.first(prom_fresh, 20.0, "with fresh prometheus values", since=0.0)
         assert len(prom_values(before)) >= 5  # activity, memory, p95, req/s, ... all fed
 
         os.kill(proc.pid, signal.SIGSTOP)
         try:
             stopped = time.time()
-            stale = rec.first(stopped, prom_all_stale, 10.0, "with every prometheus value stale")
+            stale = rec.first(
+                prom_all_stale, 10.0, "with every prometheus value stale", since=stopped
+            )
             to_stale = stale.taken_at - stopped
             time.sleep(max(0.0, stopped + 4.0 - time.time()))  # stopped 4 s in all
             during = rec.after(stale.taken_at)
@@ -230,7 +199,9 @@ def test_prometheus_stopped_is_stale_within_two_cadences_and_fresh_after_sigcont
         age = during[-1].value_age(f"latency:{name}", "req_per_s")
         assert age is not None and age >= 4.0 - CADENCE_S
 
-        fresh = rec.first(resumed, prom_fresh, 10.0, "with fresh prometheus values after SIGCONT")
+        fresh = rec.first(
+            prom_fresh, 10.0, "with fresh prometheus values after SIGCONT", since=resumed
+        )
         to_fresh = fresh.taken_at - resumed
         print(
             f"prometheus: stale {to_stale:.2f}s after SIGSTOP, fresh {to_fresh:.2f}s after SIGCONT"

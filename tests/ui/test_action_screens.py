@@ -10,6 +10,7 @@ import pytest
 import redis
 from textual.app import App, ComposeResult
 from textual.content import Content
+from textual.pilot import Pilot
 from textual.widgets import Button, Input, Static
 
 from gpucon.actions import drain
@@ -37,6 +38,7 @@ from gpucon.screens.audit import AuditScreen
 from gpucon.screens.fleet import ActionFleetScreen
 from gpucon.screens.plan import PlanScreen
 from gpucon.screens.progress import ProgressScreen
+from tests.ui.action_pilot import confirm_plan, open_plan
 from tests.ui.rig import StaticFeed, wait_until
 
 SIZE = (120, 40)
@@ -75,6 +77,23 @@ def label_of(button: Button) -> str:
 
 def focused_id(app: App[R]) -> str | None:
     return app.focused.id if app.focused is not None else None
+
+
+async def type_the_name_and_confirm(pilot: Pilot[None], app: Host, name: str) -> None:
+    """Type ``name`` into the tier-3 plan's box: its confirm stays locked until the last
+    character, then confirms (the plan's answer: True)."""
+    screen = app.screen
+    confirm = screen.query_one("#confirm", Button)
+    screen.query_one("#confirm-name", Input).focus()
+    await pilot.press(*name[:-1])
+    await pilot.pause()
+    assert confirm.disabled  # not the whole name yet
+    await pilot.press(name[-1])
+    await pilot.pause()
+    assert not confirm.disabled
+    await pilot.click("#confirm")
+    await pilot.pause()
+    assert app.answers == [True]
 
 
 async def test_tier1_plan_has_cancel_focused_and_enter_cancels() -> None:
@@ -116,21 +135,11 @@ async def test_tier3_needs_the_target_typed_and_shows_dry_run() -> None:
         await pilot.pause()
         screen = app.screen
         assert "DRY RUN" in str(screen.query_one("#dry-run", Static).render())
-        confirm = screen.query_one("#confirm", Button)
-        assert confirm.disabled
+        assert screen.query_one("#confirm", Button).disabled
         await pilot.click("#confirm")
         await pilot.pause()
         assert app.answers == []  # a disabled button does nothing
-        screen.query_one("#confirm-name", Input).focus()
-        await pilot.press(*"node-a/gpu")
-        await pilot.pause()
-        assert confirm.disabled  # not the whole name yet
-        await pilot.press("0")
-        await pilot.pause()
-        assert not confirm.disabled
-        await pilot.click("#confirm")
-        await pilot.pause()
-        assert app.answers == [True]
+        await type_the_name_and_confirm(pilot, app, "node-a/gpu0")
 
 
 async def test_failed_precondition_cannot_be_confirmed_and_escape_cancels() -> None:
@@ -187,18 +196,8 @@ async def test_tier3_typing_a_name_with_markup_literally_unlocks(name: str) -> N
         app.push_screen(PlanScreen(make_plan(Tier.DESTRUCTIVE, target=name)), app.answers.append)
         await pilot.pause()
         screen = app.screen
-        confirm = screen.query_one("#confirm", Button)
-        assert label_of(confirm) == f"Reslice {name}"
-        screen.query_one("#confirm-name", Input).focus()
-        await pilot.press(*name[:-1])
-        await pilot.pause()
-        assert confirm.disabled  # not the whole name yet
-        await pilot.press(name[-1])
-        await pilot.pause()
-        assert not confirm.disabled
-        await pilot.click("#confirm")
-        await pilot.pause()
-        assert app.answers == [True]
+        assert label_of(screen.query_one("#confirm", Button)) == f"Reslice {name}"
+        await type_the_name_and_confirm(pilot, app, name)
         assert app.is_running
 
 
@@ -282,14 +281,10 @@ async def test_drain_flow_from_key_to_drained_backend(
     app = registry_app(snapshot, controls)
     async with app.run_test(size=SIZE) as pilot:
         fleet_screen(app).start_action("drain", "h/gpu0/gi1", "b1")
-        await wait_until(pilot, lambda: isinstance(app.screen, PlanScreen))
-        await pilot.pause()
+        await open_plan(pilot)
         assert focused_id(app) == "cancel"
         assert str(app.screen.query_one("#confirm", Button).label) == "Drain b1"
-        await pilot.click("#confirm")
-        await wait_until(pilot, lambda: isinstance(app.screen, ProgressScreen))
-        progress = app.screen
-        assert isinstance(progress, ProgressScreen)
+        progress = await confirm_plan(pilot)
         await wait_until(pilot, lambda: progress.finished)
         assert progress.outcome is not None and progress.outcome.ok
         assert registry_client.hget(keys.backend_key("b1"), "state") == "drained"
@@ -300,8 +295,7 @@ async def test_drain_flow_from_key_to_drained_backend(
         await wait_until(pilot, lambda: app.screen is not progress)
         app.show_snapshot(read_registry(registry_client)[0])
         fleet_screen(app).start_action("undrain", None, "b1")
-        await wait_until(pilot, lambda: isinstance(app.screen, PlanScreen))
-        await pilot.pause()
+        await open_plan(pilot)
         assert focused_id(app) == "cancel"
         await pilot.press("enter")  # Cancel has focus
         await pilot.pause()
@@ -331,13 +325,9 @@ async def test_drain_flow_of_a_backend_named_with_markup(
     app = registry_app(snapshot, controls)
     async with app.run_test(size=SIZE) as pilot:
         fleet_screen(app).start_action("drain", None, name)
-        await wait_until(pilot, lambda: isinstance(app.screen, PlanScreen))
-        await pilot.pause()
+        await open_plan(pilot)
         assert label_of(app.screen.query_one("#confirm", Button)) == f"Drain {name}"
-        await pilot.click("#confirm")
-        await wait_until(pilot, lambda: isinstance(app.screen, ProgressScreen))
-        progress = app.screen
-        assert isinstance(progress, ProgressScreen)
+        progress = await confirm_plan(pilot)
         await wait_until(pilot, lambda: progress.finished)
         await pilot.pause()
         assert progress.outcome is not None and progress.outcome.ok
@@ -361,13 +351,9 @@ async def test_the_selected_row_is_acted_on_by_its_real_name_control_codes_and_a
     app = registry_app(snapshot, controls)
     async with app.run_test(size=SIZE) as pilot:
         fleet_screen(app).start_action("drain", "h/g/3", name)  # what pressing d on it does
-        await wait_until(pilot, lambda: isinstance(app.screen, PlanScreen))
-        await pilot.pause()
+        await open_plan(pilot)
         assert "\x1b" not in label_of(app.screen.query_one("#confirm", Button))
-        await pilot.click("#confirm")
-        await wait_until(pilot, lambda: isinstance(app.screen, ProgressScreen))
-        progress = app.screen
-        assert isinstance(progress, ProgressScreen)
+        progress = await confirm_plan(pilot)
         await wait_until(pilot, lambda: progress.finished)
         assert progress.outcome is not None and progress.outcome.ok
     assert registry_client.hget(keys.backend_key(name), "state") == "drained"

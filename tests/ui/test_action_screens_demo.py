@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Any
 
 from textual.widgets import Button, Input, Static
 
@@ -13,47 +11,32 @@ from gpucon.model.fleet import BackendState
 from gpucon.screens.audit import AuditScreen
 from gpucon.screens.plan import PlanScreen
 from gpucon.screens.progress import ProgressScreen
-from tests.ui.rig import demo_console
+from tests.ui.action_pilot import confirm_plan, open_plan, refused
+from tests.ui.rig import demo_console, wait_until
 
 SIZE = (160, 45)
-
-
-async def wait_for(pilot: Any, check: Any, step: Any = None, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "timed out waiting"
-        if step is not None:
-            step()
-        await pilot.pause(0.02)
 
 
 async def test_drain_key_in_the_demo_drains_the_selected_backend(tmp_path: Path) -> None:
     app, fleet, _ = demo_console(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        await pilot.press("d")
-        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
-        await pilot.pause()
-        plan_screen = app.screen
-        assert isinstance(plan_screen, PlanScreen)
+        plan_screen = await open_plan(pilot, "d")
         name = plan_screen.plan.target
         assert app.focused is not None and app.focused.id == "cancel"
         assert str(plan_screen.query_one("#confirm", Button).label) == f"Drain {name}"
-        await pilot.click("#confirm")
-        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
-        progress = app.screen
-        assert isinstance(progress, ProgressScreen)
+        progress = await confirm_plan(pilot)
         # the simulated fleet moves on while the drain waits for in-flight work
-        await wait_for(pilot, lambda: progress.finished, step=lambda: fleet.step(0.5))
+        await wait_until(pilot, lambda: progress.finished, step=lambda: fleet.step(0.5))
         assert progress.outcome is not None and progress.outcome.ok, progress.outcome
         backend = fleet.backend(name)
         assert backend.state is BackendState.DRAINED and backend.owner == "demo@test"
         fleet.step(20.0)
         assert fleet.backend(name).inflight == 0  # the demo's traffic went elsewhere
         await pilot.press("escape")
-        await wait_for(pilot, lambda: not isinstance(app.screen, ProgressScreen))
+        await wait_until(pilot, lambda: not isinstance(app.screen, ProgressScreen))
         await pilot.press("A")
-        await wait_for(pilot, lambda: isinstance(app.screen, AuditScreen))
+        await wait_until(pilot, lambda: isinstance(app.screen, AuditScreen))
     # the demo's own file, its fleet named; the live fleet's file is untouched
     records = read_audit(tmp_path / "audit-demo.jsonl")
     assert records[0].event == "intent" and records[-1].event == "outcome"
@@ -67,11 +50,7 @@ async def test_probe_key_in_the_demo_probes_any_backend(tmp_path: Path) -> None:
         await pilot.pause()
         await pilot.press("slash", *"bert", "enter")  # select the bert-base backend's row
         await pilot.pause()
-        await pilot.press("p")
-        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
-        await pilot.pause()
-        plan_screen = app.screen
-        assert isinstance(plan_screen, PlanScreen)
+        plan_screen = await open_plan(pilot, "p")
         # no probe target is configured: in the demo the selected backend is the target
         assert plan_screen.plan.target == "bert-base-b0-gi2"
         assert plan_screen.plan.params["simulated"] is True
@@ -89,11 +68,8 @@ async def test_probe_key_in_the_demo_probes_any_backend(tmp_path: Path) -> None:
         assert "send up to 30 requests at 60/s" in plan_screen.plan.steps[0].text
         edited = next(p for p in plan_screen.plan.preconditions if p.name == "params")
         assert edited.text.startswith("count, rate as given; the rest defaults from service")
-        await pilot.click("#confirm")
-        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
-        progress = app.screen
-        assert isinstance(progress, ProgressScreen)
-        await wait_for(pilot, lambda: progress.finished)
+        progress = await confirm_plan(pilot)
+        await wait_until(pilot, lambda: progress.finished)
         outcome = progress.outcome
         assert outcome is not None and outcome.ok, outcome
         assert outcome.details["mode"] == "sim" and outcome.details["succeeded"] == 30
@@ -116,11 +92,7 @@ async def test_a_bad_probe_param_is_named_and_nothing_is_sent(tmp_path: Path) ->
         await pilot.pause()
         await pilot.press("slash", *"bert", "enter")
         await pilot.pause()
-        await pilot.press("p")
-        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
-        await pilot.pause()
-        plan_screen = app.screen
-        assert isinstance(plan_screen, PlanScreen)
+        plan_screen = await open_plan(pilot, "p")
         for field, value, said in (
             ("rate", "fast", "rate: expected a number"),
             ("concurrency", "99", "concurrency: 99 exceeds the cap 16"),
@@ -131,13 +103,7 @@ async def test_a_bad_probe_param_is_named_and_nothing_is_sent(tmp_path: Path) ->
             plan_screen.query_one("#param-count", Input).value = "20"
             box = plan_screen.query_one(f"#param-{field}", Input)
             box.value = value
-            await pilot.pause(0.3)  # a button ignores clicks while it shows the last one
-            await pilot.click("#confirm")
-            await pilot.pause()
-            assert app.screen is plan_screen  # still asking: nothing applied
-            error = str(plan_screen.query_one("#param-error", Static).render())
-            assert error.startswith(said), error
-            assert box.has_class("-invalid") and app.focused is box
+            await refused(pilot, plan_screen, box, said)
         assert controls.prober is not None
         assert controls.prober.last_sender is None  # type: ignore[attr-defined]
         await pilot.press("escape")
@@ -153,11 +119,7 @@ async def test_a_slow_backends_probe_shows_progress_before_its_first_answer(
         await pilot.pause()
         await pilot.press("slash", *"sd15", "enter")  # a diffusion backend: seconds a request
         await pilot.pause()
-        await pilot.press("p")
-        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
-        await pilot.pause()
-        plan_screen = app.screen
-        assert isinstance(plan_screen, PlanScreen)
+        plan_screen = await open_plan(pilot, "p")
         plan = plan_screen.plan
         assert plan.target.startswith("sd15")
         service_s = plan.params["service_s"]
@@ -169,15 +131,12 @@ async def test_a_slow_backends_probe_shows_progress_before_its_first_answer(
         plan_screen.query_one("#param-count", Input).value = "3"
         plan_screen.query_one("#param-rate", Input).value = "2"
         plan_screen.query_one("#param-concurrency", Input).value = "3"
-        await pilot.click("#confirm")
-        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
-        progress = app.screen
-        assert isinstance(progress, ProgressScreen)
+        progress = await confirm_plan(pilot)
         # progress from the first request, long before its first answer comes back
-        await wait_for(pilot, lambda: "probe" in progress.lines, timeout_s=service_s)
+        await wait_until(pilot, lambda: "probe" in progress.lines, timeout_s=service_s)
         _status, line, _ = progress.lines["probe"]
         assert "0 ok, 0 failed" in line and "sent" in line and "p50 n/a" in line, line
-        await wait_for(pilot, lambda: progress.finished, timeout_s=60.0)
+        await wait_until(pilot, lambda: progress.finished, timeout_s=60.0)
         outcome = progress.outcome
         assert outcome is not None and outcome.ok, outcome
         assert outcome.details["verdict"]["kind"] == "too short"
@@ -193,21 +152,16 @@ async def test_mps_restart_key_restarts_the_selected_vms_daemon(tmp_path: Path) 
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         await pilot.press("slash", *"sd15-vm-b-1", "enter")  # select the VM's row
-        await pilot.press("m")
-        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
-        await pilot.pause()
-        plan_screen = app.screen
-        assert isinstance(plan_screen, PlanScreen)
+        plan_screen = await open_plan(pilot, "m")
         plan = plan_screen.plan
         assert (plan.action, plan.target) == ("mps-restart", "vm-b-1")
         assert plan.steps[0].key.startswith("draining:")
         assert app.focused is not None and app.focused.id == "cancel"
         assert "vm-b-1" in str(plan_screen.query_one("#confirm", Button).label)
-        await pilot.click("#confirm")
-        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
-        progress = app.screen
-        assert isinstance(progress, ProgressScreen)
-        await wait_for(pilot, lambda: progress.finished, step=lambda: fleet.step(0.5), timeout_s=60)
+        progress = await confirm_plan(pilot)
+        await wait_until(
+            pilot, lambda: progress.finished, step=lambda: fleet.step(0.5), timeout_s=60
+        )
         assert progress.outcome is not None and progress.outcome.ok, progress.outcome
     mps = fleet.vm_mps("vm-b-1")
     assert mps is not None and mps.daemon_running is True
@@ -231,11 +185,7 @@ async def test_a_reason_typed_in_the_drain_plan_is_recorded(tmp_path: Path) -> N
     app, fleet, _ = demo_console(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        await pilot.press("d")
-        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
-        await pilot.pause()
-        plan_screen = app.screen
-        assert isinstance(plan_screen, PlanScreen)
+        plan_screen = await open_plan(pilot, "d")
         name = plan_screen.plan.target
         box = plan_screen.query_one("#param-reason", Input)
         assert box.value == "drained with gpucon"  # the plan's own reason to start with
@@ -245,13 +195,7 @@ async def test_a_reason_typed_in_the_drain_plan_is_recorded(tmp_path: Path) -> N
             ("x" * 501, "reason: "),
         ):
             box.value = typed
-            await pilot.pause(0.3)  # a button ignores clicks while it shows the last one
-            await pilot.click("#confirm")
-            await pilot.pause()
-            assert app.screen is plan_screen  # still asking: nothing applied
-            error = str(plan_screen.query_one("#param-error", Static).render())
-            assert error.startswith(said), error
-            assert box.has_class("-invalid") and app.focused is box
+            await refused(pilot, plan_screen, box, said)
         # left blank, the plan's default reason comes back
         box.value = "  "
         box.focus()
@@ -265,11 +209,8 @@ async def test_a_reason_typed_in_the_drain_plan_is_recorded(tmp_path: Path) -> N
             plan_screen.query_one("#plan-body", Static).render()
         )
         await pilot.pause(0.3)
-        await pilot.click("#confirm")
-        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
-        progress = app.screen
-        assert isinstance(progress, ProgressScreen)
-        await wait_for(pilot, lambda: progress.finished, step=lambda: fleet.step(0.5))
+        progress = await confirm_plan(pilot)
+        await wait_until(pilot, lambda: progress.finished, step=lambda: fleet.step(0.5))
         assert progress.outcome is not None and progress.outcome.ok, progress.outcome
         backend = fleet.backend(name)
         assert backend.state is BackendState.DRAINED

@@ -14,11 +14,10 @@ from gpucon.errors import BadParams
 from gpucon.model.fleet import Backend, SlotKind
 from gpucon.model.snapshot import Snapshot
 from gpucon.screens.actions_flow import reslice_target
-from gpucon.screens.plan import PlanScreen
-from gpucon.screens.progress import ProgressScreen
 from gpucon.screens.reslice_prompt import ReslicePrompt
-from tests.ui.rig import demo_console
-from tests.ui.test_action_screens_demo import SIZE, wait_for
+from tests.ui.action_pilot import confirm_plan, open_plan
+from tests.ui.rig import demo_console, wait_until
+from tests.ui.test_action_screens_demo import SIZE
 
 GPU = "node-a/gpu0"
 
@@ -30,15 +29,12 @@ async def test_reslice_key_needs_the_gpu_name_typed_then_reslices(tmp_path: Path
         await pilot.press("slash", *"node-a", "enter")  # a row of the A100 on node-a
         await pilot.pause()
         await pilot.press("X")
-        await wait_for(pilot, lambda: isinstance(app.screen, ReslicePrompt))
+        await wait_until(pilot, lambda: isinstance(app.screen, ReslicePrompt))
         prompt = app.screen
         assert isinstance(prompt, ReslicePrompt) and prompt.gpu == GPU
         assert prompt.now == "1 × 3g.40gb + 1 × 2g.20gb + 1 × 1g.10gb"
         await pilot.press(*"4g.40gb+2g.20gb+1g.10gb", "enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen))
-        await pilot.pause()
-        plan_screen = app.screen
-        assert isinstance(plan_screen, PlanScreen)
+        plan_screen = await open_plan(pilot)
         assert plan_screen.plan.action == "reslice" and plan_screen.plan.target == GPU
         assert plan_screen.query_one("#dry-run")  # tier 3: the dry run is shown first
         confirm = plan_screen.query_one("#confirm", Button)
@@ -51,11 +47,8 @@ async def test_reslice_key_needs_the_gpu_name_typed_then_reslices(tmp_path: Path
         await pilot.press(*"/gpu0")
         await pilot.pause()
         assert not confirm.disabled
-        await pilot.click("#confirm")
-        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
-        progress = app.screen
-        assert isinstance(progress, ProgressScreen)
-        await wait_for(pilot, lambda: progress.finished, step=lambda: fleet.step(0.5))
+        progress = await confirm_plan(pilot)
+        await wait_until(pilot, lambda: progress.finished, step=lambda: fleet.step(0.5))
         assert progress.outcome is not None and progress.outcome.ok, progress.outcome
     reading = fleet.reading(0.0)
     profiles = sorted(

@@ -16,7 +16,6 @@ from gpucon.model.fleet import Backend
 from gpucon.model.history import History
 from gpucon.model.liveness import (
     BackendLiveness,
-    LivenessPolicy,
     ReadyCheck,
     SignalSince,
     TargetUp,
@@ -27,8 +26,8 @@ from gpucon.model.snapshot import Snapshot
 from gpucon.sources.problems import Problems
 from gpucon.sources.prom_up import DownDates, down_since_query, parse_down_since
 from gpucon.widgets.liveness_text import signal_words
+from tests.helpers.liveness_policy import POLICY as P
 
-P = LivenessPolicy(http_max_age_s=3.0, prom_max_age_s=15.0, registry_max_age_s=5.0)
 T0 = 1000.0
 URL = "http://10.0.0.1:8000"
 

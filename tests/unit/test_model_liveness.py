@@ -12,7 +12,6 @@ from gpucon.model.fleet import Backend, BackendState, LatencyStats
 from gpucon.model.history import History
 from gpucon.model.liveness import (
     BackendLiveness,
-    LivenessPolicy,
     ReadyCheck,
     TargetUp,
     judge,
@@ -22,8 +21,8 @@ from gpucon.model.liveness_book import LivenessBook, Signals, match_targets
 from gpucon.registry.parse import parse_backend
 from gpucon.sources.problems import Problems
 from gpucon.sources.prom_up import parse_up
+from tests.helpers.liveness_policy import POLICY as P
 
-P = LivenessPolicy(http_max_age_s=3.0, prom_max_age_s=15.0, registry_max_age_s=5.0)
 NOW = 1000.0
 B = Backend("b1", url="http://10.0.0.1:8000")
 

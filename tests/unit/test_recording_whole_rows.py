@@ -173,6 +173,31 @@ def test_entities_that_come_and_go_are_found_by_key() -> None:
     _same_fleet(state.snapshot(), after)
 
 
+def test_a_section_whose_keys_change_order_and_back_reads_back() -> None:
+    """Keys in another order (none came or went) are framed by key; the order back again, with
+    an entity changed, is compared with the order framed last, not the keyframe's."""
+    first, second, third = _live(None, 3)
+    writer = FrameWriter()
+    state = FrameState()
+    blobs, reader = BlobWriter(), BlobReader()
+    state.apply(
+        first.taken_at, KEYFRAME, reader.keyframe(0, blobs.keyframe(writer.keyframe(first)))
+    )
+    turned = msgspec.structs.replace(second, slots=dict(reversed(list(second.slots.items()))))
+    for snap in (turned, third):
+        state.apply(snap.taken_at, DELTA, reader.delta(blobs.delta(writer.delta(snap))))
+        _same_fleet(state.snapshot(), snap)
+    slot = next(iter(third.slots.values()))
+    busier = msgspec.structs.replace(slot, activity_pct=(slot.activity_pct or 0.0) + 1.0)
+    fourth = msgspec.structs.replace(
+        third, taken_at=third.taken_at + 1.0, slots={**third.slots, slot.id: busier}
+    )
+    delta = writer.delta(fourth)
+    assert delta["r"]["slots"] == [[list(first.slots).index(slot.id)], [astuple(busier)]]
+    state.apply(fourth.taken_at, DELTA, reader.delta(blobs.delta(delta)))
+    _same_fleet(state.snapshot(), fourth)
+
+
 def test_a_row_written_with_other_fields_reads_by_name() -> None:
     gpu = next(iter(_live(None, 1)[0].gpus.values()))
     names = list(Gpu.__struct_fields__)
