@@ -387,7 +387,7 @@ def test_a_console_started_mid_outage_dates_registry_not_ready_by_the_scheduler(
         time.sleep(6)  # older than anything this console could see itself
         hub: Hub = open_session(config, read_only=True).hub
         opened_at = time.time()
-        ticks = Ticks()
+        ticks = Snapshots()
         hub.start(ticks)
         try:
             dated = ticks.first(
@@ -397,8 +397,8 @@ def test_a_console_started_mid_outage_dates_registry_not_ready_by_the_scheduler(
                     and lv.registry_fresh
                     and any(a.rule == "not_ready" and a.target == "lab-b1" for a in s.alerts)
                 ),
-                0,
                 30,
+                "with lab-b1's registry ready=0 and its alert",
             )
         finally:
             hub.stop()
