@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from gpucon.errors import format_ts
 from gpucon.registry.heartbeat import parse_heartbeats
 from gpucon.registry.parse import parse_backend, parse_ready, parse_record
+from gpucon.registry.read import live_fields
 from gpucon.sources.problems import Problems
 from gpucon.sources.prom_parse import parse_dcgm
 from gpucon.sources.prom_triton import parse_triton
@@ -65,9 +66,10 @@ json_value: st.SearchStrategy[Any] = st.recursive(
 @given(st.one_of(hostile_text, st.none(), json_value.map(json.dumps)))
 def test_any_ready_document_reads(raw: str | None) -> None:
     verdicts, problems = parse_ready(raw)
-    for name, (ready, ready_at) in verdicts.items():
-        backend, _ = parse_backend(name, {"state": "active", "ready": ready, "ready_at": ready_at})
+    for name, entry in verdicts.items():
+        backend, _ = parse_backend(name, {"state": "active", **live_fields(None, entry)})
         check_number(backend.ready_at)
+        check_number(backend.ready_since)
     assert all(isinstance(p, str) for p in problems)
 
 
