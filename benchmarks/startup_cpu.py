@@ -1,8 +1,11 @@
 """Startup to first data frame vs a Textual hello-world, and CPU/memory/terminal bytes per minute.
 
 Run: ``.venv/bin/python -m benchmarks.startup_cpu [--seconds 60] [--repeat 9] [--base DIR]
-[--startup-only]``; ``--base`` starts another checkout's demo interleaved with this one's
-(before/after in one run, on the same machine state).
+[--startup-only] [--live CONFIG [--marker TEXT]]``; ``--base`` starts another checkout's demo
+interleaved with this one's (before/after in one run, on the same machine state); ``--live``
+starts ``gpucon live --config CONFIG --read-only`` instead of the demo, its first frame the
+one that shows ``--marker`` (default: the demo's backend name; on a machine without a GPU, an
+NVML-only config's first frame shows the fleet's name).
 Every figure comes from this one run, on this machine, in a 180×50 pseudo-terminal.
 
 Printed for each program: wall and CPU (user+sys from process start) to the first frame,
@@ -72,12 +75,16 @@ class Starts:
 
 
 def startup(
-    repeat: int, env: dict[str, str], checkouts: dict[str, Path]
+    repeat: int,
+    env: dict[str, str],
+    checkouts: dict[str, Path],
+    console: tuple[list[str], bytes] = (["demo"], DATA_MARKER),
 ) -> tuple[dict[str, Starts], Starts]:
     """Each checkout's ``gpucon demo`` and the hello-world, started ``repeat`` times,
     interleaved so that all see the same machine state: ({label: starts}, hello-world). The
     order within a round turns by one each round, so that none always starts first (after a
-    quiet moment) or last."""
+    quiet moment) or last. ``console``: gpucon's arguments and the first frame's marker."""
+    arguments, marker = console
     labels = [*checkouts, HELLO_LABEL]
     walls: dict[str, list[float]] = {label: [] for label in labels}
     cpus: dict[str, list[float]] = {label: [] for label in labels}
@@ -87,7 +94,7 @@ def startup(
             if label == HELLO_LABEL:
                 wall, cpu = _first_marker_s(HELLO, b"Hello, world", env, ROOT)
             else:
-                wall, cpu = _first_marker_s([*GPUCON, "demo"], DATA_MARKER, env, checkouts[label])
+                wall, cpu = _first_marker_s([*GPUCON, *arguments], marker, env, checkouts[label])
             walls[label].append(wall)
             cpus[label].append(cpu)
     starts = {label: Starts(tuple(walls[label]), tuple(cpus[label])) for label in walls}
@@ -151,17 +158,34 @@ def main() -> None:
     parser.add_argument(
         "--startup-only", action="store_true", help="the start-up figures alone (no CPU runs)"
     )
+    parser.add_argument(
+        "--live",
+        metavar="CONFIG",
+        type=Path,
+        default=None,
+        help="start gpucon live --config CONFIG --read-only instead of the demo (startup only)",
+    )
+    parser.add_argument(
+        "--marker", default=None, help="with --live: the text its first frame shows"
+    )
     args = parser.parse_args()
 
-    checkouts = {"gpucon demo": ROOT}
+    kind = "demo"
+    console: tuple[list[str], bytes] = (["demo"], DATA_MARKER)
+    if args.live is not None:
+        kind = "live"
+        marker = DATA_MARKER if args.marker is None else args.marker.encode()
+        console = (["live", "--config", str(args.live.resolve()), "--read-only"], marker)
+        args.startup_only = True
+    checkouts = {f"gpucon {kind}": ROOT}
     if args.base is not None:
-        checkouts = {"base demo": args.base.resolve(), "gpucon demo": ROOT}
+        checkouts = {f"base {kind}": args.base.resolve(), f"gpucon {kind}": ROOT}
     with tempfile.TemporaryDirectory(prefix="gpucon-pyc-") as cache:
         cached = child_env(cache)
         for cwd in checkouts.values():  # warm-up: bytecode cached, as installed
-            _first_marker_s([*GPUCON, "demo"], DATA_MARKER, cached, cwd)
+            _first_marker_s([*GPUCON, *console[0]], console[1], cached, cwd)
         _first_marker_s(HELLO, b"Hello, world", cached, ROOT)
-        starts, hello = startup(args.repeat, cached, checkouts)
+        starts, hello = startup(args.repeat, cached, checkouts, console)
         print(
             f"startup to first data frame, {args.repeat} interleaved starts each "
             "(min/median/max; CPU = user+sys from process start):"

@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpucon: config error: {exc}", file=sys.stderr)
         return 2
     if getattr(args, "read_only", False) and not config.read_only:
-        config = dataclasses.replace(
+        config = msgspec.structs.replace(
             config, read_only=True, origins={**config.origins, "read_only": "--read-only"}
         )
     from gpucon.config.credentials import credential_problems, credential_warnings

@@ -1,6 +1,6 @@
 """Configuration: TOML at ``$XDG_CONFIG_HOME/gpucon/config.toml`` (or ``--config``).
 
-The records below (msgspec Structs; the whole config a dataclass) are the contract other
+The records below (msgspec Structs, the whole config too) are the contract other
 modules build on. ``load_config`` reads the file with tomllib, validates it strictly (unknown
 keys, wrong types, negative cadences, bad URLs) and applies environment overrides (see
 ``gpucon.config.env``). Every error is a ConfigError
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -196,24 +195,34 @@ class RecordConfig(msgspec.Struct, frozen=True, gc=False):
     max_age_h: float = 168.0
 
 
-# a dataclass, not a msgspec Struct like the tables it holds: ``origins`` is left out of
-# equality (a Struct compares every field), and there is one per process
-@dataclass(frozen=True, slots=True)
-class GpuconConfig:
+# the tables' kind of record, ``origins`` left out of equality (which values came from where
+# says nothing about what the config is); a dataclass took ~0.5 ms of every start to define
+class GpuconConfig(msgspec.Struct, frozen=True):
     """The effective config: fleets, alerts, SLOs, UI, audit, and where each value came from."""
 
     path: Path | None = None
-    fleets: dict[str, FleetConfig] = field(default_factory=lambda: {"default": FleetConfig()})
+    fleets: dict[str, FleetConfig] = msgspec.field(
+        default_factory=lambda: {"default": FleetConfig()}
+    )
     default_fleet: str = "default"
-    alerts: AlertThresholds = field(default_factory=AlertThresholds)
-    slo_p95_ms: dict[str, float] = field(default_factory=dict)  # model -> p95 SLO in ms
-    ui: UiConfig = field(default_factory=UiConfig)
-    record: RecordConfig = field(default_factory=RecordConfig)
+    alerts: AlertThresholds = msgspec.field(default_factory=AlertThresholds)
+    slo_p95_ms: dict[str, float] = msgspec.field(default_factory=dict)  # model -> p95 SLO in ms
+    ui: UiConfig = msgspec.field(default_factory=UiConfig)
+    record: RecordConfig = msgspec.field(default_factory=RecordConfig)
     audit_path: Path | None = None  # None: $XDG_STATE_HOME/gpucon/audit.jsonl
     operator: str | None = None  # None: user@host
     read_only: bool = False
     # key path ("fleets.prod.redis.url") -> "file", "env GPUCON_REDIS_URL", "--fleet", ...
-    origins: Mapping[str, str] = field(default_factory=dict, compare=False)
+    origins: Mapping[str, str] = msgspec.field(default_factory=dict)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(
+            getattr(self, name) == getattr(other, name)
+            for name in self.__struct_fields__
+            if name != "origins"
+        )
 
     @property
     def fleet(self) -> FleetConfig:
@@ -303,7 +312,7 @@ def load_config(
     if fleet is not None:
         origins = dict(config.origins)
         origins["fleet"] = "--fleet"
-        config = replace(config, default_fleet=fleet, origins=origins)
+        config = msgspec.structs.replace(config, default_fleet=fleet, origins=origins)
     if config.default_fleet not in config.fleets:
         known = ", ".join(sorted(config.fleets)) or "none"
         where = config.origin("fleet")

@@ -20,11 +20,10 @@ Values are validated like the file's; an error names the variable.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
-from msgspec.structs import replace  # the config's tables; the config itself is a dataclass
+from msgspec.structs import replace
 
 from gpucon.config import (
     FleetConfig,
@@ -89,13 +88,13 @@ def apply_env(config: GpuconConfig, env: Mapping[str, str]) -> GpuconConfig:
         ui = replace(ui, refresh_s=got[0].number(seconds, "ui.refresh_s"))
         origins["ui.refresh_s"] = "env GPUCON_REFRESH_S"
     changes["ui"] = ui
-    config = dataclasses.replace(config, **changes)  # type: ignore[arg-type]
+    config = replace(config, **changes)
 
     name = config.default_fleet
     fleet = config.fleets.get(name)
     if fleet is None:
         if not env_names_a_source(env):
-            return dataclasses.replace(config, origins=origins)
+            return replace(config, origins=origins)
         fleet = FleetConfig(name=name)
     prefix = f"fleets.{name}"
     if got := take("GPUCON_REDIS_URL"):
@@ -124,4 +123,4 @@ def apply_env(config: GpuconConfig, env: Mapping[str, str]) -> GpuconConfig:
         fleet = replace(fleet, kube=replace(fleet.kube or KubeConfig(), context=context))
         origins[f"{prefix}.kube.context"] = "env GPUCON_KUBE_CONTEXT"
     fleets = {**config.fleets, name: fleet}
-    return dataclasses.replace(config, fleets=fleets, origins=origins)
+    return replace(config, fleets=fleets, origins=origins)

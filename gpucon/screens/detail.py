@@ -20,12 +20,12 @@ from gpucon.widgets import fmt
 from gpucon.widgets.keybar import KeyBar
 from gpucon.widgets.liveness_text import liveness_text
 from gpucon.widgets.p95_cell import ABSENT
-from gpucon.widgets.panels import TextPanel
 from gpucon.widgets.plot import Plot
 from gpucon.widgets.safe_text import safe
 from gpucon.widgets.slot_cells import NO_LATENCY_NOW
 from gpucon.widgets.slot_facts import absent_slot, health_facts, slot_facts
 from gpucon.widgets.status_bar import StatusBar
+from gpucon.widgets.text_panel import TextPanel
 
 if TYPE_CHECKING:
     from gpucon.app import GpuconApp

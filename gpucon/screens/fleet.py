@@ -31,9 +31,7 @@ from textual.widgets import Input, Static
 
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets.empty_table import empty_table_note
-from gpucon.widgets.health_panel import HealthPanel
 from gpucon.widgets.keybar import KeyBar
-from gpucon.widgets.panels import AlertsPanel, QueuePanel
 from gpucon.widgets.row_builder import RowBuilder
 from gpucon.widgets.safe_text import clean
 from gpucon.widgets.slot_table import SlotTable
@@ -46,10 +44,61 @@ if TYPE_CHECKING:
     from gpucon.app import GpuconApp
     from gpucon.recording.status import RecordingStatus
     from gpucon.screens.action_runner import ActionRunner, PlanFailed, PlanReady
+    from gpucon.widgets.health_panel import HealthPanel
+    from gpucon.widgets.panels import AlertsPanel, QueuePanel
 
 
 # when the hidden filter box is mounted (seconds after the screen): after the first frame
 FILTER_BOX_AFTER_S = 1.5
+
+
+class BottomLeft(Vertical):
+    """The bottom's left column: the queues over the GPUs and nodes.
+
+    Its class carries the layout of all the bottom's panels (the alerts beside it too): they
+    are mounted together after the first frame (``FleetScreen._mount_panels``), so these
+    rules are parsed then, not before the first frame with ``gpucon.tcss``. Unscoped: they
+    name the panels by id. (Default CSS, below the app's own: ``noc.tcss`` overrides them.)
+    """
+
+    SCOPED_CSS = False
+    DEFAULT_CSS = """
+    /* the queues, and under them the GPUs and nodes; the alerts keep the rest of the width */
+    #bottom-left {
+        width: 64;
+        height: 100%;
+        border-right: solid $panel;
+    }
+    #queues {
+        height: auto;
+        max-height: 5;
+        padding: 0 1;
+    }
+    #health {
+        height: 1fr;
+        padding: 0 1;
+        border-top: solid $panel;
+    }
+    /* no GPU source: one line under the queues, not an empty panel */
+    #health.-empty { height: 2; }
+    #alerts {
+        width: 1fr;
+        height: 1fr;
+        padding: 0 1;
+    }
+    #alerts:focus {
+        background: $boost;
+    }
+    /* narrow: the alerts take the bottom's whole width, the queues one line under them */
+    FleetScreen.-narrow #bottom-left {
+        dock: bottom;
+        width: 100%;
+        height: 1;
+        border-right: none;
+    }
+    FleetScreen.-narrow #queues { max-height: 1; }
+    FleetScreen.-narrow #health { display: none; }
+    """
 
 
 class FleetScreen(Screen[None]):
@@ -100,6 +149,8 @@ class FleetScreen(Screen[None]):
         self.paused_at: float | None = None
         # the bottom's panels being mounted, or mounted (``_mount_panels``)
         self._panels_mounting: AwaitMount | None = None
+        # the queues, the GPUs and the alerts once they are mounted
+        self._bottom_panels: tuple[QueuePanel, HealthPanel, AlertsPanel] | None = None
 
     @property
     def gpucon(self) -> GpuconApp:
@@ -127,11 +178,18 @@ class FleetScreen(Screen[None]):
         yield Widget(id="bottom")
         yield KeyBar()
 
-    def _panels(self) -> list[Widget]:
-        """The bottom's widgets: queues over the GPUs (and nodes), the alerts beside them."""
-        panels: list[Widget] = [
-            Vertical(QueuePanel(id="queues"), HealthPanel(id="health"), id="bottom-left")
-        ]
+    def _panels(self) -> tuple[list[Widget], tuple[QueuePanel, HealthPanel, AlertsPanel]]:
+        """The bottom's widgets: queues over the GPUs (and nodes), the alerts beside them;
+        and those three panels. (Their modules are imported here: after the first frame.)"""
+        from gpucon.widgets.health_panel import HealthPanel
+        from gpucon.widgets.panels import AlertsPanel, QueuePanel
+
+        queues, health, alerts = (
+            QueuePanel(id="queues"),
+            HealthPanel(id="health"),
+            AlertsPanel(id="alerts"),
+        )
+        panels: list[Widget] = [BottomLeft(queues, health, id="bottom-left")]
         if self.noc:  # the wall's alerts page: counts to read from across a room
             from textual.widgets import Digits, Label
 
@@ -144,7 +202,15 @@ class FleetScreen(Screen[None]):
                     id="noc-counts",
                 )
             )
-        panels.append(AlertsPanel(id="alerts"))
+        panels.append(alerts)
+        return panels, (queues, health, alerts)
+
+    def _mounted_panels(self) -> tuple[QueuePanel, HealthPanel, AlertsPanel] | None:
+        """The queues, the GPUs and the alerts: None before they are mounted, or once the
+        screen is being taken down."""
+        panels = self._bottom_panels
+        if panels is None or not all(panel.is_attached for panel in panels):
+            return None
         return panels
 
     async def _mount_panels(self) -> None:
@@ -157,8 +223,10 @@ class FleetScreen(Screen[None]):
             bottom = self.query_one("#bottom")
         except NoMatches:  # the screen is being taken down
             return
-        self._panels_mounting = bottom.mount_all(self._panels())
+        widgets, bottom_panels = self._panels()
+        self._panels_mounting = bottom.mount_all(widgets)
         await self._panels_mounting
+        self._bottom_panels = bottom_panels
         self._fit_width(self.size.width)
         if self.snapshot is not None:
             self._show_panels(self.snapshot)
@@ -202,10 +270,10 @@ class FleetScreen(Screen[None]):
             bottom.styles.height = "1fr"
         else:
             bottom.styles.height = 10 if height < 30 else max(13, height // 3)
-        try:  # the panels come after the first frame (``_mount_panels``): sized then
-            queues = self.query_one(QueuePanel)
-        except NoMatches:
+        panels = self._mounted_panels()
+        if panels is None:  # the panels come after the first frame (``_mount_panels``): sized then
             return
+        queues = panels[0]
         if queues.compact != narrow:
             queues.compact = narrow
             if self.snapshot is not None:
@@ -233,12 +301,10 @@ class FleetScreen(Screen[None]):
 
     def _show_panels(self, snapshot: Snapshot) -> None:
         """The bottom's panels, once they are mounted (``_mount_panels``)."""
-        try:
-            queues = self.query_one(QueuePanel)
-            health = self.query_one(HealthPanel)
-            alerts = self.query_one(AlertsPanel)
-        except NoMatches:  # not mounted yet: they show the newest snapshot when they are
+        panels = self._mounted_panels()
+        if panels is None:  # not mounted yet: they show the newest snapshot when they are
             return
+        queues, health, alerts = panels
         queues.show_snapshot(snapshot)
         health.show_snapshot(snapshot)
         alerts.show_snapshot(snapshot)
@@ -290,16 +356,17 @@ class FleetScreen(Screen[None]):
 
     async def action_focus_alerts(self) -> None:
         await self._mount_panels()  # a key pressed before they came waits for them
-        with contextlib.suppress(NoMatches):
-            self.query_one(AlertsPanel).focus()
+        panels = self._mounted_panels()
+        if panels is not None:
+            panels[2].focus()
 
     async def action_goto_alert(self) -> None:
         """Jump to the row of the highlighted alert (the top one unless the alerts have focus)."""
         await self._mount_panels()
-        try:
-            panel = self.query_one(AlertsPanel)
-        except NoMatches:  # the screen is being taken down
+        panels = self._mounted_panels()
+        if panels is None:  # the screen is being taken down
             return
+        panel = panels[2]
         alerts = panel.snapshot.alerts if panel.snapshot is not None else ()
         if not alerts:
             self.notify("no alerts", title="gpucon")

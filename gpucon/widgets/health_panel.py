@@ -12,7 +12,7 @@ from rich.text import Text
 
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets.health_text import gpu_line, node_line
-from gpucon.widgets.panels import TextPanel
+from gpucon.widgets.text_panel import TextPanel
 from gpucon.widgets.tick_prep import gpus_worst_first
 
 GPU_HEADER = f"{'GPU':<18} {'TEMP':>5} {'POWER':>9} {'UTIL':>4} XID"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual.screen import Screen
@@ -106,13 +107,19 @@ class KeyBar(Static):
             shown.append((binding, enabled))
         shown.sort(key=lambda item: _rank(item[0].id))  # stable: the rest keep their order
         kept = [item for item in shown if item[0].id == KEPT]
+        # each pair's width added as it is appended, not the whole text's measured again per
+        # key: once "⏎" is in it, rich measures a text character by character
         ends: list[int] = []
+        end = 0
         for binding, enabled in shown:
             if binding.id == KEPT:
                 continue
-            keys.append(f" {self.app.get_key_display(binding)} ", key_style)
-            keys.append(f"{binding.description} ", text_style if enabled else "dim")
-            ends.append(keys.cell_len)
+            key = f" {self.app.get_key_display(binding)} "
+            description = f"{binding.description} "
+            keys.append(key, key_style)
+            keys.append(description, text_style if enabled else "dim")
+            end += cell_len(key) + cell_len(description)
+            ends.append(end)
         commands = Text(end="")
         for binding, enabled in kept:  # a narrow bar cuts the keys on the left, not this one
             commands.append(f" {self.app.get_key_display(binding)} ", key_style)

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from rich.text import Text
 
 from gpucon.widgets import fmt
-from gpucon.widgets.panels import TextPanel
 from gpucon.widgets.safe_text import safe
+from gpucon.widgets.text_panel import TextPanel
 
 _EIGHTHS = " ▁▂▃▄▅▆▇█"
 

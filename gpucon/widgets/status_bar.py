@@ -22,8 +22,8 @@ from textual import events
 from gpucon.model.fleet import Health
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
-from gpucon.widgets.panels import TextPanel
 from gpucon.widgets.safe_text import clean, fit, safe
+from gpucon.widgets.text_panel import TextPanel
 from gpucon.widgets.tick_prep import alert_counts, slot_count
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ import redis
 from gpucon.app import GpuconApp
 from gpucon.hub import Hub
 from gpucon.sources.redisq import RedisQueueSource
-from gpucon.widgets.panels import TextPanel
 from gpucon.widgets.status_bar import StatusBar
+from gpucon.widgets.text_panel import TextPanel
 from tests.helpers.servers import RedisProcess
 from tests.ui.rig import table_lines
 

@@ -4,7 +4,8 @@ Start-up time is mostly imports (benchmarks/RESULTS.md, "Console start-up"): one
 import of a client library or of the write side in a module the first frame needs would add
 tens of milliseconds to every start, and nothing else would notice. Each test starts the real
 ``gpucon`` command (``cli.main``: parser, config, session, first snapshot, the App) in a fresh
-interpreter, lets the App draw its first frame headless, and lists what was imported by then.
+interpreter, lets the App draw its first frame headless, and lists what was imported when
+that frame was handed to the terminal (``App._display``).
 """
 
 from __future__ import annotations
@@ -22,14 +23,20 @@ import asyncio, json, sys
 from gpucon.app import GpuconApp
 
 loaded = []
+display = GpuconApp._display
+
+def first_display(self, screen, renderable):
+    if renderable is not None and not loaded:  # the first frame: what it was drawn with
+        loaded.extend(sys.modules)
+    return display(self, screen, renderable)
 
 def run(self, *args, **kwargs):
     async def first_frame():
         async with self.run_test(size=(180, 50)) as pilot:
             await pilot.pause()
-            loaded.extend(sys.modules)
     asyncio.run(first_frame())
 
+GpuconApp._display = first_display
 GpuconApp.run = run  # the same App, drawn headless: the command's own path up to here
 from gpucon.commands.cli import main
 main(sys.argv[1:])
@@ -44,6 +51,8 @@ NEVER = (
     # gpucon's write side, recordings, other screens and commands: built or opened later
     *("gpucon.recording", "gpucon.controls", "gpucon.registry", "gpucon.lab", "gpucon.actions"),
     *("gpucon.sim.registry", "gpucon.sim.probe", "gpucon.sim.mig", "gpucon.sim.mps"),
+    # the bottom's panels: mounted, and imported, once the first frame is drawn
+    *("gpucon.widgets.panels", "gpucon.widgets.health_panel", "gpucon.widgets.alert_lines"),
 )
 # packages of which only these modules may be loaded by the first frame
 ONLY = {

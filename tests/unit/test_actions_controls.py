@@ -31,7 +31,7 @@ def test_a_read_only_session_refuses_to_build_controls(tmp_path: Path) -> None:
 
 
 def test_a_config_that_says_read_only_gives_a_read_only_session(tmp_path: Path) -> None:
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     cfg = replace(config(tmp_path, RedisConfig(url="redis://127.0.0.1:1/0")), read_only=True)
     session = open_session(cfg, read_only=False)
