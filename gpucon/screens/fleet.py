@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
@@ -50,55 +50,6 @@ if TYPE_CHECKING:
 
 # when the hidden filter box is mounted (seconds after the screen): after the first frame
 FILTER_BOX_AFTER_S = 1.5
-
-
-class BottomLeft(Vertical):
-    """The bottom's left column: the queues over the GPUs and nodes.
-
-    Its class carries the layout of all the bottom's panels (the alerts beside it too): they
-    are mounted together after the first frame (``FleetScreen._mount_panels``), so these
-    rules are parsed then, not before the first frame with ``gpucon.tcss``. Unscoped: they
-    name the panels by id. (Default CSS, below the app's own: ``noc.tcss`` overrides them.)
-    """
-
-    SCOPED_CSS = False
-    DEFAULT_CSS = """
-    /* the queues, and under them the GPUs and nodes; the alerts keep the rest of the width */
-    #bottom-left {
-        width: 64;
-        height: 100%;
-        border-right: solid $panel;
-    }
-    #queues {
-        height: auto;
-        max-height: 5;
-        padding: 0 1;
-    }
-    #health {
-        height: 1fr;
-        padding: 0 1;
-        border-top: solid $panel;
-    }
-    /* no GPU source: one line under the queues, not an empty panel */
-    #health.-empty { height: 2; }
-    #alerts {
-        width: 1fr;
-        height: 1fr;
-        padding: 0 1;
-    }
-    #alerts:focus {
-        background: $boost;
-    }
-    /* narrow: the alerts take the bottom's whole width, the queues one line under them */
-    FleetScreen.-narrow #bottom-left {
-        dock: bottom;
-        width: 100%;
-        height: 1;
-        border-right: none;
-    }
-    FleetScreen.-narrow #queues { max-height: 1; }
-    FleetScreen.-narrow #health { display: none; }
-    """
 
 
 class FleetScreen(Screen[None]):
@@ -182,7 +133,7 @@ class FleetScreen(Screen[None]):
         """The bottom's widgets: queues over the GPUs (and nodes), the alerts beside them;
         and those three panels. (Their modules are imported here: after the first frame.)"""
         from gpucon.widgets.health_panel import HealthPanel
-        from gpucon.widgets.panels import AlertsPanel, QueuePanel
+        from gpucon.widgets.panels import AlertsPanel, BottomLeft, QueuePanel
 
         queues, health, alerts = (
             QueuePanel(id="queues"),

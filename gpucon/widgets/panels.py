@@ -1,4 +1,4 @@
-"""The fleet screen's bottom panels: the queues and the alerts.
+"""The fleet screen's bottom panels: the queues and the alerts, and the bottom's layout.
 
 Each panel builds a ``rich.text.Text`` from the snapshot (untrusted names through
 ``safe_text``) and repaints only the cells of it that changed (``text_panel``). Mounted
@@ -11,6 +11,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
+from textual.containers import Vertical
 from textual.message import Message
 
 from gpucon.model.alerts import Alert, Severity
@@ -22,6 +23,56 @@ from gpucon.widgets.alert_lines import alert_lines, fit_lines, watched_from
 from gpucon.widgets.safe_text import safe
 from gpucon.widgets.text_panel import TextPanel
 from gpucon.widgets.tick_prep import alert_counts
+
+
+class BottomLeft(Vertical):
+    """The bottom's left column: the queues over the GPUs and nodes.
+
+    Its class carries the layout of all the bottom's panels (the alerts beside it too): they
+    are mounted together after the first frame (``FleetScreen._mount_panels``), so these
+    rules are parsed then, not before the first frame with ``gpucon.tcss`` (and this module
+    is imported then too). Unscoped: they name the panels by id. (Default CSS, below the
+    app's own: ``noc.tcss`` overrides them.)
+    """
+
+    SCOPED_CSS = False
+    DEFAULT_CSS = """
+    /* the queues, and under them the GPUs and nodes; the alerts keep the rest of the width */
+    #bottom-left {
+        width: 64;
+        height: 100%;
+        border-right: solid $panel;
+    }
+    #queues {
+        height: auto;
+        max-height: 5;
+        padding: 0 1;
+    }
+    #health {
+        height: 1fr;
+        padding: 0 1;
+        border-top: solid $panel;
+    }
+    /* no GPU source: one line under the queues, not an empty panel */
+    #health.-empty { height: 2; }
+    #alerts {
+        width: 1fr;
+        height: 1fr;
+        padding: 0 1;
+    }
+    #alerts:focus {
+        background: $boost;
+    }
+    /* narrow: the alerts take the bottom's whole width, the queues one line under them */
+    FleetScreen.-narrow #bottom-left {
+        dock: bottom;
+        width: 100%;
+        height: 1;
+        border-right: none;
+    }
+    FleetScreen.-narrow #queues { max-height: 1; }
+    FleetScreen.-narrow #health { display: none; }
+    """
 
 
 class QueuePanel(TextPanel):
