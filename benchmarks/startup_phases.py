@@ -1,8 +1,9 @@
 """Where a console's start goes, phase by phase, beside a Textual hello-world's.
 
-Run: ``.venv/bin/python -m benchmarks.startup_phases [--starts 13] [--live CONFIG]``: the demo
-(and, with ``--live``, ``gpucon live --config CONFIG --read-only``, its marker ``--marker``)
-and ``benchmarks/hello_app.py``, each started ``--starts`` times in a 180×50 pty
+Run: ``.venv/bin/python -m benchmarks.startup_phases [--starts 13] [--live CONFIG] [--base DIR]``:
+the demo (and, with ``--live``, ``gpucon live --config CONFIG --read-only``, its marker
+``--marker``; with ``--base``, another checkout's too, before) and ``benchmarks/hello_app.py``,
+each started ``--starts`` times, interleaved round by round, in a 180×50 pty
 (``benchmarks/pty_run.py``). Each start runs under this module's ``--child`` mode, which
 notes the process's CPU time and the wall clock (from its first line) when a watched module is
 first imported, when the console's steps begin and end (config, session, App), when the first
@@ -198,41 +199,54 @@ def child(argv: list[str]) -> None:
         runpy.run_path(target, run_name="__main__")
 
 
-def _starts(
-    label: str, program: list[str], marker: str, starts: int, switch: list[str] | None = None
-) -> None:
+# one program to start: (label, argv after the child's own arguments, marker, checkout,
+# Python's switch interval arguments)
+Program = tuple[str, list[str], str, Path, list[str]]
+
+
+def _starts(programs: list[Program], starts: int) -> None:
+    """Each program started ``starts`` times, interleaved round by round (the order turning
+    by one each round), so that all see the same machine state; then each one's points."""
     import statistics
     import tempfile
 
     from benchmarks.pty_run import run_in_pty
 
-    cpu: dict[str, list[float]] = {}
-    wall: dict[str, list[float]] = {}
+    cpu: dict[str, dict[str, list[float]]] = {p[0]: {} for p in programs}
+    wall: dict[str, dict[str, list[float]]] = {p[0]: {} for p in programs}
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     with tempfile.TemporaryDirectory(prefix="gpucon-phases-") as tmp:
         env.setdefault("PYTHONPYCACHEPREFIX", str(Path(tmp) / "pyc"))
-        for i in range(starts + 1):  # the first start fills the bytecode cache: not counted
-            out = Path(tmp) / f"marks{i}.tsv"
-            argv = [sys.executable, "-m", "benchmarks.startup_phases", "--child", str(out)]
-            run_in_pty(
-                [*argv, marker, *(switch or []), *program],
-                marker=None,
-                duration_s=10,
-                env=env,
-                cwd=str(ROOT),
+        for i in range(starts + 1):  # the first round fills the bytecode cache: not counted
+            turn = i % len(programs)
+            for label, program, marker, checkout, switch in programs[turn:] + programs[:turn]:
+                out = Path(tmp) / f"marks{i}.tsv"
+                out.unlink(missing_ok=True)
+                argv = [sys.executable, "-m", "benchmarks.startup_phases", "--child", str(out)]
+                # that checkout's gpucon (and this module) first on the path
+                rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+                own_env = {**env, "PYTHONPATH": os.pathsep.join([str(checkout), str(ROOT), *rest])}
+                run_in_pty(
+                    [*argv, marker, *switch, *program],
+                    marker=None,
+                    duration_s=10,
+                    env=own_env,
+                    cwd=str(checkout),
+                )
+                if i == 0 or not out.exists():
+                    continue
+                for line in out.read_text().splitlines():
+                    name, c, w = line.split("\t")
+                    cpu[label].setdefault(name, []).append(float(c))
+                    wall[label].setdefault(name, []).append(float(w))
+    for label, *_ in programs:
+        reached = len(wall[label].get("first frame", []))
+        print(f"{label} ({reached} of {starts} starts reached the frame):")
+        for name, values in cpu[label].items():
+            print(
+                f"  {name:34s} CPU min {min(values):6.1f} median {statistics.median(values):6.1f}"
+                f"   wall median {statistics.median(wall[label][name]):6.1f} ms"
             )
-            if i == 0 or not out.exists():
-                continue
-            for line in out.read_text().splitlines():
-                name, c, w = line.split("\t")
-                cpu.setdefault(name, []).append(float(c))
-                wall.setdefault(name, []).append(float(w))
-    print(f"{label} ({len(wall.get('first frame', []))} of {starts} starts reached the frame):")
-    for name, values in cpu.items():
-        print(
-            f"  {name:34s} CPU min {min(values):6.1f} median {statistics.median(values):6.1f}"
-            f"   wall median {statistics.median(wall[name]):6.1f} ms"
-        )
 
 
 def main() -> None:
@@ -252,19 +266,29 @@ def main() -> None:
         help="also the live console with Python's thread switch interval S from its start",
     )
     parser.add_argument("--no-demo", action="store_true", help="leave the demo out")
+    parser.add_argument(
+        "--base",
+        type=Path,
+        metavar="DIR",
+        help="also another checkout's consoles (before), started interleaved with these",
+    )
     args = parser.parse_args()
     cli = ["-m", "gpucon.commands.cli"]
-    if not args.no_demo:
-        _starts("gpucon demo", [*cli, "demo"], "sdxl", args.starts)
-    if args.live:
-        live = [*cli, "live", "--config", args.live, "--read-only"]
-        _starts("gpucon live", live, args.marker, args.starts)
-        if args.switch_interval is not None:
-            switch = ["--switch-interval", str(args.switch_interval)]
-            label = f"gpucon live, switch interval {args.switch_interval:g} s"
-            _starts(label, live, args.marker, args.starts, switch)
+    checkouts = [("", ROOT)] if args.base is None else [("base ", args.base.resolve()), ("", ROOT)]
+    programs: list[Program] = []
+    for prefix, checkout in checkouts:
+        if not args.no_demo:
+            programs.append((f"{prefix}gpucon demo", [*cli, "demo"], "sdxl", checkout, []))
+        if args.live:
+            live = [*cli, "live", "--config", str(Path(args.live).resolve()), "--read-only"]
+            programs.append((f"{prefix}gpucon live", live, args.marker, checkout, []))
+            if args.switch_interval is not None:
+                switch = ["--switch-interval", str(args.switch_interval)]
+                label = f"{prefix}gpucon live, switch interval {args.switch_interval:g} s"
+                programs.append((label, live, args.marker, checkout, switch))
     hello = str(ROOT / "benchmarks" / "hello_app.py")
-    _starts("textual hello-world", [hello], "Hello, world", args.starts)
+    programs.append(("textual hello-world", [hello], "Hello, world", ROOT, []))
+    _starts(programs, args.starts)
 
 
 if __name__ == "__main__":
