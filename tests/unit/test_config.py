@@ -203,3 +203,14 @@ def test_env_alone_is_enough_without_a_file(tmp_path: Path) -> None:
     config = load_config(None, env)
     assert config.path is None
     assert config.fleet.redis is not None and config.fleet.redis.url == "redis://127.0.0.1:1/0"
+
+
+def test_two_configs_are_equal_whatever_their_values_came_from(tmp_path: Path) -> None:
+    """Equality compares what the config is, not where each value came from (``origins``)."""
+    text = '[fleets.a.redis]\nurl = "redis://127.0.0.1:6379/0"\n'
+    from_file = load(tmp_path, text)
+    from_env = load(tmp_path, text, {"GPUCON_REFRESH_S": "1"})  # the default, said again
+    assert from_file.origins != from_env.origins
+    assert from_file == from_env
+    assert from_file != load(tmp_path, text, {"GPUCON_REFRESH_S": "2"})
+    assert from_file != "not a config"
