@@ -45,7 +45,9 @@ from gpucon.model.history_samples import history_samples, stale_series
 from gpucon.model.liveness import LivenessPolicy, dead_targets, withhold_dead_targets
 from gpucon.model.liveness_book import LivenessBook
 from gpucon.model.merge import MergedFleet, merge_readings
+from gpucon.model.queue_stall import QUEUE_SOURCE
 from gpucon.model.reading import Reading
+from gpucon.model.registry_memory import RegistryListed, track_registry_listed
 from gpucon.model.scheduler_beat import SchedulerStaleness, silent_age
 from gpucon.model.section_moves import SectionMoves
 from gpucon.model.snapshot import Snapshot
@@ -161,6 +163,8 @@ class Hub:
         self._mig_pending_since: dict[str, float] = {}
         # of those, the nodes pending already when first seen (``track_mig_unseen``)
         self._mig_pending_unseen: frozenset[str] = frozenset()
+        # the registry's last non-empty listing (``model/registry_memory.py``)
+        self._registry_listed: RegistryListed | None = None
         self.thresholds = thresholds or AlertThresholds()
         self.slo_p95_ms_by_model = dict(slo_p95_ms_by_model or {})
         self.clock = clock
@@ -366,6 +370,15 @@ class Hub:
             self._snapshot.nodes if self._snapshot is not None else None,
             fleet.nodes,
         )
+        registry = statuses.get(QUEUE_SOURCE)
+        self._registry_listed = track_registry_listed(
+            self._registry_listed,
+            fleet.backends,
+            registry is not None
+            and registry.health is not Health.DOWN
+            and QUEUE_SOURCE not in stale,
+            now,
+        )
         alerts = derive_alerts(
             AlertInputs(
                 now,
@@ -383,6 +396,7 @@ class Hub:
                 liveness=liveness,
                 mem_runs=self._mem_runs,
                 scheduler_silent_s=silent_s,
+                registry_listed=self._registry_listed,
             ),
             self.thresholds,
             previous,
@@ -409,6 +423,7 @@ class Hub:
             staleness=staleness,
             liveness=liveness,
             mps=fleet.mps,
+            registry_listed=self._registry_listed,
         )
         self._older, self._snapshot = self._snapshot, snapshot
         for callback in self._subscribers:

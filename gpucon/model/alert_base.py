@@ -24,6 +24,7 @@ from gpucon.model.fleet import (
 from gpucon.model.growth_runs import GrowthRuns
 from gpucon.model.history import History
 from gpucon.model.liveness import BackendLiveness
+from gpucon.model.registry_memory import RegistryListed
 
 
 class Severity(IntEnum):
@@ -173,6 +174,8 @@ class AlertInputs(msgspec.Struct, frozen=True):
     # how old the scheduler's heartbeat is when it is silent (``model/scheduler_beat.py``);
     # None while it beats, or when no scheduler writes one
     scheduler_silent_s: float | None = None
+    # the registry's last non-empty listing (``model/registry_memory.py``); None: never seen
+    registry_listed: RegistryListed | None = None
 
 
 # what a rule yields: (rule, target, severity, message)

@@ -493,6 +493,8 @@ def derive_alerts(
                 since = min(since, past)  # the oldest entry's id dates it
             elif name == "xid" and (at := _xid_at(inputs, target)) is not None:
                 since = min(since, at)  # the error's own time, as NVML or the log gave it
+            elif name == "no_backends" and (gone := queue_stall.no_backends_since(inputs)):
+                since = min(since, gone)  # the registry's own date
             elif name == "queue_stalled" and (q := inputs.queues.get(target)) is not None:
                 idle = q.consumer_idle_s  # since the last read, which Redis remembers
                 since = since if idle is None else min(since, inputs.now - idle)
