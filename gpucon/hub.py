@@ -48,7 +48,7 @@ from gpucon.model.merge import MergedFleet, merge_readings
 from gpucon.model.queue_stall import QUEUE_SOURCE
 from gpucon.model.reading import Reading
 from gpucon.model.registry_memory import RegistryListed, track_registry_listed
-from gpucon.model.scheduler_beat import SchedulerStaleness, silent_age
+from gpucon.model.scheduler_beat import BeatClock, SchedulerStaleness, silent_age
 from gpucon.model.section_moves import SectionMoves
 from gpucon.model.snapshot import Snapshot
 from gpucon.model.staleness import StaleFieldCache, Staleness, stale_after_s
@@ -163,6 +163,8 @@ class Hub:
         self._mig_pending_since: dict[str, float] = {}
         # of those, the nodes pending already when first seen (``track_mig_unseen``)
         self._mig_pending_unseen: frozenset[str] = frozenset()
+        # heartbeats aged on this console's clock once seen to change (``scheduler_beat``)
+        self._beat_clock = BeatClock()
         # the registry's last non-empty listing (``model/registry_memory.py``)
         self._registry_listed: RegistryListed | None = None
         self.thresholds = thresholds or AlertThresholds()
@@ -339,7 +341,11 @@ class Hub:
             }
             # heartbeats read from a fresh Redis (a stale one's values are stale already)
             beats = [
-                (good.scheduler_beat, good.taken_at, st.source.cadence_s)
+                (
+                    self._beat_clock(good.scheduler_beat, good.taken_at, st.source.cadence_s),
+                    good.taken_at,
+                    st.source.cadence_s,
+                )
                 for st in self._states
                 if (good := st.last_good) is not None
                 and good.scheduler_beat is not None
@@ -397,6 +403,7 @@ class Hub:
                 mem_runs=self._mem_runs,
                 scheduler_silent_s=silent_s,
                 registry_listed=self._registry_listed,
+                scheduler_behind_s=self._beat_clock.behind_s,
             ),
             self.thresholds,
             previous,
@@ -424,6 +431,7 @@ class Hub:
             liveness=liveness,
             mps=fleet.mps,
             registry_listed=self._registry_listed,
+            scheduler_behind_s=self._beat_clock.behind_s,
         )
         self._older, self._snapshot = self._snapshot, snapshot
         for callback in self._subscribers:

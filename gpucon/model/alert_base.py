@@ -128,6 +128,7 @@ RULE_CAUSE: dict[str, Cause] = {
     "queue_stalled": Cause.FAULT,
     "scheduler_silent": Cause.FAULT,
     "no_backends": Cause.FAULT,
+    "scheduler_clock": Cause.FAULT,
     "low_memory": Cause.RESOURCE,
     "memory_trend": Cause.RESOURCE,
     "noisy_neighbour": Cause.RESOURCE,
@@ -174,6 +175,8 @@ class AlertInputs(msgspec.Struct, frozen=True):
     # how old the scheduler's heartbeat is when it is silent (``model/scheduler_beat.py``);
     # None while it beats, or when no scheduler writes one
     scheduler_silent_s: float | None = None
+    # how far the scheduler's clock is behind Redis's, when measured past ``SKEW_WARN_S``
+    scheduler_behind_s: float | None = None
     # the registry's last non-empty listing (``model/registry_memory.py``); None: never seen
     registry_listed: RegistryListed | None = None
 

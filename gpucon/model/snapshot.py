@@ -56,6 +56,8 @@ class Snapshot(msgspec.Struct, frozen=True):
     mps: Mapping[str, MpsState] = msgspec.field(default_factory=dict)
     # the registry's last non-empty listing: how many backends, when (``registry_memory``)
     registry_listed: RegistryListed | None = None
+    # how far the scheduler's clock is behind Redis's, when measured (``scheduler_beat``)
+    scheduler_behind_s: float | None = None
 
     def backends_on(self, slot_id: str) -> tuple[Backend, ...]:
         return tuple(b for b in self.backends.values() if b.slot_id == slot_id)

@@ -90,6 +90,7 @@ def rerun_alerts(
                 scheduler_silent_s=snapshot.staleness.sources.get(SCHEDULER),
                 mem_runs=mem_runs,
                 registry_listed=snapshot.registry_listed,
+                scheduler_behind_s=snapshot.scheduler_behind_s,
             ),
             thresholds,
             previous,
