@@ -49,6 +49,7 @@ from gpucon.model.queue_stall import QUEUE_SOURCE
 from gpucon.model.reading import Reading
 from gpucon.model.registry_memory import RegistryListed, track_registry_listed
 from gpucon.model.scheduler_beat import BeatClock, SchedulerStaleness, silent_age
+from gpucon.model.scrape_gone import track_scraped
 from gpucon.model.section_moves import SectionMoves
 from gpucon.model.snapshot import Snapshot
 from gpucon.model.staleness import StaleFieldCache, Staleness, stale_after_s
@@ -163,6 +164,8 @@ class Hub:
         self._mig_pending_since: dict[str, float] = {}
         # of those, the nodes pending already when first seen (``track_mig_unseen``)
         self._mig_pending_unseen: frozenset[str] = frozenset()
+        # the backends seen scraped by Prometheus (``model/scrape_gone.py``)
+        self._scraped: frozenset[str] = frozenset()
         # heartbeats aged on this console's clock once seen to change (``scheduler_beat``)
         self._beat_clock = BeatClock()
         # the registry's last non-empty listing (``model/registry_memory.py``)
@@ -376,6 +379,7 @@ class Hub:
             self._snapshot.nodes if self._snapshot is not None else None,
             fleet.nodes,
         )
+        self._scraped = track_scraped(self._scraped, liveness)
         registry = statuses.get(QUEUE_SOURCE)
         self._registry_listed = track_registry_listed(
             self._registry_listed,
@@ -404,6 +408,7 @@ class Hub:
                 scheduler_silent_s=silent_s,
                 registry_listed=self._registry_listed,
                 scheduler_behind_s=self._beat_clock.behind_s,
+                scraped=self._scraped,
             ),
             self.thresholds,
             previous,
@@ -432,6 +437,7 @@ class Hub:
             mps=fleet.mps,
             registry_listed=self._registry_listed,
             scheduler_behind_s=self._beat_clock.behind_s,
+            scraped=self._scraped,
         )
         self._older, self._snapshot = self._snapshot, snapshot
         for callback in self._subscribers:

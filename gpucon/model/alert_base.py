@@ -125,10 +125,12 @@ RULE_CAUSE: dict[str, Cause] = {
     "xid": Cause.FAULT,
     "mig_config": Cause.FAULT,
     "stale_source": Cause.FAULT,
+    "source_errors": Cause.FAULT,
     "queue_stalled": Cause.FAULT,
     "scheduler_silent": Cause.FAULT,
     "no_backends": Cause.FAULT,
     "scheduler_clock": Cause.FAULT,
+    "not_scraped": Cause.FAULT,
     "low_memory": Cause.RESOURCE,
     "memory_trend": Cause.RESOURCE,
     "noisy_neighbour": Cause.RESOURCE,
@@ -175,6 +177,8 @@ class AlertInputs(msgspec.Struct, frozen=True):
     # how old the scheduler's heartbeat is when it is silent (``model/scheduler_beat.py``);
     # None while it beats, or when no scheduler writes one
     scheduler_silent_s: float | None = None
+    # the backends this console has seen scraped by Prometheus (``model/scrape_gone.py``)
+    scraped: frozenset[str] = frozenset()
     # how far the scheduler's clock is behind Redis's, when measured past ``SKEW_WARN_S``
     scheduler_behind_s: float | None = None
     # the registry's last non-empty listing (``model/registry_memory.py``); None: never seen

@@ -56,6 +56,8 @@ class Snapshot(msgspec.Struct, frozen=True):
     mps: Mapping[str, MpsState] = msgspec.field(default_factory=dict)
     # the registry's last non-empty listing: how many backends, when (``registry_memory``)
     registry_listed: RegistryListed | None = None
+    # the backends this console has seen scraped by Prometheus (``scrape_gone``)
+    scraped: frozenset[str] = frozenset()
     # how far the scheduler's clock is behind Redis's, when measured (``scheduler_beat``)
     scheduler_behind_s: float | None = None
 

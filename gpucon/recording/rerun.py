@@ -91,6 +91,7 @@ def rerun_alerts(
                 mem_runs=mem_runs,
                 registry_listed=snapshot.registry_listed,
                 scheduler_behind_s=snapshot.scheduler_behind_s,
+                scraped=snapshot.scraped,
             ),
             thresholds,
             previous,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual import events
 
-from gpucon.model.fleet import Health
+from gpucon.model.fleet import Health, SourceStatus
 from gpucon.model.queue_stall import QUEUE_SOURCE
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
@@ -66,7 +66,7 @@ def source_badges(
         if waiting:
             text.append("waiting │", style="dim italic")
             continue
-        state = {Health.OK: "ok", Health.DEGRADED: "STALE", Health.DOWN: "DOWN"}[status.health]
+        state = _state_word(status, snapshot.taken_at)
         text.append(state if status.health is Health.OK else f" {state} ", styles[status.health])
         age = status.age_s(snapshot.taken_at)
         if status.health is not Health.OK or healthy_ages:
@@ -78,6 +78,19 @@ def source_badges(
         text.append(f" +{healthy} ok", style=styles[Health.OK])
         text.append(" │")
     return text
+
+
+def _state_word(status: SourceStatus, now: float) -> str:
+    """``ok``, ``DOWN``, ``STALE`` (its values are older than two cadences), or ``ERR``: it read
+    with errors and its values are fresh (``redis STALE <2s`` said two contradicting things;
+    the error is the ``source_errors`` alert's)."""
+    if status.health is Health.OK:
+        return "ok"
+    if status.health is Health.DOWN:
+        return "DOWN"
+    age = status.age_s(now)
+    after = status.stale_after_s
+    return "ERR" if age is not None and after is not None and age <= after else "STALE"
 
 
 class StatusBar(TextPanel):
