@@ -47,7 +47,13 @@ from gpucon.model.liveness_book import LivenessBook
 from gpucon.model.merge import MergedFleet, merge_readings
 from gpucon.model.queue_stall import QUEUE_SOURCE
 from gpucon.model.reading import Reading
-from gpucon.model.registry_memory import RegistryListed, track_registry_listed
+from gpucon.model.registry_memory import (
+    Departed,
+    RegistryListed,
+    departures,
+    track_departed,
+    track_registry_listed,
+)
 from gpucon.model.scheduler_beat import BeatClock, SchedulerStaleness, silent_age
 from gpucon.model.scrape_gone import track_scraped
 from gpucon.model.section_moves import SectionMoves
@@ -170,6 +176,8 @@ class Hub:
         self._beat_clock = BeatClock()
         # the registry's last non-empty listing (``model/registry_memory.py``)
         self._registry_listed: RegistryListed | None = None
+        # backends that left the registry while not serving (``model/registry_memory.py``)
+        self._departed: tuple[Departed, ...] = ()
         self.thresholds = thresholds or AlertThresholds()
         self.slo_p95_ms_by_model = dict(slo_p95_ms_by_model or {})
         self.clock = clock
@@ -381,14 +389,17 @@ class Hub:
         )
         self._scraped = track_scraped(self._scraped, liveness)
         registry = statuses.get(QUEUE_SOURCE)
-        self._registry_listed = track_registry_listed(
-            self._registry_listed,
-            fleet.backends,
+        registry_fresh = (
             registry is not None
             and registry.health is not Health.DOWN
-            and QUEUE_SOURCE not in stale,
-            now,
+            and QUEUE_SOURCE not in stale
         )
+        self._registry_listed = track_registry_listed(
+            self._registry_listed, fleet.backends, registry_fresh, now
+        )
+        last = self._snapshot
+        left = {} if last is None else departures(last.backends, last.liveness, fleet.backends)
+        self._departed = track_departed(self._departed, left, fleet.backends, registry_fresh, now)
         alerts = derive_alerts(
             AlertInputs(
                 now,
@@ -409,6 +420,7 @@ class Hub:
                 registry_listed=self._registry_listed,
                 scheduler_behind_s=self._beat_clock.behind_s,
                 scraped=self._scraped,
+                registry_departed=self._departed,
             ),
             self.thresholds,
             previous,
@@ -438,6 +450,7 @@ class Hub:
             registry_listed=self._registry_listed,
             scheduler_behind_s=self._beat_clock.behind_s,
             scraped=self._scraped,
+            registry_departed=self._departed,
         )
         self._older, self._snapshot = self._snapshot, snapshot
         for callback in self._subscribers:

@@ -24,7 +24,7 @@ from gpucon.model.fleet import (
 from gpucon.model.growth_runs import GrowthRuns
 from gpucon.model.history import History
 from gpucon.model.liveness import BackendLiveness
-from gpucon.model.registry_memory import RegistryListed
+from gpucon.model.registry_memory import Departed, RegistryListed
 
 
 class Severity(IntEnum):
@@ -131,6 +131,7 @@ RULE_CAUSE: dict[str, Cause] = {
     "no_backends": Cause.FAULT,
     "scheduler_clock": Cause.FAULT,
     "not_scraped": Cause.FAULT,
+    "left_registry": Cause.FAULT,
     "low_memory": Cause.RESOURCE,
     "memory_trend": Cause.RESOURCE,
     "noisy_neighbour": Cause.RESOURCE,
@@ -177,6 +178,8 @@ class AlertInputs(msgspec.Struct, frozen=True):
     # how old the scheduler's heartbeat is when it is silent (``model/scheduler_beat.py``);
     # None while it beats, or when no scheduler writes one
     scheduler_silent_s: float | None = None
+    # backends that left the registry while not serving (``model/registry_memory.py``)
+    registry_departed: tuple[Departed, ...] = ()
     # the backends this console has seen scraped by Prometheus (``model/scrape_gone.py``)
     scraped: frozenset[str] = frozenset()
     # how far the scheduler's clock is behind Redis's, when measured past ``SKEW_WARN_S``

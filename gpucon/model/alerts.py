@@ -507,6 +507,8 @@ def derive_alerts(
                 since = min(since, past)  # the oldest entry's id dates it
             elif name == "xid" and (at := _xid_at(inputs, target)) is not None:
                 since = min(since, at)  # the error's own time, as NVML or the log gave it
+            elif name == "left_registry" and (left := queue_stall.departed_at(inputs, target)):
+                since = min(since, left)
             elif name == "no_backends" and (gone := queue_stall.no_backends_since(inputs)):
                 since = min(since, gone)  # the registry's own date
             elif name == "queue_stalled" and (q := inputs.queues.get(target)) is not None:

@@ -18,6 +18,8 @@ one whose requests hang holds them unacknowledged, and the message then says it 
 The rule says nothing while the queue's source is stale: its numbers are those of its last
 read (``stale_source`` speaks then).
 
+``left_registry``: a backend that left the registry while not serving (``registry_memory``).
+
 ``no_backends``: the redis source reads the scheduler registry and it lists no backend while a
 consumer group serves a stream: nothing can take its requests. When this console saw the
 registry list backends before (``registry_listed``), it says the registry lost them all and
@@ -212,4 +214,23 @@ def no_backends_since(i: AlertInputs) -> float | None:
     return max(at for at in moves if at is not None)
 
 
-RULES = (queue_stalled, no_backends)
+def left_registry(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
+    """``left_registry`` (WARN, on the backend): it left the registry while not serving, so its
+    ``not_ready`` ended with it, not because it recovered (a Redis restarted empty forgets a
+    backend whose server is gone: nothing registers it again)."""
+    for d in i.registry_departed:
+        yield (
+            "left_registry",
+            d.name,
+            Severity.WARNING,
+            f"left the registry while not ready ({d.because}): its not-ready alert ended with "
+            "it, not because it recovered; Redis restarted without its data, or it was removed?",
+        )
+
+
+def departed_at(i: AlertInputs, name: str) -> float | None:
+    """When a backend that ``left_registry`` names left it."""
+    return next((d.at for d in i.registry_departed if d.name == name), None)
+
+
+RULES = (queue_stalled, no_backends, left_registry)

@@ -20,7 +20,7 @@ from gpucon.model.fleet import (
 )
 from gpucon.model.history import History
 from gpucon.model.liveness import BackendLiveness
-from gpucon.model.registry_memory import RegistryListed
+from gpucon.model.registry_memory import Departed, RegistryListed
 from gpucon.model.staleness import FRESH, Staleness
 
 
@@ -56,6 +56,8 @@ class Snapshot(msgspec.Struct, frozen=True):
     mps: Mapping[str, MpsState] = msgspec.field(default_factory=dict)
     # the registry's last non-empty listing: how many backends, when (``registry_memory``)
     registry_listed: RegistryListed | None = None
+    # backends that left the registry while not serving (``registry_memory``)
+    registry_departed: tuple[Departed, ...] = ()
     # the backends this console has seen scraped by Prometheus (``scrape_gone``)
     scraped: frozenset[str] = frozenset()
     # how far the scheduler's clock is behind Redis's, when measured (``scheduler_beat``)

@@ -92,6 +92,7 @@ def rerun_alerts(
                 registry_listed=snapshot.registry_listed,
                 scheduler_behind_s=snapshot.scheduler_behind_s,
                 scraped=snapshot.scraped,
+                registry_departed=snapshot.registry_departed,
             ),
             thresholds,
             previous,

@@ -12,6 +12,7 @@ read by a ``Hub``.
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 
@@ -117,6 +118,39 @@ def test_a_stream_whose_group_is_gone_is_read_by_nobody(redis_url: str) -> None:
             "create it again: is it running?"
         )
         assert snap.alerts[0] == alert  # the cause leads: it is no slow backend
+    finally:
+        src.close()
+        client.close()
+
+
+def test_a_dead_backend_forgotten_by_a_flushed_registry_is_named_not_recovered(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """Two servers with registration agents; one killed: the scheduler says it is not ready.
+    A flush forgets it (nothing registers it again): its not-ready alert ends, and
+    ``left_registry`` says why, while the living one registers again and is not named."""
+    client = redis.Redis.from_url(redis_url)
+    src = RedisQueueSource(redis_url, streams=(STREAM,), group="g1", client_name="gpucon-test")
+    hub = Hub([src], refresh_s=1.0)
+    try:
+        with start_lab(redis_url, tmp_path, backends=2, service_ms=5.0, heartbeat_s=0.5) as lab:
+            tick_until(hub, lambda s: len(s.backends) == 2, 20.0)
+            dead, alive = lab.backends
+            server = next(p for p in lab.processes if p.name == dead.name)
+            server.signal_group(signal.SIGKILL)
+            down = tick_until(
+                hub, lambda s: any(a.key == f"not_ready:{dead.name}" for a in s.alerts), 30.0
+            )
+            assert down.liveness[dead.name].serving is False
+            client.flushall()
+            back = tick_until(
+                hub, lambda s: set(s.backends) == {alive.name} and s.backends != {}, 20.0
+            )
+            assert f"not_ready:{dead.name}" not in {a.key for a in back.alerts}
+            (left,) = [a for a in back.alerts if a.rule == "left_registry"]
+            assert (left.target, left.severity) == (dead.name, Severity.WARNING)
+            assert left.message.startswith("left the registry while not ready (")
+            assert "not because it recovered" in left.message
     finally:
         src.close()
         client.close()

@@ -201,3 +201,51 @@ def test_a_stall_with_no_active_backend_says_the_scheduler_has_nowhere_to_send()
     )
     (stall,) = [a for a in found if a.rule == "queue_stalled"]
     assert stall.message.endswith("the scheduler died, or is stuck on them")
+
+
+def test_a_backend_that_left_the_registry_while_not_serving_is_kept_a_while() -> None:
+    from gpucon.model.liveness import BackendLiveness
+    from gpucon.model.registry_memory import (
+        DEPARTED_KEEP_S,
+        Departed,
+        departures,
+        track_departed,
+    )
+
+    before = {
+        "b0": Backend("b0"),
+        "b1": Backend("b1"),
+        "b2": Backend("b2", state=BackendState.DOWN),
+    }
+    liveness = {
+        "b0": BackendLiveness("b0", serving=True),
+        "b1": BackendLiveness("b1", serving=False, because="http refused"),
+    }
+    now_listed = {"b0": Backend("b0")}
+    left = departures(before, liveness, now_listed)
+    assert left == {"b1": "http refused", "b2": "registry state down"}  # b0 stays: not news
+    assert departures(before, liveness, before) == {}
+    gone = track_departed((), left, now_listed, True, NOW)
+    assert gone == (Departed("b1", NOW, "http refused"), Departed("b2", NOW, "registry state down"))
+    assert track_departed(gone, {}, now_listed, True, NOW + 5) is gone  # unchanged: same
+    assert track_departed((), left, now_listed, False, NOW) == ()  # a stale read: no news
+    relisted = dict(now_listed, b1=Backend("b1"))
+    assert [d.name for d in track_departed(gone, {}, relisted, True, NOW + 5)] == ["b2"]
+    assert track_departed(gone, {}, now_listed, True, NOW + DEPARTED_KEEP_S + 1) == ()
+
+    found = derive_alerts(
+        inputs(
+            NOW,
+            History(capacity=8),
+            backends=now_listed,
+            sources={"redis": SourceStatus("redis", Health.OK, None, NOW, 0.01)},
+            registry_departed=gone,
+        ),
+        AlertThresholds(),
+    )
+    (b1,) = [a for a in found if a.key == "left_registry:b1"]
+    assert (b1.severity, b1.since) == (Severity.WARNING, NOW)
+    assert b1.message == (
+        "left the registry while not ready (http refused): its not-ready alert ended with it, "
+        "not because it recovered; Redis restarted without its data, or it was removed?"
+    )
