@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from gpucon.model.snapshot import Snapshot
 from gpucon.sources.redisq import RedisQueueSource
 from gpucon.widgets.empty_table import empty_table_note
 from tests.helpers.lab_stack import start_lab
+from tests.helpers.servers import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -36,15 +38,8 @@ def tick(hub: Hub) -> Snapshot:
     return hub.tick()
 
 
-def tick_until(hub: Hub, check: object, timeout_s: float) -> Snapshot:
-    assert callable(check)
-    deadline = time.monotonic() + timeout_s
-    snap = tick(hub)
-    while not check(snap):
-        assert time.monotonic() < deadline, f"not reached in {timeout_s}s"
-        time.sleep(0.2)
-        snap = tick(hub)
-    return snap
+def tick_until(hub: Hub, check: Callable[[Snapshot], bool], timeout_s: float) -> Snapshot:
+    return poll_until(lambda: tick(hub), check, timeout_s)
 
 
 def test_a_flushed_registry_is_lost_not_empty_and_the_scheduler_serves_again(
@@ -139,9 +134,11 @@ def test_a_dead_backend_forgotten_by_a_flushed_registry_is_named_not_recovered(
             server = next(p for p in lab.processes if p.name == dead.name)
             server.signal_group(signal.SIGKILL)
             down = tick_until(
-                hub, lambda s: any(a.key == f"not_ready:{dead.name}" for a in s.alerts), 30.0
+                hub,
+                lambda s: (lv := s.liveness.get(dead.name)) is not None and lv.serving is False,
+                30.0,
             )
-            assert down.liveness[dead.name].serving is False
+            assert f"not_ready:{dead.name}" in {a.key for a in down.alerts}
             client.flushall()
             back = tick_until(
                 hub, lambda s: set(s.backends) == {alive.name} and s.backends != {}, 20.0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from gpucon.model.reading import Reading
 from gpucon.model.snapshot import Snapshot
 from gpucon.sources.prometheus import PrometheusSource
 from tests.helpers.prometheus import MetricsExporter, prometheus_process
+from tests.helpers.servers import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -46,15 +48,12 @@ class Registry:
         pass
 
 
-def tick_until(hub: Hub, check: object, timeout_s: float) -> Snapshot:
-    assert callable(check)
-    deadline = time.monotonic() + timeout_s
-    while True:
+def tick_until(hub: Hub, check: Callable[[Snapshot], bool], timeout_s: float) -> Snapshot:
+    def tick() -> Snapshot:
         hub.poll_once()
-        snap = hub.tick()
-        if check(snap) or time.monotonic() > deadline:
-            return snap
-        time.sleep(0.5)
+        return hub.tick()
+
+    return poll_until(tick, check, timeout_s, every_s=0.5)
 
 
 def test_a_backend_whose_target_was_removed_is_named_not_scraped(tmp_path: Path) -> None:
@@ -69,7 +68,7 @@ def test_a_backend_whose_target_was_removed_is_named_not_scraped(tmp_path: Path)
             hub = Hub([Registry(urls), prometheus], refresh_s=0.5)
             try:
                 both = tick_until(
-                    hub, lambda s: {n for n, lv in s.liveness.items() if lv.prom_up}, 15.0
+                    hub, lambda s: len([lv for lv in s.liveness.values() if lv.prom_up]) == 2, 15.0
                 )
                 assert {n for n, lv in both.liveness.items() if lv.prom_up} == {"b0", "b1"}
                 assert not [a for a in both.alerts if a.rule == "not_scraped"]
