@@ -42,7 +42,12 @@ from gpucon.model.growth_runs import GrowthRuns
 from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
 from gpucon.model.history_delta import HistoryBlocks
 from gpucon.model.history_samples import history_samples, stale_series
-from gpucon.model.liveness import LivenessPolicy, dead_targets, withhold_dead_targets
+from gpucon.model.liveness import (
+    BackendLiveness,
+    LivenessPolicy,
+    dead_targets,
+    withhold_dead_targets,
+)
 from gpucon.model.liveness_book import LivenessBook
 from gpucon.model.merge import MergedFleet, merge_readings
 from gpucon.model.queue_stall import QUEUE_SOURCE
@@ -172,6 +177,7 @@ class Hub:
         self._mig_pending_unseen: frozenset[str] = frozenset()
         # the backends seen scraped by Prometheus (``model/scrape_gone.py``)
         self._scraped: frozenset[str] = frozenset()
+        self._scraped_from: Mapping[str, BackendLiveness] | None = None
         # heartbeats aged on this console's clock once seen to change (``scheduler_beat``)
         self._beat_clock = BeatClock()
         # the registry's last non-empty listing (``model/registry_memory.py``)
@@ -387,7 +393,8 @@ class Hub:
             self._snapshot.nodes if self._snapshot is not None else None,
             fleet.nodes,
         )
-        self._scraped = track_scraped(self._scraped, liveness)
+        if liveness is not self._scraped_from:  # the same verdicts: nobody new is scraped
+            self._scraped, self._scraped_from = track_scraped(self._scraped, liveness), liveness
         registry = statuses.get(QUEUE_SOURCE)
         registry_fresh = (
             registry is not None
