@@ -91,3 +91,37 @@ def test_replay_and_rerun_keep_the_first_look_marks(tmp_path: Path) -> None:
         assert "≥" not in fired["mig_config:node-b"] and "≥" not in recorded["mig_config:node-b"]
     finally:
         store.close()
+
+
+def test_the_consoles_memory_of_the_registry_and_clocks_is_recorded() -> None:
+    """What the live console remembered (the registry's last listing, the backends that left
+    it while not serving, the scheduler's clock skew, the backends seen scraped) is in each
+    frame, so a replay and ``--alerts-only`` say what the live console said."""
+    import msgspec
+
+    from gpucon.model.registry_memory import Departed, RegistryListed
+    from gpucon.recording.blobs import BlobReader, BlobWriter
+    from gpucon.recording.frames import DELTA, KEYFRAME, FrameState
+    from gpucon.recording.writer import FrameWriter
+    from tests.unit.test_recording_frames import _live
+
+    memory = {
+        "registry_listed": RegistryListed(3, T0 - 14),
+        "registry_departed": (Departed("lab-b1", T0 - 9, "http refused"),),
+        "scheduler_behind_s": 29.4,
+        "scraped": frozenset({"lab-b0", "lab-b1"}),
+    }
+    live = [
+        msgspec.structs.replace(s, **(memory if n >= 2 else {}))
+        for n, s in enumerate(_live(None, 4))
+    ]
+    writer, blobs, reader, state = FrameWriter(), BlobWriter(), BlobReader(), FrameState()
+    for n, snap in enumerate(live):
+        if n == 0:
+            state.apply(
+                snap.taken_at, KEYFRAME, reader.keyframe(n, blobs.keyframe(writer.keyframe(snap)))
+            )
+        else:
+            state.apply(snap.taken_at, DELTA, reader.delta(blobs.delta(writer.delta(snap))))
+        back = state.snapshot()
+        assert {k: getattr(back, k) for k in memory} == {k: getattr(snap, k) for k in memory}
