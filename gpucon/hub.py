@@ -42,11 +42,25 @@ from gpucon.model.growth_runs import GrowthRuns
 from gpucon.model.history import DEFAULT_CAPACITY, History, Sample
 from gpucon.model.history_delta import HistoryBlocks
 from gpucon.model.history_samples import history_samples, stale_series
-from gpucon.model.liveness import LivenessPolicy, dead_targets, withhold_dead_targets
+from gpucon.model.liveness import (
+    BackendLiveness,
+    LivenessPolicy,
+    dead_targets,
+    withhold_dead_targets,
+)
 from gpucon.model.liveness_book import LivenessBook
 from gpucon.model.merge import MergedFleet, merge_readings
+from gpucon.model.queue_stall import QUEUE_SOURCE
 from gpucon.model.reading import Reading
-from gpucon.model.scheduler_beat import SchedulerStaleness, silent_age
+from gpucon.model.registry_memory import (
+    Departed,
+    RegistryListed,
+    departures,
+    track_departed,
+    track_registry_listed,
+)
+from gpucon.model.scheduler_beat import BeatClock, SchedulerStaleness, silent_age
+from gpucon.model.scrape_gone import track_scraped
 from gpucon.model.section_moves import SectionMoves
 from gpucon.model.snapshot import Snapshot
 from gpucon.model.staleness import StaleFieldCache, Staleness, stale_after_s
@@ -161,6 +175,15 @@ class Hub:
         self._mig_pending_since: dict[str, float] = {}
         # of those, the nodes pending already when first seen (``track_mig_unseen``)
         self._mig_pending_unseen: frozenset[str] = frozenset()
+        # the backends seen scraped by Prometheus (``model/scrape_gone.py``)
+        self._scraped: frozenset[str] = frozenset()
+        self._scraped_from: Mapping[str, BackendLiveness] | None = None
+        # heartbeats aged on this console's clock once seen to change (``scheduler_beat``)
+        self._beat_clock = BeatClock()
+        # the registry's last non-empty listing (``model/registry_memory.py``)
+        self._registry_listed: RegistryListed | None = None
+        # backends that left the registry while not serving (``model/registry_memory.py``)
+        self._departed: tuple[Departed, ...] = ()
         self.thresholds = thresholds or AlertThresholds()
         self.slo_p95_ms_by_model = dict(slo_p95_ms_by_model or {})
         self.clock = clock
@@ -335,7 +358,11 @@ class Hub:
             }
             # heartbeats read from a fresh Redis (a stale one's values are stale already)
             beats = [
-                (good.scheduler_beat, good.taken_at, st.source.cadence_s)
+                (
+                    self._beat_clock(good.scheduler_beat, good.taken_at, st.source.cadence_s),
+                    good.taken_at,
+                    st.source.cadence_s,
+                )
                 for st in self._states
                 if (good := st.last_good) is not None
                 and good.scheduler_beat is not None
@@ -366,6 +393,20 @@ class Hub:
             self._snapshot.nodes if self._snapshot is not None else None,
             fleet.nodes,
         )
+        if liveness is not self._scraped_from:  # the same verdicts: nobody new is scraped
+            self._scraped, self._scraped_from = track_scraped(self._scraped, liveness), liveness
+        registry = statuses.get(QUEUE_SOURCE)
+        registry_fresh = (
+            registry is not None
+            and registry.health is not Health.DOWN
+            and QUEUE_SOURCE not in stale
+        )
+        self._registry_listed = track_registry_listed(
+            self._registry_listed, fleet.backends, registry_fresh, now
+        )
+        last = self._snapshot
+        left = {} if last is None else departures(last.backends, last.liveness, fleet.backends)
+        self._departed = track_departed(self._departed, left, fleet.backends, registry_fresh, now)
         alerts = derive_alerts(
             AlertInputs(
                 now,
@@ -383,6 +424,10 @@ class Hub:
                 liveness=liveness,
                 mem_runs=self._mem_runs,
                 scheduler_silent_s=silent_s,
+                registry_listed=self._registry_listed,
+                scheduler_behind_s=self._beat_clock.behind_s,
+                scraped=self._scraped,
+                registry_departed=self._departed,
             ),
             self.thresholds,
             previous,
@@ -409,6 +454,10 @@ class Hub:
             staleness=staleness,
             liveness=liveness,
             mps=fleet.mps,
+            registry_listed=self._registry_listed,
+            scheduler_behind_s=self._beat_clock.behind_s,
+            scraped=self._scraped,
+            registry_departed=self._departed,
         )
         self._older, self._snapshot = self._snapshot, snapshot
         for callback in self._subscribers:

@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import signal
 import sys
+import threading
 import time
 
 from gpucon.redact import redact
@@ -232,6 +233,7 @@ async def _registration_agent(
 def _run_lab(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from gpucon.lab.exits import watch_exits
     from gpucon.lab.lab import LabOptions, LabStack
 
     # A100 MIG slices 3g.40gb, 2g.20gb, 1g.10gb (42, 28, 14 SMs), in turn
@@ -256,6 +258,7 @@ def _run_lab(args: argparse.Namespace) -> int:
         return 2
     stack = LabStack(options)
     stopping = {"now": False}
+    stopped = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
         if stopping["now"]:
@@ -271,6 +274,7 @@ def _run_lab(args: argparse.Namespace) -> int:
             print(f"  {redact(line)}", flush=True)
         print(f"open it with: gpucon --config {stack.config_path}", flush=True)
         print("Ctrl-C stops everything the lab started.", flush=True)
+        watch_exits(stack.processes, lambda line: print(line, flush=True), stopped)
         asyncio.run(_lab_traffic(stack, args))
         while True:
             time.sleep(3600)
@@ -278,6 +282,7 @@ def _run_lab(args: argparse.Namespace) -> int:
         pass
     finally:
         stopping["now"] = True
+        stopped.set()  # what the lab stops now is not news
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C twice: still clean up
         stack.stop()
         signal.signal(signal.SIGTERM, previous)

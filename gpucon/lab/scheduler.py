@@ -39,6 +39,10 @@ from gpucon.registry.heartbeat import DEFAULT_EVERY_S, heartbeat_text
 __all__ = ["BackendView", "Scheduler", "SchedulerConfig", "choose_backend"]
 
 log = logging.getLogger("gpucon.scheduler")
+# a blocked group read that Redis ends because the group or its stream went away (a restart
+# without data answers NOGROUP; a FLUSHALL or DEL under the read, "UNBLOCKED the stream key no
+# longer exists", which killed the scheduler)
+GROUP_GONE = ("NOGROUP", "UNBLOCKED")
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,10 +208,11 @@ class Scheduler:
                     cfg.group, cfg.consumer, {cfg.stream: ">"}, count=free, block=cfg.block_ms
                 )
             except aioredis.ResponseError as exc:
-                if "NOGROUP" not in str(exc):
+                if not any(word in str(exc) for word in GROUP_GONE):
                     raise
-                # a Redis that restarted without its data: make the group again, unless it
-                # went down again meanwhile (then the next read says so)
+                # a Redis that restarted without its data, or was flushed (or the stream
+                # deleted) under this blocked read: make the group again, unless it went down
+                # again meanwhile (then the next read says so)
                 with contextlib.suppress(aioredis.ConnectionError, aioredis.TimeoutError):
                     await self._ensure_group()
                 continue

@@ -24,6 +24,7 @@ from gpucon.model.fleet import (
 from gpucon.model.growth_runs import GrowthRuns
 from gpucon.model.history import History
 from gpucon.model.liveness import BackendLiveness
+from gpucon.model.registry_memory import Departed, RegistryListed
 
 
 class Severity(IntEnum):
@@ -124,9 +125,13 @@ RULE_CAUSE: dict[str, Cause] = {
     "xid": Cause.FAULT,
     "mig_config": Cause.FAULT,
     "stale_source": Cause.FAULT,
+    "source_errors": Cause.FAULT,
     "queue_stalled": Cause.FAULT,
     "scheduler_silent": Cause.FAULT,
     "no_backends": Cause.FAULT,
+    "scheduler_clock": Cause.FAULT,
+    "not_scraped": Cause.FAULT,
+    "left_registry": Cause.FAULT,
     "low_memory": Cause.RESOURCE,
     "memory_trend": Cause.RESOURCE,
     "noisy_neighbour": Cause.RESOURCE,
@@ -173,6 +178,14 @@ class AlertInputs(msgspec.Struct, frozen=True):
     # how old the scheduler's heartbeat is when it is silent (``model/scheduler_beat.py``);
     # None while it beats, or when no scheduler writes one
     scheduler_silent_s: float | None = None
+    # backends that left the registry while not serving (``model/registry_memory.py``)
+    registry_departed: tuple[Departed, ...] = ()
+    # the backends this console has seen scraped by Prometheus (``model/scrape_gone.py``)
+    scraped: frozenset[str] = frozenset()
+    # how far the scheduler's clock is behind Redis's, when measured past ``SKEW_WARN_S``
+    scheduler_behind_s: float | None = None
+    # the registry's last non-empty listing (``model/registry_memory.py``); None: never seen
+    registry_listed: RegistryListed | None = None
 
 
 # what a rule yields: (rule, target, severity, message)

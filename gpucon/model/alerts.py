@@ -22,7 +22,14 @@ from typing import TypeVar
 
 from msgspec.structs import replace
 
-from gpucon.model import early_warning, noisy_neighbour, queue_slo, queue_stall, scheduler_beat
+from gpucon.model import (
+    early_warning,
+    noisy_neighbour,
+    queue_slo,
+    queue_stall,
+    scheduler_beat,
+    scrape_gone,
+)
 from gpucon.model.alert_base import (
     Alert,
     AlertInputs,
@@ -262,7 +269,9 @@ def _stale_source(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str
     """A source down or stale: WARN, its values are shown dimmed with their age. The queue's
     source (Redis) is CRIT: it holds the request queue, so while it is out nobody can tell
     how many requests wait, for how long, or whether they are served at all (the queue
-    rules fall silent), and the registry's states are as of its last read."""
+    rules fall silent), and the registry's states are as of its last read. A source that read
+    with errors while its values are fresh (``degraded``) is ``source_errors``, WARN, with its
+    error: the status bar says ``ERR`` and this is where the error is on screen."""
     for name, s in i.sources.items():
         age = s.age_s(i.now)
         answered = s.last_read_s is not None  # a read came back (and failed, if age is None)
@@ -286,6 +295,10 @@ def _stale_source(i: AlertInputs, t: AlertThresholds) -> Iterable[tuple[str, str
                 )
             else:
                 yield ("stale_source", name, Severity.WARNING, f"source stale, {shown}{detail}")
+        elif s.health is Health.DEGRADED and s.error:
+            # read, with errors: its values are fresh, the status bar says ERR, and this is
+            # where the error is on screen (a stream without its group, a query refused)
+            yield ("source_errors", name, Severity.WARNING, f"read with errors: {s.error}")
 
 
 def _not_ready_began(i: AlertInputs, target: str, since: float) -> float:
@@ -454,6 +467,7 @@ RULES = (
     *queue_stall.RULES,
     *queue_slo.RULES,
     *scheduler_beat.RULES,
+    *scrape_gone.RULES,
 )
 
 
@@ -493,6 +507,10 @@ def derive_alerts(
                 since = min(since, past)  # the oldest entry's id dates it
             elif name == "xid" and (at := _xid_at(inputs, target)) is not None:
                 since = min(since, at)  # the error's own time, as NVML or the log gave it
+            elif name == "left_registry" and (left := queue_stall.departed_at(inputs, target)):
+                since = min(since, left)
+            elif name == "no_backends" and (gone := queue_stall.no_backends_since(inputs)):
+                since = min(since, gone)  # the registry's own date
             elif name == "queue_stalled" and (q := inputs.queues.get(target)) is not None:
                 idle = q.consumer_idle_s  # since the last read, which Redis remembers
                 since = since if idle is None else min(since, inputs.now - idle)

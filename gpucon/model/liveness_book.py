@@ -103,22 +103,31 @@ def match_targets(
     backends: Mapping[str, Backend], ups: Mapping[str, tuple[TargetUp, str, float]]
 ) -> dict[str, tuple[TargetUp, str, float]]:
     """``up`` per backend: the target whose instance is the backend url's host:port, else the
-    only target on the url's host (Triton serves metrics on another port than inference)."""
+    only target on the url's host (Triton serves metrics on another port than inference) that
+    is no other backend's own: a backend whose target was dropped from Prometheus's config
+    took its neighbour's ``up=1`` on a host left with one target, and was vouched for by it."""
     if not ups:
         return {}
+    matched: dict[str, tuple[TargetUp, str, float]] = {}
+    owned: set[str] = set()  # the targets some backend's url names exactly
+    misses: list[tuple[str, str]] = []  # (backend, its url's host) with no target of its own
+    for name, b in backends.items():
+        netloc, host = _split(b.url)
+        if netloc and (hit := ups.get(netloc)) is not None:
+            matched[name] = hit
+            owned.add(netloc)
+        elif host is not None:
+            misses.append((name, host))
+    if not misses:
+        return matched
     per_host: dict[str, list[str]] = {}
     for instance in ups:
         host = _host(instance)
-        if host is not None:
+        if host is not None and instance not in owned:
             per_host.setdefault(host, []).append(instance)
-    matched: dict[str, tuple[TargetUp, str, float]] = {}
-    for name, b in backends.items():
-        netloc, host = _split(b.url)
-        hit = ups.get(netloc) if netloc else None
-        if hit is None and host is not None and len(per_host.get(host, ())) == 1:
-            hit = ups[per_host[host][0]]
-        if hit is not None:
-            matched[name] = hit
+    for name, host in misses:
+        if len(per_host.get(host, ())) == 1:
+            matched[name] = ups[per_host[host][0]]
     return matched
 
 

@@ -29,6 +29,8 @@ class SchedulerBeat(msgspec.Struct, frozen=True, gc=False):
     # its age when the read was taken (Redis's clock against the scheduler's), and its period
     age_s: float
     every_s: float
+    # when it was written, on the scheduler's clock (None: not read): a new value is a new beat
+    at: float | None = None
 
 
 class Reading(msgspec.Struct, frozen=True, gc=False):

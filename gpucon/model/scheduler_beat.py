@@ -11,11 +11,22 @@ nothing has been sent on since, yet a 1-minute rate still averages the minute be
 9.2 then 4.6 req/s 10 and 35 s after a ``kill -9``, while the backends got nothing); past the
 window the rate covers only the silence and is current again. A scheduler that writes none is
 unknown, not dead: nothing is marked.
+
+A heartbeat's age is Redis's clock against the scheduler's, so a scheduler whose clock is 30 s
+behind looked 30 s silent while it beat every second (``the scheduler's heartbeat stopped 30s
+ago ... is the scheduler running?``, its counts and rates dimmed), and one whose clock is ahead
+would look alive for as long after it died. Once this console has seen the heartbeat change
+(``BeatClock``), the age is measured on its own clock from the read that first saw the newest
+beat, whatever the scheduler's clock says; and the beat's age as Redis saw it when it was new
+says how far the scheduler's clock is behind (``scheduler_clock``, WARN: the dates it writes
+into the registry, ``ready_at``, ``changed_at``, are off by as much).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+
+import msgspec
 
 from gpucon.model.ages import fmt_elapsed
 from gpucon.model.alert_base import AlertInputs, AlertThresholds, Found, Severity
@@ -26,6 +37,7 @@ from gpucon.model.staleness import STALE_CADENCES, Staleness
 __all__ = [
     "RULES",
     "SCHEDULER",
+    "BeatClock",
     "SchedulerBeat",
     "SchedulerStaleness",
     "beat_age",
@@ -92,6 +104,38 @@ def _rate_lags(lat: LatencyStats | None, silent_s: float) -> bool:
     return lat.rate_window_s is None or silent_s < lat.rate_window_s
 
 
+# a scheduler clock at least this far behind Redis's (beyond one read) is named
+SKEW_WARN_S = 5.0
+
+
+class BeatClock:
+    """Ages heartbeats on this console's clock once it has seen them change (see the module)."""
+
+    def __init__(self) -> None:
+        # scheduler -> (its newest ``at``, taken_at of the read that first saw it, whether a
+        # change was seen: the first value seen may be a dead scheduler's last)
+        self._seen: dict[str, tuple[float, float, bool]] = {}
+        # how far behind Redis's clock the scheduler's is, at least (seconds), when measured
+        self.behind_s: float | None = None
+
+    def __call__(self, beat: SchedulerBeat, taken_at: float, cadence_s: float) -> SchedulerBeat:
+        """``beat`` aged from the read that first saw it (``taken_at`` of that read), once a
+        change of its ``at`` has been seen; as read (Redis's clock) before that."""
+        if beat.at is None:
+            return beat
+        seen = self._seen.get(beat.scheduler)
+        if seen is None or seen[0] != beat.at:
+            changed = seen is not None
+            self._seen[beat.scheduler] = seen = (beat.at, taken_at, changed)
+            if changed:  # a new beat, at most a read old: its age beyond that is skew
+                behind = beat.age_s - cadence_s
+                self.behind_s = behind if behind >= SKEW_WARN_S else None
+        _, first_seen, changed = seen
+        if not changed:
+            return beat
+        return msgspec.structs.replace(beat, age_s=max(0.0, taken_at - first_seen))
+
+
 def silent_age(beats: Sequence[tuple[SchedulerBeat, float, float]], now: float) -> float | None:
     """The age of the newest heartbeat when it is silent, else None: ``beats`` are (beat, the
     read's taken_at, that read's cadence) from fresh reads."""
@@ -119,4 +163,20 @@ def scheduler_silent(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
     )
 
 
-RULES = (scheduler_silent,)
+def scheduler_clock(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
+    """``scheduler_clock``: the scheduler's heartbeats are already old as they are written,
+    so its clock is behind Redis's: its registry dates are off by as much (WARN)."""
+    behind = i.scheduler_behind_s
+    if behind is None or i.scheduler_silent_s is not None:
+        return
+    yield (
+        "scheduler_clock",
+        SCHEDULER,
+        Severity.WARNING,
+        f"the scheduler's clock is at least {fmt_elapsed(behind)} behind Redis's: it beats, "
+        "but each heartbeat reads that old as it is written; the registry dates it writes "
+        "(ready_at, changed_at) are off as much: check NTP on its host",
+    )
+
+
+RULES = (scheduler_silent, scheduler_clock)

@@ -20,6 +20,7 @@ from gpucon.model.fleet import (
 )
 from gpucon.model.history import History
 from gpucon.model.liveness import BackendLiveness
+from gpucon.model.registry_memory import Departed, RegistryListed
 from gpucon.model.staleness import FRESH, Staleness
 
 
@@ -53,6 +54,14 @@ class Snapshot(msgspec.Struct, frozen=True):
     liveness: Mapping[str, BackendLiveness] = msgspec.field(default_factory=dict)
     # MPS daemons gpucon reads directly: target (slot id, GPU UUID, VM name) -> their state
     mps: Mapping[str, MpsState] = msgspec.field(default_factory=dict)
+    # the registry's last non-empty listing: how many backends, when (``registry_memory``)
+    registry_listed: RegistryListed | None = None
+    # backends that left the registry while not serving (``registry_memory``)
+    registry_departed: tuple[Departed, ...] = ()
+    # the backends this console has seen scraped by Prometheus (``scrape_gone``)
+    scraped: frozenset[str] = frozenset()
+    # how far the scheduler's clock is behind Redis's, when measured (``scheduler_beat``)
+    scheduler_behind_s: float | None = None
 
     def backends_on(self, slot_id: str) -> tuple[Backend, ...]:
         return tuple(b for b in self.backends.values() if b.slot_id == slot_id)

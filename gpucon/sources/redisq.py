@@ -203,7 +203,8 @@ class RedisQueueSource:
         if read.heartbeat is not None:
             secs, usecs = replies[0]
             age = max(0.0, secs + usecs / 1e6 - read.heartbeat.at)
-            beat = SchedulerBeat(read.heartbeat.scheduler, age, read.heartbeat.every_s)
+            heartbeat = read.heartbeat
+            beat = SchedulerBeat(heartbeat.scheduler, age, heartbeat.every_s, heartbeat.at)
         return list(read.backends), read.round_trips, beat
 
     def _queue(

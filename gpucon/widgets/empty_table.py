@@ -3,7 +3,8 @@
 A console started while Redis was down showed a bare table and ``0 backends``: the registry
 had never been read, yet nothing told it from a fleet with no backends. The table's first
 line says which sources have never read (the registry's, ``redis``, named as such), or that
-the filter matches nothing, or that every source read and reported no slot or backend.
+the filter matches nothing, or that the registry lost every backend it listed before (a Redis
+restarted empty), or that every source read and reported no slot or backend.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ def empty_table_note(snapshot: Snapshot | None, filtered: bool) -> str:
     if snapshot is None:
         return "waiting for the first snapshot…"
     unread = [s for name, s in sorted(snapshot.sources.items()) if s.last_ok_at is None]
+    listed = snapshot.registry_listed
+    if not unread and listed is not None and not snapshot.backends:
+        return (
+            f"the registry lost every backend: it listed {listed.count}, now none "
+            "(Redis restarted empty?); no source names a slot"
+        )
     if not unread:
         return "no slot or backend reported: every source read, none named one"
     parts = []

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual import events
 
-from gpucon.model.fleet import Health
+from gpucon.model.fleet import Health, SourceStatus
+from gpucon.model.queue_stall import QUEUE_SOURCE
 from gpucon.model.snapshot import Snapshot
 from gpucon.widgets import fmt
 from gpucon.widgets.safe_text import clean, fit, safe
@@ -65,7 +66,7 @@ def source_badges(
         if waiting:
             text.append("waiting │", style="dim italic")
             continue
-        state = {Health.OK: "ok", Health.DEGRADED: "STALE", Health.DOWN: "DOWN"}[status.health]
+        state = _state_word(status, snapshot.taken_at)
         text.append(state if status.health is Health.OK else f" {state} ", styles[status.health])
         age = status.age_s(snapshot.taken_at)
         if status.health is not Health.OK or healthy_ages:
@@ -77,6 +78,19 @@ def source_badges(
         text.append(f" +{healthy} ok", style=styles[Health.OK])
         text.append(" │")
     return text
+
+
+def _state_word(status: SourceStatus, now: float) -> str:
+    """``ok``, ``DOWN``, ``STALE`` (its values are older than two cadences), or ``ERR``: it read
+    with errors and its values are fresh (``redis STALE <2s`` said two contradicting things;
+    the error is the ``source_errors`` alert's)."""
+    if status.health is Health.OK:
+        return "ok"
+    if status.health is Health.DOWN:
+        return "DOWN"
+    age = status.age_s(now)
+    after = status.stale_after_s
+    return "ERR" if age is not None and after is not None and age <= after else "STALE"
 
 
 class StatusBar(TextPanel):
@@ -192,14 +206,30 @@ class StatusBar(TextPanel):
         if self.fleet_name and level < NO_FLEET_NAME:
             text.append(" ")
             text.append_text(safe(self.fleet_name, 20))
-        counts = (
-            f"{len(snap.gpus)} GPUs",
-            f"{slot_count(snap.slots, snap.backends)} slots",
-            f"{len(snap.backends)} backends",
-        )[: 3 - min(3, max(0, level - COUNTS_FROM + 1))]
+        counts = fleet_counts(snap)[: 3 - min(3, max(0, level - COUNTS_FROM + 1))]
         if counts:
             text.append("  " + " ".join(counts), style="dim")
         return text
+
+
+def registry_never_read(snapshot: Snapshot) -> bool:
+    """Whether the scheduler registry's source (``redis``) is configured and has never read:
+    its backends (and the slots only they name) are not known to be none."""
+    status = snapshot.sources.get(QUEUE_SOURCE)
+    return status is not None and status.last_ok_at is None
+
+
+def fleet_counts(snapshot: Snapshot) -> tuple[str, str, str]:
+    """``0 GPUs 3 slots 3 backends``; before the registry has ever been read, ``backends
+    unknown`` (and ``slots unknown`` while no other source names one), never ``0 backends``
+    beside a table that says the fleet is unknown."""
+    slots = slot_count(snapshot.slots, snapshot.backends)
+    unread = registry_never_read(snapshot)
+    return (
+        f"{len(snapshot.gpus)} GPUs",
+        "slots unknown" if unread and not slots else f"{slots} slots",
+        "backends unknown" if unread else f"{len(snapshot.backends)} backends",
+    )
 
 
 def cut_at_word(text: Text, width: int) -> Text:

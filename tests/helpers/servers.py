@@ -9,6 +9,9 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -28,6 +31,20 @@ def wait_until(check: Callable[[], bool], timeout_s: float = 10.0, what: str = "
             last = exc
         time.sleep(0.05)
     raise TimeoutError(f"{what} did not come up in {timeout_s:.0f}s (last error: {last})")
+
+
+def poll_until(
+    read: Callable[[], T], check: Callable[[T], bool], timeout_s: float, every_s: float = 0.2
+) -> T:
+    """``read()`` again every ``every_s`` until ``check`` holds of what it read; that value
+    (an AssertionError naming the last one read after ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    value = read()
+    while not check(value):
+        assert time.monotonic() < deadline, f"not reached in {timeout_s}s: {value!r:.300}"
+        time.sleep(every_s)
+        value = read()
+    return value
 
 
 class RedisProcess:

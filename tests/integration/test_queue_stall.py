@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from gpucon.model.fleet import QueueStats
 from gpucon.model.queue_stall import stalled
 from gpucon.sources.redisq import RedisQueueSource
 from tests.helpers.lab_stack import start_lab
+from tests.helpers.servers import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -39,13 +39,7 @@ def read_queue(src: RedisQueueSource) -> QueueStats:
 def poll(
     src: RedisQueueSource, check: Callable[[QueueStats], bool], timeout_s: float
 ) -> QueueStats:
-    deadline = time.monotonic() + timeout_s
-    queue = read_queue(src)
-    while not check(queue):
-        assert time.monotonic() < deadline, f"not reached in {timeout_s}s: {queue}"
-        time.sleep(0.2)
-        queue = read_queue(src)
-    return queue
+    return poll_until(lambda: read_queue(src), check, timeout_s)
 
 
 def add(client: redis.Redis, count: int) -> None:

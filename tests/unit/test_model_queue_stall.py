@@ -8,9 +8,17 @@ from __future__ import annotations
 from msgspec.structs import replace
 
 from gpucon.model.alerts import Alert, AlertThresholds, Cause, Severity, derive_alerts
-from gpucon.model.fleet import Backend, Health, LatencyStats, QueueStats, SourceStatus
+from gpucon.model.fleet import (
+    Backend,
+    BackendState,
+    Health,
+    LatencyStats,
+    QueueStats,
+    SourceStatus,
+)
 from gpucon.model.history import History
 from gpucon.model.queue_stall import STALL_CRIT_S, STALL_WARN_S
+from gpucon.model.registry_memory import RegistryListed, track_registry_listed
 from tests.unit.test_model_early_warning import inputs
 
 NOW = 1000.0
@@ -56,7 +64,14 @@ def test_idle_consumers_warn_then_crit_and_the_alert_is_a_cause() -> None:
 def test_nothing_undelivered_or_unknown_idle_raises_nothing() -> None:
     assert stall_alerts(queue(STALL_CRIT_S * 2, lag=0)) == []  # consumers idle, queue empty
     assert stall_alerts(queue(None)) == []  # idle not read (a simulated queue)
-    assert stall_alerts(QueueStats("gen:queue", length=50)) == []  # no group: nothing to say
+    assert stall_alerts(QueueStats("gen:queue", length=0)) == []  # no group, nothing in it
+
+
+def test_entries_in_a_stream_whose_group_is_gone_are_read_by_nobody() -> None:
+    """A Redis restarted empty: the producers made the stream again, nobody made the group."""
+    (alert,) = stall_alerts(QueueStats("gen:queue", length=50))
+    assert (alert.severity, alert.cause) == (Severity.CRITICAL, Cause.FAULT)
+    assert alert.message.startswith("stream gen:queue has no consumer group: nobody reads its 50")
 
 
 def test_a_group_without_consumer_is_critical() -> None:
@@ -108,3 +123,129 @@ def test_no_registry_alert_with_backends_without_redis_or_while_redis_is_stale()
     stale = SourceStatus("redis", Health.DOWN, "refused", NOW - 60, 0.01)
     assert registry_alerts(sources={"redis": stale}) == []
     assert registry_alerts(queues={"gen:queue": QueueStats("gen:queue", length=3)}) == []
+
+
+def test_a_registry_that_listed_backends_and_lists_none_lost_them() -> None:
+    """It listed 3 until the last good read: lost, CRIT, dated from that read, served stream
+    or not (a Redis restarted empty lost the group too)."""
+    listed = RegistryListed(3, NOW - 14)
+    (alert,) = registry_alerts(registry_listed=listed)
+    assert alert.severity is Severity.CRITICAL and alert.since == NOW - 14
+    assert alert.message == (
+        "the scheduler registry lost every backend: it listed 3, now none (Redis restarted "
+        "without its data, or its keys were deleted?); nothing is scheduled from gen:queue "
+        "(8 waiting)"
+    )
+    no_group = {"gen:queue": QueueStats("gen:queue", length=5)}
+    (alert,) = registry_alerts(registry_listed=listed, queues=no_group)
+    assert alert.message.endswith("nothing is scheduled from gen:queue (5 waiting)")
+    # with backends, or while Redis is out (its last word stands), nothing
+    assert registry_alerts(registry_listed=listed, backends={"b0": Backend("b0")}) == []
+    stale = SourceStatus("redis", Health.DOWN, "refused", NOW - 60, 0.01)
+    assert registry_alerts(registry_listed=listed, sources={"redis": stale}) == []
+
+
+def test_the_registry_listing_is_kept_from_fresh_non_empty_reads_only() -> None:
+    two = {"b0": Backend("b0"), "b1": Backend("b1")}
+    first = track_registry_listed(None, two, True, 10.0)
+    assert first == RegistryListed(2, 10.0)
+    assert track_registry_listed(first, {}, True, 11.0) is first  # emptied: remembered
+    assert track_registry_listed(first, {"b0": Backend("b0")}, False, 12.0) is first  # stale
+    assert track_registry_listed(first, {"b0": Backend("b0")}, True, 13.0) == RegistryListed(
+        1, 13.0
+    )
+    assert track_registry_listed(None, {}, True, 10.0) is None
+
+
+def test_registered_backends_none_active_send_nothing_on() -> None:
+    """Every backend drained (or down) while requests wait: CRIT, dated by the last drain;
+    WARN while nothing waits; one active backend, or no stream, says nothing."""
+    drained = {
+        f"lab-b{n}": Backend(f"lab-b{n}", state=BackendState.DRAINED, changed_at=NOW - 30 + n)
+        for n in range(3)
+    }
+    drained["lab-b2"] = replace(drained["lab-b2"], state=BackendState.DOWN)
+    (alert,) = registry_alerts(backends=drained)
+    assert (alert.severity, alert.since) == (Severity.CRITICAL, NOW - 28)
+    assert alert.message == (
+        "no backend is active: 1 down, 2 drained (lab-b0, lab-b1, lab-b2); nothing is sent on "
+        "from gen:queue (8 waiting)"
+    )
+    empty = QueueStats("gen:queue", group="g1", lag=0, pending=0)
+    (calm,) = registry_alerts(backends=drained, queues={"gen:queue": empty})
+    assert calm.severity is Severity.WARNING
+    one_active = dict(drained, a=Backend("a"))
+    assert registry_alerts(backends=one_active) == []
+    assert registry_alerts(backends=drained, queues={}) == []
+    undated = dict(drained, x=Backend("x", state=BackendState.DRAINED))
+    (alert,) = registry_alerts(backends=undated)
+    assert alert.since == NOW  # a backend without changed_at: first seen now
+
+
+def test_a_stall_with_no_active_backend_says_the_scheduler_has_nowhere_to_send() -> None:
+    """The scheduler alive but every backend drained: it holds what it read and reads no more;
+    the stall names the drained registry before a dead scheduler."""
+    sources = {"redis": SourceStatus("redis", Health.OK, None, NOW, 0.01)}
+    drained = {"b0": Backend("b0", state=BackendState.DRAINED)}
+    parts = dict(queues={"gen:queue": queue(STALL_WARN_S + 5)}, sources=sources)
+    found = derive_alerts(
+        inputs(NOW, History(capacity=8), backends=drained, **parts), AlertThresholds()
+    )
+    (stall,) = [a for a in found if a.rule == "queue_stalled"]
+    assert stall.message.endswith(
+        "it holds 2 unacknowledged: no backend is active to send to (see registry), or it died"
+    )
+    active = {"b0": Backend("b0")}
+    found = derive_alerts(
+        inputs(NOW, History(capacity=8), backends=active, **parts), AlertThresholds()
+    )
+    (stall,) = [a for a in found if a.rule == "queue_stalled"]
+    assert stall.message.endswith("the scheduler died, or is stuck on them")
+
+
+def test_a_backend_that_left_the_registry_while_not_serving_is_kept_a_while() -> None:
+    from gpucon.model.liveness import BackendLiveness
+    from gpucon.model.registry_memory import (
+        DEPARTED_KEEP_S,
+        Departed,
+        departures,
+        track_departed,
+    )
+
+    before = {
+        "b0": Backend("b0"),
+        "b1": Backend("b1"),
+        "b2": Backend("b2", state=BackendState.DOWN),
+    }
+    liveness = {
+        "b0": BackendLiveness("b0", serving=True),
+        "b1": BackendLiveness("b1", serving=False, because="http refused"),
+    }
+    now_listed = {"b0": Backend("b0")}
+    left = departures(before, liveness, now_listed)
+    assert left == {"b1": "http refused", "b2": "registry state down"}  # b0 stays: not news
+    assert departures(before, liveness, before) == {}
+    gone = track_departed((), left, now_listed, True, NOW)
+    assert gone == (Departed("b1", NOW, "http refused"), Departed("b2", NOW, "registry state down"))
+    assert track_departed(gone, {}, now_listed, True, NOW + 5) is gone  # unchanged: same
+    assert track_departed((), left, now_listed, False, NOW) == ()  # a stale read: no news
+    relisted = dict(now_listed, b1=Backend("b1"))
+    assert [d.name for d in track_departed(gone, {}, relisted, True, NOW + 5)] == ["b2"]
+    assert track_departed(gone, {}, now_listed, True, NOW + DEPARTED_KEEP_S + 1) == ()
+
+    found = derive_alerts(
+        inputs(
+            NOW,
+            History(capacity=8),
+            backends=now_listed,
+            sources={"redis": SourceStatus("redis", Health.OK, None, NOW, 0.01)},
+            registry_departed=gone,
+        ),
+        AlertThresholds(),
+    )
+    (b1,) = [a for a in found if a.key == "left_registry:b1"]
+    assert (b1.severity, b1.since) == (Severity.WARNING, NOW)
+    assert b1.message == (
+        "left the registry while not ready (http refused): its not-ready alert ended with it, "
+        "not because it recovered; Redis restarted without its data, or it was removed?"
+    )

@@ -7,7 +7,7 @@ import pytest
 from gpucon.model.alert_base import Severity
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.reading import SchedulerBeat
-from gpucon.model.scheduler_beat import SCHEDULER, SchedulerStaleness, silent_age
+from gpucon.model.scheduler_beat import SCHEDULER, BeatClock, SchedulerStaleness, silent_age
 from gpucon.model.staleness import FRESH, Staleness
 from gpucon.registry.heartbeat import Heartbeat, heartbeat_text, parse_heartbeats
 
@@ -109,3 +109,60 @@ def test_a_silent_scheduler_is_an_alert_crit_while_requests_wait() -> None:
     silent = next(a for a in alerts if a.rule == "scheduler_silent")
     assert silent.severity is Severity.CRITICAL and "(7 waiting)" in silent.message
     assert silent.message.startswith("the scheduler's heartbeat stopped 10s ago")
+
+
+def test_a_beating_scheduler_behind_redis_is_aged_on_the_consoles_clock() -> None:
+    """Its clock 30 s behind: each beat reads 30 s old as written. Once a change is seen the
+    beat is aged from the read that first saw it (not silent), and the skew is named."""
+    clock = BeatClock()
+    first = clock(SchedulerBeat("s", age_s=30.2, every_s=1.0, at=100.0), 1000.0, 1.0)
+    assert first.age_s == 30.2  # one look: nothing to tell skew from silence yet
+    assert clock.behind_s is None
+    beat = clock(SchedulerBeat("s", age_s=30.4, every_s=1.0, at=101.0), 1001.0, 1.0)
+    assert beat.age_s == 0.0 and clock.behind_s == pytest.approx(29.4)
+    assert silent_age([(beat, 1001.0, 1.0)], 1001.5) is None
+    # the same beat read again a tick later: aged from its first read
+    again = clock(SchedulerBeat("s", age_s=31.4, every_s=1.0, at=101.0), 1002.0, 1.0)
+    assert again.age_s == 1.0
+    # it dies: its last beat ages on this console's clock and goes silent after 2 periods
+    # and a read, whatever its own clock said
+    dead = clock(SchedulerBeat("s", age_s=34.4, every_s=1.0, at=101.0), 1005.0, 1.0)
+    assert silent_age([(dead, 1005.0, 1.0)], 1005.0) == pytest.approx(4.0)
+
+
+def test_a_scheduler_ahead_of_redis_that_dies_goes_silent_on_time() -> None:
+    """Ahead by 30 s its beats read 0 s old (Redis's clock is behind them) for 30 s after it
+    died; aged on this console's clock, it is silent after two periods and a read."""
+    clock = BeatClock()
+    clock(SchedulerBeat("s", age_s=0.0, every_s=1.0, at=1030.0), 1000.0, 1.0)
+    last = clock(SchedulerBeat("s", age_s=0.0, every_s=1.0, at=1031.0), 1001.0, 1.0)
+    assert clock.behind_s is None  # ahead is not behind
+    later = clock(SchedulerBeat("s", age_s=0.0, every_s=1.0, at=1031.0), 1005.0, 1.0)
+    assert last.age_s == 0.0 and later.age_s == 4.0
+    assert silent_age([(later, 1005.0, 1.0)], 1005.0) == pytest.approx(4.0)
+
+
+def test_the_skew_alert_names_the_clock_and_not_while_silent() -> None:
+    from gpucon.model.alerts import AlertThresholds, derive_alerts
+    from gpucon.model.fleet import Health, SourceStatus
+    from gpucon.model.history import History
+    from tests.unit.test_model_early_warning import inputs
+
+    now = 1000.0
+    sources = {"redis": SourceStatus("redis", Health.OK, None, now, 0.01)}
+    skewed = inputs(now, History(capacity=8), sources=sources, scheduler_behind_s=29.4)
+    (alert,) = [a for a in derive_alerts(skewed, AlertThresholds()) if a.rule == "scheduler_clock"]
+    assert (alert.severity, alert.target) == (Severity.WARNING, SCHEDULER)
+    assert alert.message.startswith(
+        "the scheduler's clock is at least 25s behind Redis's: it beats, but each heartbeat "
+        "reads that old as it is written"
+    )
+    silent = inputs(
+        now,
+        History(capacity=8),
+        sources=sources,
+        scheduler_behind_s=29.4,
+        scheduler_silent_s=12.0,
+    )
+    rules = {a.rule for a in derive_alerts(silent, AlertThresholds())}
+    assert "scheduler_clock" not in rules and "scheduler_silent" in rules

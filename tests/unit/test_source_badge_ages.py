@@ -61,3 +61,24 @@ def test_one_outage_reads_the_same_in_the_bar_the_alert_and_its_message(age_s: f
     assert f"redis  DOWN  {shown} │" in bar
     assert alert_head(alert, now, "").plain.split() == ["CRIT", shown, "redis"]
     assert f"last good read {shown} ago" in alert.message
+
+
+def test_a_source_read_with_errors_and_fresh_values_says_err_and_its_error() -> None:
+    """``redis STALE <2s`` contradicted itself (fresh values, a partial error nowhere on
+    screen): a degraded source within its staleness limit is ERR, and ``source_errors`` gives
+    the error; once its values are older than the limit it is STALE as before."""
+    now = 1000.0
+    error = "stream gen:queue: no consumer group 'g1'"
+    fresh = SourceStatus("redis", Health.DEGRADED, error, now - 0.4, 0.01, now - 60, 2.0)
+    old = SourceStatus("redis", Health.DEGRADED, error, now - 47.0, 0.01, now - 60, 2.0)
+    assert (
+        "redis  ERR  <2s │" in source_badges(Snapshot(now, sources={"redis": fresh}), STYLES).plain
+    )
+    assert (
+        "redis  STALE  45s │" in source_badges(Snapshot(now, sources={"redis": old}), STYLES).plain
+    )
+    inputs = AlertInputs(now, {}, {}, {}, {}, {"redis": fresh}, History(capacity=4))
+    (alert,) = [a for a in derive_alerts(inputs, AlertThresholds()) if a.rule == "source_errors"]
+    assert (alert.target, alert.message) == ("redis", f"read with errors: {error}")
+    stale = AlertInputs(now, {}, {}, {}, {}, {"redis": old}, History(capacity=4))
+    assert {a.rule for a in derive_alerts(stale, AlertThresholds())} == {"stale_source"}
