@@ -167,8 +167,24 @@ def others_serving(
         ok = bool(others)
         # counted by what serves: an active backend that is not ready serves nothing
         idle = len(others) - len(live)
+        # the drain's own backends of this model that serve now: the last of them to go
+        # leaves the model with nothing serving (worse than before), which needs force
+        serving_now = [
+            b.name
+            for b in draining
+            if (not model or b.model == model) and not_serving(snapshot, b) is None
+            if b.state is BackendState.ACTIVE and (b.weight or 0.0) > 0
+        ]
         if not ok:
             text = f"no other active backend: nothing would serve {what} (force to go ahead anyway)"
+        elif not live and serving_now:
+            ok = False
+            last = "is the last backend" if len(serving_now) == 1 else "are the last backends"
+            text = (
+                f"{', '.join(serving_now[:SHOWN])} {last} serving {what}: "
+                f"{counted(idle, 'other active backend')} not ready, so nothing would serve "
+                f"{what} (force to go ahead anyway)"
+            )
         elif not live:
             text = (
                 f"no other backend serving {what}: {idle} active but not ready, "
@@ -179,7 +195,7 @@ def others_serving(
             if idle:
                 text += f" ({idle} more active but not ready)"
         name = f"others_serving:{model}" if model else "others_serving"
-        checks.append(Precondition(name, ok or force, text, warning=ok and not live))
+        checks.append(Precondition(name, ok or force, text, warning=(ok or force) and not live))
         if live:
             leaving = [b for b in draining if not model or b.model == model]
             checks.append(headroom(snapshot, model, leaving, live))

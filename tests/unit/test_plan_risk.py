@@ -211,3 +211,25 @@ def test_draining_onto_backends_that_are_all_down_warns() -> None:
     )
     assert "headroom:m" not in {p.name for p in plan.preconditions}
     assert plan.ok  # a warning: draining a dead backend onto dead ones is still allowed
+
+
+def test_draining_the_last_ready_backend_fails_unless_forced() -> None:
+    """b1 serves; every other active backend of m is not ready: draining b1 leaves m with
+    nothing serving, which is worse than before, so the plan refuses it without force."""
+    snap = not_ready_fleet()
+    dead = BackendLiveness("b2", serving=False, because="http refused")
+    plan = drain.plan_drain(
+        replace(snap, liveness={**snap.liveness, "b2": dead}), {"backend": "b1"}
+    )
+    verdict, text = precondition(plan, "others_serving:m")
+    assert verdict == "FAIL"
+    assert text == (
+        "b1 is the last backend serving model m: 3 other active backends not ready, so nothing "
+        "would serve model m (force to go ahead anyway)"
+    )
+    assert not plan.ok
+    forced = drain.plan_drain(
+        replace(snap, liveness={**snap.liveness, "b2": dead}), {"backend": "b1", "force": True}
+    )
+    verdict, _ = precondition(forced, "others_serving:m")
+    assert verdict == "WARN" and forced.ok
