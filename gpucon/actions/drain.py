@@ -49,12 +49,15 @@ from gpucon.errors import (
     finite_number,
     shown,
 )
+from gpucon.model.ages import fmt_elapsed
 from gpucon.model.fleet import BackendState
 from gpucon.model.snapshot import Snapshot
+from gpucon.model.staleness import STALE_CADENCES
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_REASON = "drained with gpucon"
 POLL_S = 0.2
+SILENT_GRACE_S = 1.0  # beyond two heartbeat periods: one poll's and one read's lag
 
 
 def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
@@ -173,12 +176,33 @@ def _wait_idle(
         outstanding = max(inflight, pending)
         most = max(most, outstanding)
         left = deadline - clock()
-        text = f"{name}: {inflight} in flight, {pending} pending ({max(0.0, left):.0f} s left)"
+        silent = scheduler_silent(controls)
+        counts = f"{inflight} in flight, {pending} pending{silent}"
+        text = f"{name}: {counts} ({max(0.0, left):.0f} s left)"
         if left <= 0:
             progress(ProgressEvent(key, StepStatus.FAILED, f"timed out: {text}"))
-            raise StepTimeout(key, f"timed out with {inflight} in flight, {pending} pending")
+            raise StepTimeout(key, f"timed out with {counts}")
         progress(ProgressEvent(key, StepStatus.RUNNING, text, 1.0 - outstanding / most))
         time.sleep(min(poll_s, max(0.0, left)))
+
+
+def scheduler_silent(controls: Controls, now: Callable[[], float] = time.time) -> str:
+    """``" (as the scheduler last counted …)"`` while the scheduler's heartbeat is silent: the
+    counts a drain waits on are frozen then and will not reach 0 by themselves; "" while it
+    beats, writes no heartbeat, or the heartbeat cannot be read (the wait reads on)."""
+    try:
+        beat = controls.registry.scheduler_heartbeat()
+    except Exception:  # the counts were just read; their reader says what fails next
+        return ""
+    if beat is None:
+        return ""
+    age = now() - beat.at
+    if age <= STALE_CADENCES * beat.every_s + SILENT_GRACE_S:
+        return ""
+    return (
+        f" (as the scheduler {beat.scheduler} last counted {fmt_elapsed(age)} ago: its "
+        "heartbeat stopped, nothing counts them down until it runs again)"
+    )
 
 
 def wait_step(

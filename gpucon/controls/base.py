@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 from gpucon.config.mps import MpsDaemonConfig
 from gpucon.errors import JsonValue, Refused
 from gpucon.registry import states
+from gpucon.registry.heartbeat import Heartbeat
 from gpucon.registry.parse import BackendRecord
 
 if TYPE_CHECKING:
@@ -90,6 +91,11 @@ class RegistryControl(Protocol):
 
     def pending_for(self, name: str) -> int:
         """Queue entries handed to this backend and not yet acknowledged."""
+        ...
+
+    def scheduler_heartbeat(self) -> Heartbeat | None:
+        """The newest scheduler heartbeat (``gpucon.registry.heartbeat``), or None when no
+        scheduler writes one: in-flight and pending counts are only kept while it beats."""
         ...
 
     def begin_drain(self, name: str, owner: str, reason: str) -> float | None:

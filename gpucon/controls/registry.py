@@ -23,6 +23,7 @@ import redis
 from gpucon.controls.base import LockLease, StateMoves, check_weights_unchanged
 from gpucon.errors import BadParams, JsonValue, LockHeld, StalePlan, shown
 from gpucon.registry import keys, states
+from gpucon.registry.heartbeat import Heartbeat, parse_heartbeats
 from gpucon.registry.parse import BackendRecord, parse_record
 from gpucon.registry.read import decode_hash, read_record
 from gpucon.sources.connect import RedisAuth, redis_client
@@ -94,6 +95,9 @@ class RedisRegistry(StateMoves):
 
     def pending_for(self, name: str) -> int:
         return int(self.client.hlen(keys.assigned_key(name)))
+
+    def scheduler_heartbeat(self) -> Heartbeat | None:
+        return parse_heartbeats(decode_hash(self.client.hgetall(keys.SCHEDULERS)))[0]
 
     # -- writes ----------------------------------------------------------------------------
 

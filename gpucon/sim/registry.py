@@ -27,6 +27,7 @@ from gpucon.controls.base import (
 )
 from gpucon.errors import BadParams, JsonValue, LockHeld, StalePlan, shown
 from gpucon.registry import states
+from gpucon.registry.heartbeat import Heartbeat
 from gpucon.registry.parse import BackendRecord
 
 
@@ -84,6 +85,9 @@ class SimRegistry(StateMoves):
 
     def pending_for(self, name: str) -> int:
         return int(self.fleet.pending_for(name))
+
+    def scheduler_heartbeat(self) -> Heartbeat | None:
+        return None  # the simulated scheduler writes none: its counts are always kept
 
     def _move(self, name: str, move: Callable[[BackendRecord], states.Change]) -> states.Change:
         """Compute the move on the backend as it is now and apply it, under the store's lock."""
