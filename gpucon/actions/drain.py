@@ -24,10 +24,11 @@ from gpucon.actions.backends import (
     node_backends,
     text_param,
 )
-from gpucon.actions.headroom import others_serving, state_line
+from gpucon.actions.headroom import kept_serving_by, others_serving, state_line
 from gpucon.actions.plan import (
     OUT_OF_SERVICE,
     Outcome,
+    OutcomeStatus,
     Plan,
     Precondition,
     Progress,
@@ -44,6 +45,7 @@ from gpucon.errors import (
     MAX_ACTION_TIMEOUT_S,
     MIN_ACTION_TIMEOUT_S,
     BadParams,
+    KeepsNoneServing,
     StepFailed,
     StepTimeout,
     finite_number,
@@ -146,6 +148,7 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
             "node": node,
             "pods": list(pods_sorted),
             "reason": reason,
+            "keep_serving": kept_serving_by(snapshot, backends, force),
             "timeout_s": timeout_s,
             "poll_s": finite_number(
                 "poll_s", params.get("poll_s", POLL_S), minimum=0.01, maximum=60.0
@@ -234,14 +237,18 @@ def drain_backends(
     poll_s: float,
     progress: Progress,
     clock: Callable[[], float],
+    keep_serving: Mapping[str, Sequence[str]] | None = None,
 ) -> None:
     """Drain's steps for ``names``: all ``draining`` (weight 0), wait for each, all ``drained``.
-    Raises ``StepFailed``/``StepTimeout`` naming the step that failed."""
+    Raises ``StepFailed``/``StepTimeout`` naming the step that failed. ``keep_serving``: per
+    backend, those of which one must still be active for its first write (nothing written
+    for it otherwise: ``KeepsNoneServing``)."""
     registry = controls.registry
     owner = controls.operator
     run = step_runner(progress)
     for name in names:
-        begin = partial(registry.begin_drain, name, owner, reason)
+        kept = tuple((keep_serving or {}).get(name, ()))
+        begin = partial(registry.begin_drain, name, owner, reason, kept)
         run(f"draining:{name}", f"{name}: state=draining, weight 0", begin)
     for name in names:
         wait_step(controls, name, deadline, poll_s, progress, clock)
@@ -261,14 +268,31 @@ def apply_drain(
         acting = names
         if plan.params.get("node"):  # a node's drained backends stay as they are (under lock)
             acting = [n for n in names if not already_drained(controls, n, progress)]
-        drain_backends(controls, acting, reason, deadline, poll_s, progress, clock)
+        kept = {str(k): [str(n) for n in v] for k, v in _kept(plan).items()}
+        drain_backends(controls, acting, reason, deadline, poll_s, progress, clock, kept)
         node = plan.params.get("node")
         if node:
             _drain_node(plan, controls, progress, str(node), deadline, clock)
     except StepFailed as failure:
-        return stopped(plan, failure, state_left=describe_state(controls, names))
+        left = describe_state(controls, names)
+        if isinstance(failure.__cause__, KeepsNoneServing):  # refused in its transaction
+            refused = str(failure.__cause__)
+            return Outcome(
+                plan.action,
+                plan.target,
+                OutcomeStatus.REFUSED,
+                refused,
+                plan.digest,
+                state_left=left,
+            )
+        return stopped(plan, failure, state_left=left)
     message = f"drained {', '.join(names) or plan.target}"
     return finished(plan, message, state_left=describe_state(controls, names))
+
+
+def _kept(plan: Plan) -> Mapping[str, Sequence[object]]:
+    kept = plan.params.get("keep_serving")
+    return kept if isinstance(kept, Mapping) else {}
 
 
 def already_drained(controls: Controls, name: str, progress: Progress) -> bool:

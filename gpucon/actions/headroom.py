@@ -202,6 +202,38 @@ def others_serving(
     return checks
 
 
+KEPT_BY_AT_MOST = 8  # backends a drain's first write checks are still serving (one suffices)
+
+
+def kept_serving_by(
+    snapshot: Snapshot, draining: Sequence[Backend], force: bool
+) -> dict[str, list[str]]:
+    """For each backend the drain takes from a model it serves now, the other backends its
+    plan counts on to keep serving that model (at most ``KEPT_BY_AT_MOST``, serving now): the
+    drain's first write checks, in its own transaction, that one of them is still active, so
+    two drains planned at once cannot both take a model's last serving backends. None for a
+    forced drain, or a backend that serves nothing now (draining it moves no load)."""
+    if force:
+        return {}
+    names = {b.name for b in draining}
+    kept: dict[str, list[str]] = {}
+    for b in draining:
+        if b.state is not BackendState.ACTIVE or not (b.weight or 0.0) > 0:
+            continue
+        if not_serving(snapshot, b) is not None:
+            continue
+        others = sorted(
+            o.name
+            for o in snapshot.backends.values()
+            if o.name not in names and o.state is BackendState.ACTIVE and (o.weight or 0.0) > 0
+            if not b.model or not o.model or o.model == b.model
+            if not_serving(snapshot, o) is None
+        )
+        if others:
+            kept[b.name] = others[:KEPT_BY_AT_MOST]
+    return kept
+
+
 def state_line(snapshot: Snapshot, b: Backend, node: str | None) -> Precondition:
     """The backend's state, and whether it serves: a backend that is not ready gets no
     traffic, so draining it moves no load (it only keeps the scheduler from sending it any

@@ -22,6 +22,7 @@ from typing import Any
 
 from gpucon.controls.base import (
     LockLease,
+    Others,
     StateMoves,
     check_weights_unchanged,
 )
@@ -89,9 +90,15 @@ class SimRegistry(StateMoves):
     def scheduler_heartbeat(self) -> Heartbeat | None:
         return None  # the simulated scheduler writes none: its counts are always kept
 
-    def _move(self, name: str, move: Callable[[BackendRecord], states.Change]) -> states.Change:
-        """Compute the move on the backend as it is now and apply it, under the store's lock."""
+    def _move(
+        self, name: str, move: Callable[[BackendRecord], states.Change], others: Others = ()
+    ) -> states.Change:
+        """Compute the move on the backend as it is now and apply it, under the store's lock
+        (``others`` read and checked under it first)."""
         with self._store.lock:
+            if others:
+                names, check = others
+                check({n: self.backend(n) for n in names})
             record = BackendRecord(
                 self._backend_or_fail(name), self._store.weight_before_drain.get(name)
             )
