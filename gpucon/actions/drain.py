@@ -264,19 +264,21 @@ def apply_drain(
     reason = str(plan.params.get("reason", DEFAULT_REASON))
     deadline = clock() + float(plan.params.get("timeout_s", DEFAULT_TIMEOUT_S))
     poll_s = float(plan.params.get("poll_s", POLL_S))
+    written = _WrittenDraining(progress)
     try:
         acting = names
         if plan.params.get("node"):  # a node's drained backends stay as they are (under lock)
             acting = [n for n in names if not already_drained(controls, n, progress)]
         kept = {str(k): [str(n) for n in v] for k, v in _kept(plan).items()}
-        drain_backends(controls, acting, reason, deadline, poll_s, progress, clock, kept)
+        drain_backends(controls, acting, reason, deadline, poll_s, written, clock, kept)
         node = plan.params.get("node")
         if node:
-            _drain_node(plan, controls, progress, str(node), deadline, clock)
+            _drain_node(plan, controls, written, str(node), deadline, clock)
     except StepFailed as failure:
         left = describe_state(controls, names)
+        note = written.note(plan.undo)
         if isinstance(failure.__cause__, KeepsNoneServing):  # refused in its transaction
-            refused = str(failure.__cause__)
+            refused = str(failure.__cause__) + note
             return Outcome(
                 plan.action,
                 plan.target,
@@ -285,9 +287,36 @@ def apply_drain(
                 plan.digest,
                 state_left=left,
             )
-        return stopped(plan, failure, state_left=left)
+        return stopped(plan, failure, message=str(failure) + note, state_left=left)
     message = f"drained {', '.join(names) or plan.target}"
     return finished(plan, message, state_left=describe_state(controls, names))
+
+
+class _WrittenDraining:
+    """Passes progress on, noting the backends this run set ``draining`` and not ``drained``:
+    a run that stops says it left them so (no new work, not drained) and what to do next."""
+
+    def __init__(self, forward: Progress) -> None:
+        self.forward = forward
+        self.draining: list[str] = []
+
+    def __call__(self, event: ProgressEvent) -> None:
+        if event.status is StepStatus.DONE:
+            step, _, name = event.step.partition(":")
+            if step == "draining" and name not in self.draining:
+                self.draining.append(name)
+            elif step == "drained" and name in self.draining:
+                self.draining.remove(name)
+        self.forward(event)
+
+    def note(self, undo: str) -> str:
+        """``; left draining: …`` for the backends this run left draining; "" for none."""
+        if not self.draining:
+            return ""
+        return (
+            f"; left draining (weight 0: no new work), not marked drained: "
+            f"{', '.join(self.draining)}; run the drain again to finish, or undo: {undo}"
+        )
 
 
 def _kept(plan: Plan) -> Mapping[str, Sequence[object]]:

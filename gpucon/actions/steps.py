@@ -19,7 +19,7 @@ from gpucon.actions.plan import (
     ProgressEvent,
     StepStatus,
 )
-from gpucon.errors import JsonValue, StepFailed, StepTimeout
+from gpucon.errors import ActionError, JsonValue, StepFailed, StepTimeout
 
 # a step: its progress key, the text shown while it runs, what it does
 StepRunner = Callable[[str, str, Callable[[], object]], None]
@@ -42,7 +42,8 @@ def run_step(
         progress(ProgressEvent(key, StepStatus.FAILED, str(failure)))
         raise
     except Exception as exc:
-        detail = f"{type(exc).__name__}: {exc}"
+        # gpucon's own errors are written for the operator; another's class name says what broke
+        detail = str(exc) if isinstance(exc, ActionError) else f"{type(exc).__name__}: {exc}"
         progress(ProgressEvent(key, StepStatus.FAILED, detail))
         kind = timeout_error if isinstance(exc, TimeoutError) else StepFailed
         raise kind(key, detail) from exc

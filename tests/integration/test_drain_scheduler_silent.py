@@ -29,6 +29,12 @@ from gpucon.registry.heartbeat import heartbeat_text
 
 pytestmark = pytest.mark.integration
 
+# what a drain that stopped after its first write says it left
+LEFT_DRAINING = (
+    "; left draining (weight 0: no new work), not marked drained: b1; run the drain again to "
+    "finish, or undo: gpucon undrain b1 (restores the weight it had)"
+)
+
 
 def drain_with_heartbeat(url: str, beat_age_s: float) -> tuple[str, list[str]]:
     """Drain b1 (one request in flight) with the scheduler's heartbeat ``beat_age_s`` old:
@@ -68,11 +74,15 @@ def test_a_drain_on_a_silent_schedulers_counts_names_the_heartbeat(redis_url: st
         "(as the scheduler sched-1 last counted 40s ago: its heartbeat stopped, nothing counts "
         "them down until it runs again)"
     )
-    assert message == f"step 'wait:b1' failed: timed out with 1 in flight, 1 pending {silent}"
+    assert message == (
+        f"step 'wait:b1' failed: timed out with 1 in flight, 1 pending {silent}{LEFT_DRAINING}"
+    )
     assert lines and all(silent in line for line in lines), lines
 
 
 def test_a_drain_on_a_beating_schedulers_counts_says_nothing_more(redis_url: str) -> None:
     message, lines = drain_with_heartbeat(redis_url, beat_age_s=0.5)
-    assert message == "step 'wait:b1' failed: timed out with 1 in flight, 1 pending"
+    assert message == (
+        f"step 'wait:b1' failed: timed out with 1 in flight, 1 pending{LEFT_DRAINING}"
+    )
     assert lines and not any("heartbeat" in line for line in lines), lines

@@ -71,6 +71,10 @@ def test_the_second_drain_on_a_plan_counting_on_a_drained_backend_writes_nothing
         "by ann@h1)), so draining it would leave nothing serving; plan again (force to go "
         "ahead anyway)"
     )
+    # the step that was refused says it in the same words, not under an exception's name
+    assert [(s.step, s.ok, s.text) for s in outcome.steps] == [
+        ("draining:b2", False, outcome.message)
+    ]
     assert states(client) == {"b1": "drained", "b2": "active"}
     assert client.hget(keys.backend_key("b2"), "weight") == "1.0"
     client.close()
