@@ -269,8 +269,7 @@ def apply_drain(
         acting = names
         if plan.params.get("node"):  # a node's drained backends stay as they are (under lock)
             acting = [n for n in names if not already_drained(controls, n, progress)]
-        kept = {str(k): [str(n) for n in v] for k, v in _kept(plan).items()}
-        drain_backends(controls, acting, reason, deadline, poll_s, written, clock, kept)
+        drain_backends(controls, acting, reason, deadline, poll_s, written, clock, kept_of(plan))
         node = plan.params.get("node")
         if node:
             _drain_node(plan, controls, written, str(node), deadline, clock)
@@ -319,9 +318,13 @@ class _WrittenDraining:
         )
 
 
-def _kept(plan: Plan) -> Mapping[str, Sequence[object]]:
+def kept_of(plan: Plan) -> dict[str, list[str]]:
+    """The plan's ``keep_serving`` (``headroom.kept_serving_by``): per backend it drains, the
+    backends of which one must still serve for its first write."""
     kept = plan.params.get("keep_serving")
-    return kept if isinstance(kept, Mapping) else {}
+    if not isinstance(kept, Mapping):
+        return {}
+    return {str(k): [str(n) for n in v] for k, v in kept.items() if isinstance(v, list)}
 
 
 def already_drained(controls: Controls, name: str, progress: Progress) -> bool:
