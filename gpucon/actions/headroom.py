@@ -30,6 +30,7 @@ from gpucon.actions.load import (
     not_serving,
 )
 from gpucon.actions.plan import Precondition
+from gpucon.actions.recheck import changed_by
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot
 
@@ -246,4 +247,6 @@ def state_line(snapshot: Snapshot, b: Backend, node: str | None) -> Precondition
             f"{b.name} is {b.state} in the registry but NOT serving ({why}): draining it moves "
             "no load, it keeps the scheduler off it once it is ready again"
         )
+    if b.state is BackendState.DRAINING:  # a drain that stopped (timed out, killed) left it
+        text += f"{changed_by(b)}: running this drain finishes it"
     return Precondition(f"state:{b.name}", ok or node is not None, text)

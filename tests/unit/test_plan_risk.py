@@ -233,3 +233,19 @@ def test_draining_the_last_ready_backend_fails_unless_forced() -> None:
     )
     verdict, _ = precondition(forced, "others_serving:m")
     assert verdict == "WARN" and forced.ok
+
+
+def test_a_backend_left_draining_says_who_set_it_and_that_the_drain_finishes_it() -> None:
+    """The next console after a drain was killed: the plan says the backend was left
+    draining, by whom and why, not just 'is draining'."""
+    snap = not_ready_fleet()
+    left = replace(
+        snap.backends["b1"], state=BackendState.DRAINING, owner="ann@h1", reason="bad fan"
+    )
+    plan = drain.plan_drain(
+        replace(snap, backends={**snap.backends, "b1": left}), {"backend": "b1"}
+    )
+    verdict, text = precondition(plan, "state:b1")
+    assert verdict == "PASS"
+    assert text == "b1 is draining (set by ann@h1: bad fan): running this drain finishes it"
+    assert plan.params["reason"] == "bad fan"
