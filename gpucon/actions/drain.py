@@ -28,7 +28,6 @@ from gpucon.actions.headroom import kept_serving_by, others_serving, state_line
 from gpucon.actions.plan import (
     OUT_OF_SERVICE,
     Outcome,
-    OutcomeStatus,
     Plan,
     Precondition,
     Progress,
@@ -274,19 +273,9 @@ def apply_drain(
         if node:
             _drain_node(plan, controls, written, str(node), deadline, clock)
     except StepFailed as failure:
-        left = describe_state(controls, names)
-        note = written.note(plan.undo)
-        if isinstance(failure.__cause__, KeepsNoneServing):  # refused in its transaction
-            refused = str(failure.__cause__) + note
-            return Outcome(
-                plan.action,
-                plan.target,
-                OutcomeStatus.REFUSED,
-                refused,
-                plan.digest,
-                state_left=left,
-            )
-        return stopped(plan, failure, message=str(failure) + note, state_left=left)
+        refused = isinstance(failure.__cause__, KeepsNoneServing)  # in its own transaction
+        said = str(failure.__cause__ if refused else failure) + written.note(plan.undo)
+        return stopped(plan, failure, message=said, state_left=describe_state(controls, names))
     message = f"drained {', '.join(names) or plan.target}"
     return finished(plan, message, state_left=describe_state(controls, names))
 

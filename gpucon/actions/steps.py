@@ -19,7 +19,7 @@ from gpucon.actions.plan import (
     ProgressEvent,
     StepStatus,
 )
-from gpucon.errors import ActionError, JsonValue, StepFailed, StepTimeout
+from gpucon.errors import ActionError, JsonValue, KeepsNoneServing, StepFailed, StepTimeout
 
 # a step: its progress key, the text shown while it runs, what it does
 StepRunner = Callable[[str, str, Callable[[], object]], None]
@@ -88,8 +88,12 @@ def stopped(
     details: Mapping[str, JsonValue] | None = None,
 ) -> Outcome:
     """The outcome of a run that stopped at ``failure``: ``timeout`` when the step timed out
-    (exit 6), ``failed`` otherwise (exit 5); the message is the failure's unless given."""
+    (exit 6), ``refused`` (exit 3) when a drain's first write found the model's other
+    backends gone (``KeepsNoneServing``: nothing written for it), ``failed`` otherwise (exit
+    5); the message is the failure's unless given."""
     status = OutcomeStatus.TIMEOUT if isinstance(failure, StepTimeout) else OutcomeStatus.FAILED
+    if isinstance(failure.__cause__, KeepsNoneServing):
+        status = OutcomeStatus.REFUSED
     return Outcome(
         plan.action,
         plan.target,

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from gpucon.actions.drain_group import backends_on, drain_group
+from gpucon.actions.plan import BlastRadius, OutcomeStatus, Plan, Tier
+from gpucon.actions.steps import stopped
 from gpucon.config import GpuconConfig
 from gpucon.errors import KeepsNoneServing, StepFailed
 from gpucon.model.fleet import BackendState
@@ -62,3 +64,7 @@ def test_a_group_drain_whose_model_lost_the_others_it_counted_on_writes_nothing(
     assert f"{other} is draining with weight" in str(failed.value)
     record = controls.registry.backend(name)
     assert record is not None and record.state is BackendState.ACTIVE  # nothing written
+    # the MPS restart or re-slice that stopped there is refused (exit 3), not failed (exit 5)
+    plan = Plan("mps-restart", "vm-b-1", Tier.DISRUPTIVE, (), (), BlastRadius(), "")
+    outcome = stopped(plan, failed.value)
+    assert outcome.status is OutcomeStatus.REFUSED and outcome.exit_code == 3
