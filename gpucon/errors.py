@@ -82,6 +82,20 @@ class StateMoved(Refused):
         self.new = new
 
 
+class KeepsNoneServing(Refused):
+    """A drain's first write, refused in its own transaction: every backend its plan counted on
+    to keep serving the model is out of service now (another drain, planned at the same time,
+    took it out)."""
+
+    def __init__(self, name: str, why: str) -> None:
+        super().__init__(
+            f"{name} was not set to draining (nothing was written for it): the backends its "
+            f"plan counted on to keep serving its model are out of service now ({why}), so "
+            "draining it would leave nothing serving; plan again (force to go ahead anyway)"
+        )
+        self.name = name
+
+
 class LockHeld(ActionError):
     """Another operator's action holds the target's lock."""
 

@@ -24,7 +24,7 @@ from gpucon.actions.backends import (
     node_backends,
     text_param,
 )
-from gpucon.actions.headroom import others_serving, state_line
+from gpucon.actions.headroom import kept_serving_by, others_serving, state_line
 from gpucon.actions.plan import (
     OUT_OF_SERVICE,
     Outcome,
@@ -44,17 +44,21 @@ from gpucon.errors import (
     MAX_ACTION_TIMEOUT_S,
     MIN_ACTION_TIMEOUT_S,
     BadParams,
+    KeepsNoneServing,
     StepFailed,
     StepTimeout,
     finite_number,
     shown,
 )
+from gpucon.model.ages import fmt_elapsed
 from gpucon.model.fleet import BackendState
 from gpucon.model.snapshot import Snapshot
+from gpucon.model.staleness import STALE_CADENCES
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_REASON = "drained with gpucon"
 POLL_S = 0.2
+SILENT_GRACE_S = 1.0  # beyond two heartbeat periods: one poll's and one read's lag
 
 
 def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
@@ -143,6 +147,7 @@ def plan_drain(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
             "node": node,
             "pods": list(pods_sorted),
             "reason": reason,
+            "keep_serving": kept_serving_by(snapshot, backends, force),
             "timeout_s": timeout_s,
             "poll_s": finite_number(
                 "poll_s", params.get("poll_s", POLL_S), minimum=0.01, maximum=60.0
@@ -173,12 +178,33 @@ def _wait_idle(
         outstanding = max(inflight, pending)
         most = max(most, outstanding)
         left = deadline - clock()
-        text = f"{name}: {inflight} in flight, {pending} pending ({max(0.0, left):.0f} s left)"
+        silent = scheduler_silent(controls)
+        counts = f"{inflight} in flight, {pending} pending{silent}"
+        text = f"{name}: {counts} ({max(0.0, left):.0f} s left)"
         if left <= 0:
             progress(ProgressEvent(key, StepStatus.FAILED, f"timed out: {text}"))
-            raise StepTimeout(key, f"timed out with {inflight} in flight, {pending} pending")
+            raise StepTimeout(key, f"timed out with {counts}")
         progress(ProgressEvent(key, StepStatus.RUNNING, text, 1.0 - outstanding / most))
         time.sleep(min(poll_s, max(0.0, left)))
+
+
+def scheduler_silent(controls: Controls, now: Callable[[], float] = time.time) -> str:
+    """``" (as the scheduler last counted …)"`` while the scheduler's heartbeat is silent: the
+    counts a drain waits on are frozen then and will not reach 0 by themselves; "" while it
+    beats, writes no heartbeat, or the heartbeat cannot be read (the wait reads on)."""
+    try:
+        beat = controls.registry.scheduler_heartbeat()
+    except Exception:  # the counts were just read; their reader says what fails next
+        return ""
+    if beat is None:
+        return ""
+    age = now() - beat.at
+    if age <= STALE_CADENCES * beat.every_s + SILENT_GRACE_S:
+        return ""
+    return (
+        f" (as the scheduler {beat.scheduler} last counted {fmt_elapsed(age)} ago: its "
+        "heartbeat stopped, nothing counts them down until it runs again)"
+    )
 
 
 def wait_step(
@@ -210,14 +236,18 @@ def drain_backends(
     poll_s: float,
     progress: Progress,
     clock: Callable[[], float],
+    keep_serving: Mapping[str, Sequence[str]] | None = None,
 ) -> None:
     """Drain's steps for ``names``: all ``draining`` (weight 0), wait for each, all ``drained``.
-    Raises ``StepFailed``/``StepTimeout`` naming the step that failed."""
+    Raises ``StepFailed``/``StepTimeout`` naming the step that failed. ``keep_serving``: per
+    backend, those of which one must still be active for its first write (nothing written
+    for it otherwise: ``KeepsNoneServing``)."""
     registry = controls.registry
     owner = controls.operator
     run = step_runner(progress)
     for name in names:
-        begin = partial(registry.begin_drain, name, owner, reason)
+        kept = tuple((keep_serving or {}).get(name, ()))
+        begin = partial(registry.begin_drain, name, owner, reason, kept)
         run(f"draining:{name}", f"{name}: state=draining, weight 0", begin)
     for name in names:
         wait_step(controls, name, deadline, poll_s, progress, clock)
@@ -233,18 +263,57 @@ def apply_drain(
     reason = str(plan.params.get("reason", DEFAULT_REASON))
     deadline = clock() + float(plan.params.get("timeout_s", DEFAULT_TIMEOUT_S))
     poll_s = float(plan.params.get("poll_s", POLL_S))
+    written = _WrittenDraining(progress)
     try:
         acting = names
         if plan.params.get("node"):  # a node's drained backends stay as they are (under lock)
             acting = [n for n in names if not already_drained(controls, n, progress)]
-        drain_backends(controls, acting, reason, deadline, poll_s, progress, clock)
+        drain_backends(controls, acting, reason, deadline, poll_s, written, clock, kept_of(plan))
         node = plan.params.get("node")
         if node:
-            _drain_node(plan, controls, progress, str(node), deadline, clock)
+            _drain_node(plan, controls, written, str(node), deadline, clock)
     except StepFailed as failure:
-        return stopped(plan, failure, state_left=describe_state(controls, names))
+        refused = isinstance(failure.__cause__, KeepsNoneServing)  # in its own transaction
+        said = str(failure.__cause__ if refused else failure) + written.note(plan.undo)
+        return stopped(plan, failure, message=said, state_left=describe_state(controls, names))
     message = f"drained {', '.join(names) or plan.target}"
     return finished(plan, message, state_left=describe_state(controls, names))
+
+
+class _WrittenDraining:
+    """Passes progress on, noting the backends this run set ``draining`` and not ``drained``:
+    a run that stops says it left them so (no new work, not drained) and what to do next."""
+
+    def __init__(self, forward: Progress) -> None:
+        self.forward = forward
+        self.draining: list[str] = []
+
+    def __call__(self, event: ProgressEvent) -> None:
+        if event.status is StepStatus.DONE:
+            step, _, name = event.step.partition(":")
+            if step == "draining" and name not in self.draining:
+                self.draining.append(name)
+            elif step == "drained" and name in self.draining:
+                self.draining.remove(name)
+        self.forward(event)
+
+    def note(self, undo: str) -> str:
+        """``; left draining: …`` for the backends this run left draining; "" for none."""
+        if not self.draining:
+            return ""
+        return (
+            f"; left draining (weight 0: no new work), not marked drained: "
+            f"{', '.join(self.draining)}; run the drain again to finish, or undo: {undo}"
+        )
+
+
+def kept_of(plan: Plan) -> dict[str, list[str]]:
+    """The plan's ``keep_serving`` (``headroom.kept_serving_by``): per backend it drains, the
+    backends of which one must still serve for its first write."""
+    kept = plan.params.get("keep_serving")
+    if not isinstance(kept, Mapping):
+        return {}
+    return {str(k): [str(n) for n in v] for k, v in kept.items() if isinstance(v, list)}
 
 
 def already_drained(controls: Controls, name: str, progress: Progress) -> bool:

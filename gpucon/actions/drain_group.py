@@ -15,7 +15,7 @@ the step, and leaves the backends as drain leaves them (``draining``, owner and 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 
 from gpucon.actions.drain import already_drained, drain_backends
@@ -50,9 +50,12 @@ def drain_group(
     poll_s: float,
     progress: Progress,
     clock: Callable[[], float] = time.monotonic,
+    keep_serving: Mapping[str, Sequence[str]] | None = None,
 ) -> None:
     """Drain each backend (StepFailed/StepTimeout naming the step on failure); one the
-    registry does not know fails its ``draining:`` step."""
+    registry does not know fails its ``draining:`` step. ``keep_serving`` as drain's (the
+    plan's, ``drain.kept_of``): a backend whose model has lost the others it counted on is
+    not written."""
     deadline = clock() + timeout_s
     acting: list[str] = []
     for name in names:
@@ -62,7 +65,7 @@ def drain_group(
             raise StepFailed(key, f"{name} is not in the registry")
         if not already_drained(controls, name, progress):
             acting.append(name)
-    drain_backends(controls, acting, reason, deadline, poll_s, progress, clock)
+    drain_backends(controls, acting, reason, deadline, poll_s, progress, clock, keep_serving)
 
 
 def undrain_group(

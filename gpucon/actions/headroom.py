@@ -30,6 +30,7 @@ from gpucon.actions.load import (
     not_serving,
 )
 from gpucon.actions.plan import Precondition
+from gpucon.actions.recheck import changed_by
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot
 
@@ -167,8 +168,24 @@ def others_serving(
         ok = bool(others)
         # counted by what serves: an active backend that is not ready serves nothing
         idle = len(others) - len(live)
+        # the drain's own backends of this model that serve now: the last of them to go
+        # leaves the model with nothing serving (worse than before), which needs force
+        serving_now = [
+            b.name
+            for b in draining
+            if (not model or b.model == model) and not_serving(snapshot, b) is None
+            if b.state is BackendState.ACTIVE and (b.weight or 0.0) > 0
+        ]
         if not ok:
             text = f"no other active backend: nothing would serve {what} (force to go ahead anyway)"
+        elif not live and serving_now:
+            ok = False
+            last = "is the last backend" if len(serving_now) == 1 else "are the last backends"
+            text = (
+                f"{', '.join(serving_now[:SHOWN])} {last} serving {what}: "
+                f"{counted(idle, 'other active backend')} not ready, so nothing would serve "
+                f"{what} (force to go ahead anyway)"
+            )
         elif not live:
             text = (
                 f"no other backend serving {what}: {idle} active but not ready, "
@@ -179,11 +196,43 @@ def others_serving(
             if idle:
                 text += f" ({idle} more active but not ready)"
         name = f"others_serving:{model}" if model else "others_serving"
-        checks.append(Precondition(name, ok or force, text, warning=ok and not live))
+        checks.append(Precondition(name, ok or force, text, warning=(ok or force) and not live))
         if live:
             leaving = [b for b in draining if not model or b.model == model]
             checks.append(headroom(snapshot, model, leaving, live))
     return checks
+
+
+KEPT_BY_AT_MOST = 8  # backends a drain's first write checks are still serving (one suffices)
+
+
+def kept_serving_by(
+    snapshot: Snapshot, draining: Sequence[Backend], force: bool
+) -> dict[str, list[str]]:
+    """For each backend the drain takes from a model it serves now, the other backends its
+    plan counts on to keep serving that model (at most ``KEPT_BY_AT_MOST``, serving now): the
+    drain's first write checks, in its own transaction, that one of them is still active, so
+    two drains planned at once cannot both take a model's last serving backends. None for a
+    forced drain, or a backend that serves nothing now (draining it moves no load)."""
+    if force:
+        return {}
+    names = {b.name for b in draining}
+    kept: dict[str, list[str]] = {}
+    for b in draining:
+        if b.state is not BackendState.ACTIVE or not (b.weight or 0.0) > 0:
+            continue
+        if not_serving(snapshot, b) is not None:
+            continue
+        others = sorted(
+            o.name
+            for o in snapshot.backends.values()
+            if o.name not in names and o.state is BackendState.ACTIVE and (o.weight or 0.0) > 0
+            if not b.model or not o.model or o.model == b.model
+            if not_serving(snapshot, o) is None
+        )
+        if others:
+            kept[b.name] = others[:KEPT_BY_AT_MOST]
+    return kept
 
 
 def state_line(snapshot: Snapshot, b: Backend, node: str | None) -> Precondition:
@@ -198,4 +247,6 @@ def state_line(snapshot: Snapshot, b: Backend, node: str | None) -> Precondition
             f"{b.name} is {b.state} in the registry but NOT serving ({why}): draining it moves "
             "no load, it keeps the scheduler off it once it is ready again"
         )
+    if b.state is BackendState.DRAINING:  # a drain that stopped (timed out, killed) left it
+        text += f"{changed_by(b)}: running this drain finishes it"
     return Precondition(f"state:{b.name}", ok or node is not None, text)

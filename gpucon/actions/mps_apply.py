@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from gpucon.actions.backends import describe_state
+from gpucon.actions.drain import kept_of
 from gpucon.actions.drain_group import drain_group, undrain_group
 from gpucon.actions.mps_restart import (
     DAEMON_WAIT_S,
@@ -199,6 +200,7 @@ def apply_restart(plan: Plan, controls: Controls, progress: Progress) -> Outcome
             float(plan.params.get("timeout_s", DEFAULT_TIMEOUT_S)),
             float(plan.params.get("poll_s", POLL_S)),
             progress,
+            keep_serving=kept_of(plan),
         )
         down_at = time.monotonic()  # the servers stop serving from here until ready
         for s in config.servers:

@@ -23,7 +23,7 @@ from gpucon.actions.backends import (
     text_param,
 )
 from gpucon.actions.drain_group import backends_on
-from gpucon.actions.headroom import others_serving
+from gpucon.actions.headroom import kept_serving_by, others_serving
 from gpucon.actions.plan import (
     OUT_OF_SERVICE,
     Outcome,
@@ -190,6 +190,7 @@ def plan_mps_restart(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
             "target": target,
             "daemon": daemon_params(daemon),
             "drain": [b.name for b in drain],
+            "keep_serving": kept_serving_by(snapshot, drain, force),
             "reason": reason,
             "timeout_s": timeout_s,
             "poll_s": finite_number(

@@ -4,8 +4,10 @@ failing, fine, or nothing yet).
 
 A probe that was too short must not read as a broken backend. The verdict is one of:
 
-- ``failing``: most requests failed (at least ``FAILING_MIN`` of them), or more than
-  ``ERROR_PCT`` % failed over at least ``MIN_SAMPLES`` answers;
+- ``failing``: not one request was answered (a dead or hung backend: one timed-out request
+  is enough to say so, unless the timeout was shorter than its service time), most requests
+  failed (at least ``FAILING_MIN`` of them), or more than ``ERROR_PCT`` % failed over at
+  least ``MIN_SAMPLES`` answers;
 - ``too short``: fewer than ``MIN_SAMPLES`` requests completed, or the probe sent for less than
   ``MIN_SERVICE_TIMES`` service times, or every failure was a timeout shorter than the
   backend's service time (the probe's setting, not the backend's fault) — it names what to
@@ -89,6 +91,8 @@ def verdict(
         planned = int((report.get("bounds") or {}).get("count") or 0)
         sent = int(report.get("sent") or 0)
         return Verdict("failing", f"{stopped} ({sent} of {planned} requests sent)")
+    if ok == 0 and failed > 0:  # not one answer: too few to judge speed, enough to judge this
+        return Verdict("failing", _none_answered(errors, failed, timeout_s, service_s))
     error_pct = 100.0 * failed / answered if answered else 0.0
     many = failed >= FAILING_MIN and error_pct >= 50.0
     if many or (answered >= MIN_SAMPLES and error_pct > ERROR_PCT):
@@ -128,6 +132,22 @@ def verdict(
         text = f"p95 {_ms(p95)} over its SLO {_ms(slo_p95_ms)} ({ok} samples)"
         return Verdict("slow", text + _own_load(report, p50, service_s))
     return Verdict("ok", f"p95 {_ms(p95)} within its SLO {_ms(slo_p95_ms)} ({ok} samples)")
+
+
+def _none_answered(
+    errors: Mapping[str, int], failed: int, timeout_s: float | None, service_s: float | None
+) -> str:
+    """Every request that ended failed: the backend answered none of them. When they all timed
+    out and its service time is unknown, a timeout shorter than it is named as the other cause."""
+    kinds = ", ".join(f"{kind}: {n}" for kind, n in sorted(errors.items(), key=lambda kv: -kv[1]))
+    text = f"none of the {failed} request(s) that ended was answered ({kinds})"
+    if set(errors) == {"timeout"} and service_s is None:
+        after = "" if timeout_s is None else f" after {fmt_s(timeout_s)}"
+        text += (
+            f"; they timed out{after} and the backend's service time is unknown: if it is "
+            "slower than that, raise the timeout"
+        )
+    return text
 
 
 def _own_load(report: Mapping[str, Any], p50: float | None, service_s: float | None) -> str:

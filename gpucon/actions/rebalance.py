@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gpucon.actions.backends import find_backend, text_param
+from gpucon.actions.load import not_serving
 from gpucon.actions.plan import (
     MOVED,
     BlastRadius,
@@ -77,7 +78,32 @@ def validate_weights(snapshot: Snapshot, weights: object) -> dict[str, float]:
     }
     if not any(w > 0 for w in serving.values()):
         raise BadParams("weights", "all active backends would have weight 0: nothing would serve")
+    _refuse_sending_only_to_not_ready(snapshot, clean)
     return clean
+
+
+def _refuse_sending_only_to_not_ready(snapshot: Snapshot, new: Mapping[str, float]) -> None:
+    """BadParams when the weights leave a model that a ready backend serves now with weight
+    only on backends that are not ready: all its traffic would go where nothing answers."""
+    active = [b for b in snapshot.backends.values() if b.state is BackendState.ACTIVE]
+    for model in sorted({b.model or "" for b in active}):
+        mine = [b for b in active if not model or not b.model or b.model == model]
+        ready = [b for b in mine if not_serving(snapshot, b) is None]
+        if not any((b.weight or 0.0) > 0 for b in ready):
+            continue  # nothing ready serves it now: these weights make it no worse
+        if any(new.get(b.name, b.weight or 0.0) > 0 for b in ready):
+            continue
+        sent_to = [b for b in mine if new.get(b.name, b.weight or 0.0) > 0]
+        if not sent_to:
+            continue  # a model given no weight at all: the total check above covers the fleet
+        what = f"model {model}" if model else "the queue"
+        listed = ", ".join(f"{b.name} ({not_serving(snapshot, b)})" for b in sent_to[:4])
+        zeroed = ", ".join(sorted(b.name for b in ready if b.name in new))
+        raise BadParams(
+            "weights",
+            f"{what} would be sent only to backends that are NOT READY: {listed}; "
+            f"keep a weight above 0 on a ready one ({zeroed or 'none given'}); nothing was written",
+        )
 
 
 def _shift_pct(old: Mapping[str, float], new: Mapping[str, float]) -> float | None:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpucon.actions.backends import capacity_radius, node_backends, text_param
-from gpucon.actions.headroom import others_serving
+from gpucon.actions.headroom import kept_serving_by, others_serving
 from gpucon.actions.plan import OUT_OF_SERVICE, Plan, Precondition, Step, Tier
 from gpucon.actions.reslice_fleet import (
     assign,
@@ -179,7 +179,8 @@ def plan_reslice(snapshot: Snapshot, params: Mapping[str, Any]) -> Plan:
         ),
         undo=f"re-slice {label} back to {old_layout}, register its backends again",
         params=_params(gpu, label, executor, node, config_name, fit, old, assignment, params)
-        | {"backends": list(names), "drain": drain, "timeout_s": timeout_s, "reason": reason},
+        | {"backends": list(names), "drain": drain, "timeout_s": timeout_s, "reason": reason}
+        | {"keep_serving": kept_serving_by(snapshot, backends, bool(params.get("force", False)))},
         summary=f"re-slice {label} ({gpu.name or 'GPU'}) from {old_layout} to "
         f"{describe_counts(p.profile.name for p in fit.placed) or config_name}",
         changes=tuple(changes),

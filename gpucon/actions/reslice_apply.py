@@ -18,6 +18,7 @@ from functools import partial
 from typing import Any
 
 from gpucon.actions.backends import describe_state
+from gpucon.actions.drain import kept_of
 from gpucon.actions.drain_group import drain_group
 from gpucon.actions.plan import Outcome, Plan, Progress
 from gpucon.actions.reslice_kube import Run, apply_kube
@@ -53,6 +54,7 @@ def apply_reslice(
                 float(p.get("poll_s", 0.2)),
                 progress,
                 clock,
+                kept_of(plan),
             )
         if p.get("executor") == "kubernetes":
             message = apply_kube(plan, controls, run, progress, clock)

@@ -19,7 +19,7 @@ from gpucon.actions.plan import (
     ProgressEvent,
     StepStatus,
 )
-from gpucon.errors import JsonValue, StepFailed, StepTimeout
+from gpucon.errors import ActionError, JsonValue, KeepsNoneServing, StepFailed, StepTimeout
 
 # a step: its progress key, the text shown while it runs, what it does
 StepRunner = Callable[[str, str, Callable[[], object]], None]
@@ -42,7 +42,8 @@ def run_step(
         progress(ProgressEvent(key, StepStatus.FAILED, str(failure)))
         raise
     except Exception as exc:
-        detail = f"{type(exc).__name__}: {exc}"
+        # gpucon's own errors are written for the operator; another's class name says what broke
+        detail = str(exc) if isinstance(exc, ActionError) else f"{type(exc).__name__}: {exc}"
         progress(ProgressEvent(key, StepStatus.FAILED, detail))
         kind = timeout_error if isinstance(exc, TimeoutError) else StepFailed
         raise kind(key, detail) from exc
@@ -87,8 +88,12 @@ def stopped(
     details: Mapping[str, JsonValue] | None = None,
 ) -> Outcome:
     """The outcome of a run that stopped at ``failure``: ``timeout`` when the step timed out
-    (exit 6), ``failed`` otherwise (exit 5); the message is the failure's unless given."""
+    (exit 6), ``refused`` (exit 3) when a drain's first write found the model's other
+    backends gone (``KeepsNoneServing``: nothing written for it), ``failed`` otherwise (exit
+    5); the message is the failure's unless given."""
     status = OutcomeStatus.TIMEOUT if isinstance(failure, StepTimeout) else OutcomeStatus.FAILED
+    if isinstance(failure.__cause__, KeepsNoneServing):
+        status = OutcomeStatus.REFUSED
     return Outcome(
         plan.action,
         plan.target,

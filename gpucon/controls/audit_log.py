@@ -142,7 +142,12 @@ class AuditLog:
             try:
                 self.stream(record.to_dict())
             except Exception as exc:  # the file has it; say so, don't stop the action
-                self.stream_errors.append(redact(f"audit stream: {type(exc).__name__}: {exc}"))
+                self.stream_errors.append(
+                    redact(
+                        f"the fleet's audit stream missed the {record.event} record "
+                        f"({type(exc).__name__}: {exc}); {self.path} has it"
+                    )
+                )
 
     def record(
         self,

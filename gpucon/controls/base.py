@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import getpass
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 from gpucon.config.mps import MpsDaemonConfig
 from gpucon.errors import JsonValue, Refused
 from gpucon.registry import states
+from gpucon.registry.heartbeat import Heartbeat
 from gpucon.registry.parse import BackendRecord
 
 if TYPE_CHECKING:
@@ -49,6 +50,10 @@ class LockLease:
     action: str
 
 
+# the backends a move reads in its own transaction, and the check it runs on them first
+Others = tuple[tuple[str, ...], Callable[[Mapping[str, BackendRecord | None]], None]] | tuple[()]
+
+
 class StateMoves:
     """The backend moves of ``gpucon.registry.states`` as registry methods: each registry says
     only how it applies a move atomically (``_move``: Redis in a WATCH/MULTI transaction, the
@@ -56,12 +61,24 @@ class StateMoves:
 
     clock: Callable[[], float]
 
-    def _move(self, name: str, move: Callable[[BackendRecord], states.Change]) -> states.Change:
+    def _move(
+        self, name: str, move: Callable[[BackendRecord], states.Change], others: Others = ()
+    ) -> states.Change:
+        """Apply ``move`` to ``name`` atomically; with ``others``, its names are read in the
+        same transaction and passed to its check first (which raises to write nothing)."""
         raise NotImplementedError
 
-    def begin_drain(self, name: str, owner: str, reason: str) -> float | None:
+    def begin_drain(
+        self, name: str, owner: str, reason: str, keep_serving: Sequence[str] = ()
+    ) -> float | None:
         now = self.clock()
-        return self._move(name, lambda r: states.begin_drain(r, owner, reason, now)).result
+
+        def check(records: Mapping[str, BackendRecord | None]) -> None:
+            states.check_keeps_serving(name, records)
+
+        others: Others = (tuple(keep_serving), check) if keep_serving else ()
+        move = self._move(name, lambda r: states.begin_drain(r, owner, reason, now), others)
+        return move.result
 
     def mark_state(self, name: str, state: str, owner: str, reason: str) -> None:
         now = self.clock()
@@ -92,8 +109,17 @@ class RegistryControl(Protocol):
         """Queue entries handed to this backend and not yet acknowledged."""
         ...
 
-    def begin_drain(self, name: str, owner: str, reason: str) -> float | None:
-        """``state=draining``, weight 0, the weight it had remembered; returns that weight."""
+    def scheduler_heartbeat(self) -> Heartbeat | None:
+        """The newest scheduler heartbeat (``gpucon.registry.heartbeat``), or None when no
+        scheduler writes one: in-flight and pending counts are only kept while it beats."""
+        ...
+
+    def begin_drain(
+        self, name: str, owner: str, reason: str, keep_serving: Sequence[str] = ()
+    ) -> float | None:
+        """``state=draining``, weight 0, the weight it had remembered; returns that weight.
+        With ``keep_serving``, KeepsNoneServing (nothing written) unless one of those backends
+        is still active with a weight above 0, read in the same transaction."""
         ...
 
     def mark_state(self, name: str, state: str, owner: str, reason: str) -> None: ...

@@ -20,9 +20,10 @@ from typing import Any
 
 import redis
 
-from gpucon.controls.base import LockLease, StateMoves, check_weights_unchanged
+from gpucon.controls.base import LockLease, Others, StateMoves, check_weights_unchanged
 from gpucon.errors import BadParams, JsonValue, LockHeld, StalePlan, shown
 from gpucon.registry import keys, states
+from gpucon.registry.heartbeat import Heartbeat, parse_heartbeats
 from gpucon.registry.parse import BackendRecord, parse_record
 from gpucon.registry.read import decode_hash, read_record
 from gpucon.sources.connect import RedisAuth, redis_client
@@ -49,6 +50,10 @@ def _lock_value(lease: LockLease) -> str:
         "action": lease.action,
     }
     return json.dumps(body, sort_keys=True)
+
+
+def _record(name: str, raw: dict[str, str]) -> BackendRecord | None:
+    return parse_record(name, raw)[0] if raw else None
 
 
 def _float(value: str | None) -> float | None:
@@ -95,18 +100,32 @@ class RedisRegistry(StateMoves):
     def pending_for(self, name: str) -> int:
         return int(self.client.hlen(keys.assigned_key(name)))
 
+    def scheduler_heartbeat(self) -> Heartbeat | None:
+        return parse_heartbeats(decode_hash(self.client.hgetall(keys.SCHEDULERS)))[0]
+
     # -- writes ----------------------------------------------------------------------------
 
-    def _move(self, name: str, move: Callable[[BackendRecord], states.Change]) -> states.Change:
-        """Read the backend under WATCH, compute the move, write it with a version bump."""
+    def _move(
+        self, name: str, move: Callable[[BackendRecord], states.Change], others: Others = ()
+    ) -> states.Change:
+        """Read the backend (and ``others``) under WATCH, compute the move, write it with a
+        version bump: a concurrent write to any of them makes the transaction read again."""
         key = keys.backend_key(name)
         done: list[states.Change] = []
+        other_names, check = others or ((), None)
 
         def txn(pipe: Any) -> None:
             done.clear()
             raw = decode_hash(pipe.hgetall(key))
             if not raw:
                 raise BadParams("backend", f"no backend named {shown(name)} in the registry")
+            if check is not None:
+                check(
+                    {
+                        n: _record(n, decode_hash(pipe.hgetall(keys.backend_key(n))))
+                        for n in other_names
+                    }
+                )
             change = move(parse_record(name, raw)[0])
             pipe.multi()
             pipe.hset(key, mapping=change.hash_fields())
@@ -115,7 +134,7 @@ class RedisRegistry(StateMoves):
             pipe.incr(keys.VERSION)
             done.append(change)
 
-        self.client.transaction(txn, key)
+        self.client.transaction(txn, key, *(keys.backend_key(n) for n in other_names))
         return done[0]
 
     def set_weights(

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from gpucon.errors import BadParams, StateMoved
+from gpucon.errors import BadParams, KeepsNoneServing, StateMoved
 from gpucon.model.fleet import BackendState
 from gpucon.registry.parse import BackendRecord
 
@@ -113,6 +113,26 @@ def begin_drain(record: BackendRecord, owner: str, reason: str, now: float) -> C
         weight_before_drain=before,
         result=before,
     )
+
+
+def check_keeps_serving(name: str, others: Mapping[str, BackendRecord | None]) -> None:
+    """KeepsNoneServing unless one of ``others`` (the backends a drain plan counted on to keep
+    serving ``name``'s model, read in the drain's own transaction) is still active with a weight
+    above 0: two drains planned at once, each counting on the other's backend, would otherwise
+    both go ahead and leave the model with nothing serving it."""
+    if not others:
+        return
+    if any(r is not None and r.state is ACTIVE and (r.weight or 0.0) > 0 for r in others.values()):
+        return
+    gone = []
+    for other, record in sorted(others.items()):
+        if record is None:
+            gone.append(f"{other} is no longer in the registry")
+            continue
+        who = f" (set by {record.owner})" if record.owner else ""
+        weight = "n/a" if record.weight is None else f"{record.weight:g}"
+        gone.append(f"{other} is {record.state} with weight {weight}{who}")
+    raise KeepsNoneServing(name, "; ".join(gone))
 
 
 def mark_state(

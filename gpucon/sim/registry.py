@@ -22,11 +22,13 @@ from typing import Any
 
 from gpucon.controls.base import (
     LockLease,
+    Others,
     StateMoves,
     check_weights_unchanged,
 )
 from gpucon.errors import BadParams, JsonValue, LockHeld, StalePlan, shown
 from gpucon.registry import states
+from gpucon.registry.heartbeat import Heartbeat
 from gpucon.registry.parse import BackendRecord
 
 
@@ -85,9 +87,18 @@ class SimRegistry(StateMoves):
     def pending_for(self, name: str) -> int:
         return int(self.fleet.pending_for(name))
 
-    def _move(self, name: str, move: Callable[[BackendRecord], states.Change]) -> states.Change:
-        """Compute the move on the backend as it is now and apply it, under the store's lock."""
+    def scheduler_heartbeat(self) -> Heartbeat | None:
+        return None  # the simulated scheduler writes none: its counts are always kept
+
+    def _move(
+        self, name: str, move: Callable[[BackendRecord], states.Change], others: Others = ()
+    ) -> states.Change:
+        """Compute the move on the backend as it is now and apply it, under the store's lock
+        (``others`` read and checked under it first)."""
         with self._store.lock:
+            if others:
+                names, check = others
+                check({n: self.backend(n) for n in names})
             record = BackendRecord(
                 self._backend_or_fail(name), self._store.weight_before_drain.get(name)
             )

@@ -211,3 +211,41 @@ def test_draining_onto_backends_that_are_all_down_warns() -> None:
     )
     assert "headroom:m" not in {p.name for p in plan.preconditions}
     assert plan.ok  # a warning: draining a dead backend onto dead ones is still allowed
+
+
+def test_draining_the_last_ready_backend_fails_unless_forced() -> None:
+    """b1 serves; every other active backend of m is not ready: draining b1 leaves m with
+    nothing serving, which is worse than before, so the plan refuses it without force."""
+    snap = not_ready_fleet()
+    dead = BackendLiveness("b2", serving=False, because="http refused")
+    plan = drain.plan_drain(
+        replace(snap, liveness={**snap.liveness, "b2": dead}), {"backend": "b1"}
+    )
+    verdict, text = precondition(plan, "others_serving:m")
+    assert verdict == "FAIL"
+    assert text == (
+        "b1 is the last backend serving model m: 3 other active backends not ready, so nothing "
+        "would serve model m (force to go ahead anyway)"
+    )
+    assert not plan.ok
+    forced = drain.plan_drain(
+        replace(snap, liveness={**snap.liveness, "b2": dead}), {"backend": "b1", "force": True}
+    )
+    verdict, _ = precondition(forced, "others_serving:m")
+    assert verdict == "WARN" and forced.ok
+
+
+def test_a_backend_left_draining_says_who_set_it_and_that_the_drain_finishes_it() -> None:
+    """The next console after a drain was killed: the plan says the backend was left
+    draining, by whom and why, not just 'is draining'."""
+    snap = not_ready_fleet()
+    left = replace(
+        snap.backends["b1"], state=BackendState.DRAINING, owner="ann@h1", reason="bad fan"
+    )
+    plan = drain.plan_drain(
+        replace(snap, backends={**snap.backends, "b1": left}), {"backend": "b1"}
+    )
+    verdict, text = precondition(plan, "state:b1")
+    assert verdict == "PASS"
+    assert text == "b1 is draining (set by ann@h1: bad fan): running this drain finishes it"
+    assert plan.params["reason"] == "bad fan"

@@ -102,3 +102,22 @@ def test_the_plan_warns_when_the_probe_cannot_judge_or_the_backend_is_down() -> 
     assert "timeout 5.0 s is under the backend's observed 15.5 s" in warned["timeout"]
     assert "NOT READY (http refused): expect failures" in warned["backend"]
     assert plan.ok and plan.params["service_s"] == 14.0
+
+
+def test_a_probe_nothing_answered_is_failing_not_too_short() -> None:
+    # gpucon lab, lab-b1 stopped (SIGSTOP): 2 of 20 sent in 3 s, each timed out after 2 s
+    hung = report(0, {"timeout": 2}, p50=None, p95=None, send_span_s=2.0, offered=0.5, rate=10)
+    hung["bounds"]["count"] = 20
+    v = verdict(hung, slo_p95_ms=2500.0, service_s=None, timeout_s=2.0)
+    assert v.kind == "failing" and v.backend_failing
+    assert v.text == (
+        "none of the 2 request(s) that ended was answered (timeout: 2); they timed out after "
+        "2.0 s and the backend's service time is unknown: if it is slower than that, raise the "
+        "timeout"
+    )
+    # with its service time known and under the timeout, no such doubt is written
+    v = verdict(hung, slo_p95_ms=2500.0, service_s=0.05, timeout_s=2.0)
+    assert v.kind == "failing" and v.text.endswith("(timeout: 2)")
+    refused = report(0, {"connect: refused": 2}, p50=None, p95=None)
+    v = verdict(refused, slo_p95_ms=2500.0, service_s=None, timeout_s=2.0)
+    assert v.text == "none of the 2 request(s) that ended was answered (connect: refused: 2)"
