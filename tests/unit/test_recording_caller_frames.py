@@ -37,6 +37,17 @@ def _spy_threads(recorder: Recorder) -> dict[str, list[threading.Thread]]:
     return seen
 
 
+def _watched(
+    tmp_path: Path, ticks: int, **options: Any
+) -> tuple[list[Snapshot], Path, Recorder, dict[str, list[threading.Thread]]]:
+    """The noisy neighbour's first ``ticks`` snapshots, a recorder with its frames' threads
+    watched, and its file."""
+    live = _live("noisy-neighbour", ticks)
+    path = tmp_path / "r.sqlite"
+    recorder = Recorder(path, fleet="demo", refresh_s=1.0, **options)
+    return live, path, recorder, _spy_threads(recorder)
+
+
 def _reads_back(path: Path, live: list[Snapshot]) -> list[float]:
     """Every frame in the file is exactly the snapshot of its time; the frames' times."""
     by_t = {s.taken_at: s for s in live}
@@ -58,10 +69,7 @@ def _reads_back(path: Path, live: list[Snapshot]) -> list[float]:
 def test_deltas_are_built_on_the_caller_s_thread_keyframes_on_the_writer_s(
     tmp_path: Path,
 ) -> None:
-    live = _live("noisy-neighbour", 12)
-    path = tmp_path / "r.sqlite"
-    recorder = Recorder(path, fleet="demo", refresh_s=1.0, keyframe_s=5.0)
-    seen = _spy_threads(recorder)
+    live, path, recorder, seen = _watched(tmp_path, 12, keyframe_s=5.0)
     try:
         for i, snapshot in enumerate(live):
             recorder(snapshot)
@@ -77,10 +85,7 @@ def test_deltas_are_built_on_the_caller_s_thread_keyframes_on_the_writer_s(
 def test_what_arrives_behind_an_unframed_keyframe_is_framed_after_it_in_order(
     tmp_path: Path,
 ) -> None:
-    live = _live("noisy-neighbour", 12)
-    path = tmp_path / "r.sqlite"
-    recorder = Recorder(path, fleet="demo", refresh_s=1.0, keyframe_s=5.0)
-    seen = _spy_threads(recorder)
+    live, path, recorder, seen = _watched(tmp_path, 12, keyframe_s=5.0)
     gate = threading.Event()
     keyframe = recorder._blobs.keyframe
 
@@ -107,10 +112,7 @@ def test_a_stuck_disk_drops_fresh_snapshots_and_never_holds_the_caller(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(recorder_module, "QUEUE_LIMIT", 4)
-    live = _live("noisy-neighbour", 30)
-    path = tmp_path / "r.sqlite"
-    recorder = Recorder(path, fleet="demo", refresh_s=1.0, keyframe_s=10.0)
-    seen = _spy_threads(recorder)
+    live, path, recorder, seen = _watched(tmp_path, 30, keyframe_s=10.0)
     gate = threading.Event()
     append = recorder.store.append
 
