@@ -3,8 +3,8 @@ with and without a recorder, in child processes run in turn (and a ``--base`` ch
 recorder), the process's CPU and each thread's, from /proc.
 
 Run: ``.venv/bin/python -m benchmarks.recording_cpu [--seconds 60] [--rounds 3] [--base DIR]
-[--settle S]`` (``--settle``: also this tree's recorder waiting S seconds before framing a
-fresh snapshot, as it did until the seventh round with 0.2).
+[--writer-frames]`` (``--writer-frames``: also this tree's recorder framing every snapshot on
+its own thread, as it did until the eighth round, rather than the deltas on the hub's).
 Prints min/median/max per kind; writes nothing (``benchmarks.recording`` measures the whole
 console in a pty and writes RESULTS.md).
 
@@ -72,7 +72,7 @@ def by_name(before, after):
     return got
 
 size, warm_s, seconds, mode = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-settle = sys.argv[5] if len(sys.argv) > 5 else ""
+writer_frames = len(sys.argv) > 5 and sys.argv[5] == "writer"
 if gc_pace is not None:
     gc.set_threshold(gc_pace.BACKSTOP_YOUNG, gc_pace.MIDDLE_THRESHOLD, gc_pace.OLD_THRESHOLD)
 with tempfile.TemporaryDirectory() as name:
@@ -85,8 +85,8 @@ with tempfile.TemporaryDirectory() as name:
         from gpucon.recording.recorder import Recorder
         # the hub's findings of what changed, where this tree's hub keeps its own
         kw = {"moves": hub.moves} if hasattr(hub, "moves") else {}
-        if settle:  # the recorder's wait before framing a fresh snapshot, not its default
-            kw["settle_s"] = float(settle)
+        if writer_frames:  # every snapshot framed on the recorder's thread, not the hub's
+            kw["caller_frames"] = False
         recorder = Recorder(Path(name) / "live.sqlite", fleet="demo", refresh_s=1.0, **kw)
         hub.subscribe(recorder)
     hub.start(lambda _: None)
@@ -104,12 +104,12 @@ print(json.dumps({"ms_per_s": (c1 - c0) * 1000.0 / took, "threads": per, "frames
 
 
 def child(
-    tree: Path, size: int, warm_s: float, seconds: float, mode: str, settle: str = ""
+    tree: Path, size: int, warm_s: float, seconds: float, mode: str, variant: str = ""
 ) -> dict[str, object]:
-    """One child's figures (``tree``'s gpucon; ``settle``: the recorder's ``settle_s``, or
-    "" for its default)."""
+    """One child's figures (``tree``'s gpucon; ``variant``: "writer" for a recorder framing
+    on its own thread, "" for its default)."""
     env = dict(os.environ, PYTHONPATH=_path(str(tree)))
-    argv = [sys.executable, "-P", "-c", _CHILD, str(size), str(warm_s), str(seconds), mode, settle]
+    argv = [sys.executable, "-P", "-c", _CHILD, str(size), str(warm_s), str(seconds), mode, variant]
     out = subprocess.run(argv, env=env, cwd=tree, capture_output=True, text=True, check=True)
     found: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
     return found
@@ -128,22 +128,24 @@ def main() -> None:
     parser.add_argument("--base", type=Path, default=None, help="another checkout's recorder")
     parser.add_argument("--no-plain", action="store_true", help="only the recorders")
     parser.add_argument(
-        "--settle", default="", help="also this tree's recorder waiting SETTLE s before framing"
+        "--writer-frames",
+        action="store_true",
+        help="also this tree's recorder framing every snapshot on its own thread",
     )
     args = parser.parse_args()
     kinds: list[tuple[str, Path, str, str]] = (
         [] if args.no_plain else [("plain", ROOT, "plain", "")]
     )
     kinds.append(("record", ROOT, "record", ""))
-    if args.settle:
-        kinds.append((f"record-settle-{args.settle}", ROOT, "record", args.settle))
+    if args.writer_frames:
+        kinds.append(("record-writer-frames", ROOT, "record", "writer"))
     if args.base is not None:
         kinds.append(("base", args.base.resolve(), "record", ""))
     total: dict[str, list[float]] = {k[0]: [] for k in kinds}
     per: dict[str, dict[str, list[float]]] = {k[0]: {} for k in kinds}
     for _ in range(args.rounds):
-        for kind, tree, mode, settle in kinds:
-            got = child(tree, args.size, args.warm, args.seconds, mode, settle)
+        for kind, tree, mode, variant in kinds:
+            got = child(tree, args.size, args.warm, args.seconds, mode, variant)
             ms = float(got["ms_per_s"])  # type: ignore[arg-type]
             total[kind].append(ms)
             threads: dict[str, float] = got["threads"]  # type: ignore[assignment]

@@ -69,7 +69,8 @@ _decode_json = msgspec.json.Decoder().decode
 
 class BlobWriter:
     """Format 5's fleet blobs, each delta compressed with its keyframe as a dictionary (one
-    writer per recording thread: zstd's contexts are not shared between threads)."""
+    writer per recorder, used by one thread at a time: zstd's contexts are not shared between
+    threads at once)."""
 
     def __init__(self, level: int = LEVEL) -> None:
         self.level = level

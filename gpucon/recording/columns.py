@@ -12,7 +12,7 @@ samples entity by entity was ~7 ms.
 A samples blob of format 5 is ``MAGIC`` + zstd(header length (4 bytes, little-endian) +
 header (JSON) + the families' columns, one after the other). The header: ``f``, per family
 ``[kind, series, typecode, count, ids or null (unchanged since the last frame), xor (0/1)]``,
-and ``s``, the single series' values. ``ColumnWriter`` makes blobs (the recorder's thread);
+and ``s``, the single series' values. ``ColumnWriter`` makes blobs (the recorder's);
 ``ColumnReader`` applies them and gives history blocks back (``frames.FrameState``). Formats 3
 and 4 wrote ``MAGIC_ZLIB`` + zlib(the same), still read: zstd takes a quarter of zlib's time
 over a 512-GPU tick's ~90 kB of mostly zero bytes. Pure.

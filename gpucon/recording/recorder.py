@@ -1,12 +1,18 @@
-"""The recorder: takes each snapshot from the hub and writes it to the file in its own thread.
+"""The recorder: frames each snapshot as the hub hands it over, and writes the frames to the
+file in its own thread.
 
-``Recorder.__call__`` is the hub's subscriber (``Hub.subscribe``): it only queues the snapshot,
-so neither the hub's thread nor the UI waits on encoding or the disk. The writer thread turns
-snapshots into frames (a keyframe every ``keyframe_s``, deltas between), notes alerts that
-start and end, copies new audit records from the console's audit file, commits each frame
-(a ``kill -9`` loses at most the frame being written) and keeps the file within its caps.
-If the disk falls behind, the queue's oldest snapshots are dropped and counted (the next
-frame is a delta against the last one written, so the file stays consistent).
+``Recorder.__call__`` is the hub's subscriber (``Hub.subscribe``), called on the hub's thread
+right after each tick: it builds that tick's delta there and then (the ~2,000 records the tick
+changed are still in the CPU's caches, and no other thread has to wake and take the
+interpreter for it) and queues the compressed frame; the writer thread commits it (a ``kill
+-9`` loses at most the frame being written), notes alerts that start and end, copies new
+audit records from the console's audit file and keeps the file within its caps, so neither
+the hub's thread nor the UI waits on the disk. A keyframe (~15 ms at 512 GPUs, once a minute)
+is framed on the writer thread instead, and so is any snapshot that arrives while one is
+queued unframed (frames are built in order, by one thread at a time). If the disk falls
+behind by ``QUEUE_LIMIT`` frames, a fresh snapshot is not framed and is counted as dropped (the
+next frame is a delta against the last one framed, which is queued: the file stays
+consistent); a recorder made with ``block`` makes its caller wait for room instead.
 """
 
 from __future__ import annotations
@@ -33,19 +39,37 @@ from gpucon.recording.store import (
 )
 from gpucon.recording.writer import FrameWriter
 
-# snapshots waiting for the writer; beyond this the oldest are dropped
+# frames waiting for the disk; beyond this a fresh snapshot is dropped, not framed
 QUEUE_LIMIT = 64
-# how long the writer lets a fresh snapshot settle before framing it: none. Framed at once, the
-# ~2,000 records a 512-GPU tick changes (the hub's thread made them a moment before) are still
-# in the CPU's caches; framed 0.2 s later (as until the seventh round, so as not to share the
-# interpreter with the UI's turn) a frame took ~1 ms more: 2.8 ms against 1.8 beside a live hub
-# (benchmarks/RESULTS.md "Seventh round")
-SETTLE_S = 0.0
 _STOP = object()
 
 
+class _Frame:
+    """One snapshot on its way to the file: framed already (``blobs``) or to be framed by the
+    writer thread (``snapshot``), with the alerts that started and ended with it."""
+
+    __slots__ = ("blobs", "ended", "key", "snapshot", "started", "t")
+
+    def __init__(
+        self,
+        t: float,
+        key: bool,
+        started: list[AlertSpan],
+        ended: list[tuple[str, float]],
+        snapshot: Snapshot | None = None,
+        blobs: tuple[bytes, bytes] | None = None,
+    ) -> None:
+        self.t = t
+        self.key = key
+        self.started = started
+        self.ended = ended
+        self.snapshot = snapshot
+        self.blobs = blobs
+
+
 class Recorder:
-    """Writes the snapshots it is given to one recording file, off the caller's thread."""
+    """Writes the snapshots it is given to one recording file; the disk is written off the
+    caller's thread."""
 
     def __init__(
         self,
@@ -59,17 +83,16 @@ class Recorder:
         audit_path: Path | None = None,
         block: bool = False,
         moves: SectionMoves | None = None,
-        settle_s: float | None = None,
+        caller_frames: bool = True,
     ) -> None:
         self.path = path
-        # None: ``SETTLE_S`` (a quarter of the refresh at most), none when recording faster
-        # than real time (``block``); a kill -9 loses at most the last tick either way
-        self.settle_s = (
-            (0.0 if block else min(SETTLE_S, refresh_s / 4)) if settle_s is None else settle_s
-        )
         # True: the caller waits for room instead of dropping (recording faster than real
         # time, where the caller is the only clock)
         self.block = block
+        # True: a delta is built on the caller's thread (the hub's, right after its tick);
+        # False: every snapshot is framed on the writer thread (as until the eighth round:
+        # benchmarks compare the two)
+        self.caller_frames = caller_frames
         self.fleet = fleet
         self.keyframe_s = keyframe_s
         self.max_bytes = max_bytes
@@ -104,7 +127,13 @@ class Recorder:
         self._writer = FrameWriter(moves=moves)
         self._columns = ColumnWriter()
         self._blobs = BlobWriter()
-        self._queue: queue.Queue[object] = queue.Queue(maxsize=QUEUE_LIMIT)
+        # snapshots queued unframed (a keyframe, and what came while one waited): while there
+        # are any, the writer thread frames and the caller queues unframed too, so that frames
+        # are built in order and the writers above are used by one thread at a time
+        self._unframed = 0
+        self._unframed_lock = threading.Lock()
+        self._queue: queue.Queue[object] = queue.Queue()
+        # the caller's side: the last snapshot's time and keyframe's, the alerts on
         self._last_key_t: float | None = None
         self._last_t: float | None = None
         self._alerts: dict[str, float] = {}
@@ -114,28 +143,61 @@ class Recorder:
         self._thread.start()
 
     def __call__(self, snapshot: Snapshot) -> None:
-        """Queue one snapshot (the hub's thread calls this each tick; it never blocks unless
-        the recorder was made to)."""
+        """Frame one snapshot and queue it for the disk (the hub's thread calls this after
+        each tick; it never waits on the disk unless the recorder was made to)."""
         if self.error is not None:
-            return  # the recording stopped (a full disk): nothing is queued, nothing kept
-        if self.block:
-            while self._thread.is_alive():  # a writer that died (a full disk) takes no more
-                try:
-                    self._queue.put(snapshot, timeout=0.5)
-                    return
-                except queue.Full:
-                    continue
+            return  # the recording stopped (a full disk): nothing is framed, nothing kept
+        t = snapshot.taken_at
+        if self._last_t is not None and t <= self._last_t:
+            return  # the same tick twice (a primed first frame): one frame per time
+        if not self._room():
+            self.dropped += 1  # the disk is behind: the next frame is a delta against the last
             return
-        while True:
+        key = self._last_key_t is None or t - self._last_key_t >= self.keyframe_s
+        started, ended = self._alert_changes(snapshot, t)
+        with self._unframed_lock:
+            here = self.caller_frames and not key and self._unframed == 0
+            if not here:
+                self._unframed += 1
+        if here:
             try:
-                self._queue.put_nowait(snapshot)
+                blobs = frame_blobs(self._writer, self._blobs, self._columns, snapshot, False)
+            except Exception as exc:  # a bug: the recording stops, never the hub's thread
+                self._fail(exc)
                 return
-            except queue.Full:
-                try:
-                    self._queue.get_nowait()
-                    self.dropped += 1
-                except queue.Empty:
-                    pass
+            item = _Frame(t, False, started, ended, blobs=blobs)
+        else:
+            item = _Frame(t, key, started, ended, snapshot=snapshot)
+        self._last_t = t
+        if key:
+            self._last_key_t = t
+        self._queue.put(item)
+
+    def _room(self) -> bool:
+        """Whether the disk's queue takes one more frame (``block``: after waiting for room
+        while the writer thread lives)."""
+        while self._queue.qsize() >= QUEUE_LIMIT:
+            if not self.block or not self._thread.is_alive():
+                return False
+            time.sleep(0.005)
+        return True
+
+    def _alert_changes(
+        self, snapshot: Snapshot, t: float
+    ) -> tuple[list[AlertSpan], list[tuple[str, float]]]:
+        """The alerts that started and ended since the last snapshot framed."""
+        if snapshot.alerts is self._alerts_seen:  # the same tuple: none started or ended
+            return [], []
+        self._alerts_seen = snapshot.alerts
+        now_on = {a.key: a for a in snapshot.alerts}
+        started = [
+            AlertSpan(a.key, a.rule, a.target, int(a.severity), a.message, a.since, t, None)
+            for k, a in now_on.items()
+            if k not in self._alerts
+        ]
+        ended = [(k, t) for k in self._alerts if k not in now_on]
+        self._alerts = {k: t for k in now_on}
+        return started, ended
 
     def status(self) -> RecordingStatus:
         """The REC badge's state (any thread)."""
@@ -169,59 +231,51 @@ class Recorder:
             item = self._queue.get()
             if item is _STOP:
                 return
-            assert isinstance(item, Snapshot)
-            if self.settle_s and self._queue.empty():  # a fresh tick: after the UI's turn
-                time.sleep(self.settle_s)
+            assert isinstance(item, _Frame)
             try:
                 self._write(item)
             except Exception as exc:  # a full disk, a file removed: say so, keep the console
-                self.reason = str(exc)
-                self.error = f"recording stopped: {exc}"
+                self._fail(exc)
                 self._drain()
                 return
 
+    def _fail(self, exc: Exception) -> None:
+        self.reason = str(exc)
+        self.error = f"recording stopped: {exc}"
+
     def _drain(self) -> None:
-        """Let go of the snapshots still queued (a stopped recording keeps none alive)."""
+        """Let go of the frames still queued (a stopped recording keeps none alive)."""
         while True:
             try:
                 self._queue.get_nowait()
             except queue.Empty:
                 return
 
-    def _write(self, snapshot: Snapshot) -> None:
-        t = snapshot.taken_at
-        if self._last_t is not None and t <= self._last_t:
-            return  # the same tick twice (a primed first frame): one frame per time
-        key = self._last_key_t is None or t - self._last_key_t >= self.keyframe_s
-        blobs = frame_blobs(self._writer, self._blobs, self._columns, snapshot, key)
+    def _write(self, item: _Frame) -> None:
+        t, key = item.t, item.key
+        blobs = item.blobs
+        if blobs is None:  # a keyframe, or a snapshot queued behind one: framed here
+            assert item.snapshot is not None
+            try:
+                blobs = frame_blobs(self._writer, self._blobs, self._columns, item.snapshot, key)
+            finally:
+                item.snapshot = None
+                with self._unframed_lock:
+                    self._unframed -= 1
         if key:
             self.store.set_meta(schema=json.dumps(self._writer.schema()))
-        started: list[AlertSpan] = []
-        ended: list[tuple[str, float]] = []
-        if snapshot.alerts is not self._alerts_seen:  # the same tuple: none started or ended
-            self._alerts_seen = snapshot.alerts
-            now_on = {a.key: a for a in snapshot.alerts}
-            started = [
-                AlertSpan(a.key, a.rule, a.target, int(a.severity), a.message, a.since, t, None)
-                for k, a in now_on.items()
-                if k not in self._alerts
-            ]
-            ended = [(k, t) for k in self._alerts if k not in now_on]
-            self._alerts = {k: t for k in now_on}
         self.store.append(
             t,
             KEYFRAME if key else DELTA,
             *blobs,
-            started=started,
-            ended=ended,
+            started=item.started,
+            ended=item.ended,
             audit=self._new_audit(t),
         )
         self.frames_written += 1
         self.size_bytes = self.store.size_bytes()
         self.log_bytes = _file_size(_log_path(self.path))
-        self._last_t = t
         if key:
-            self._last_key_t = t
             self.store.prune(max_bytes=self.max_bytes, min_t=t - self.max_age_s)
 
     def _new_audit(self, now: float) -> list[tuple[float, str]]:

@@ -1,5 +1,6 @@
 """The recorder's half of frames (format 6): each snapshot as a keyframe or a delta of whole
-records (frames.py describes both). Pure; the recorder's thread owns one ``FrameWriter``.
+records (frames.py describes both). Pure; a recorder owns one ``FrameWriter``, used by one
+thread at a time (the hub's for a delta, the recorder's own for a keyframe).
 
 The hub passes an unchanged entity on as the same object, so what changed in a section is
 which of its objects are new: the hub's history already compared the slots, latency, GPUs and
