@@ -5,9 +5,15 @@ first data frame, and each thread's CPU (ms a second over a window from 20 s aft
 from /proc by a probe the child loads through ``sitecustomize`` (named by ``threading``).
 
 Run: ``.venv/bin/python -m benchmarks.recording_threads [--seconds 45] [--rounds 3]
-[--base DIR]``. Prints min/median/max per kind and the overhead from the medians; writes
-nothing. Recording costs what the whole process pays more, not only the recorder's thread:
-this shows where.
+[--base DIR] [--together]``. Prints min/median/max per kind and the overhead from the medians;
+writes nothing. Recording costs what the whole process pays more, not only the recorder's
+thread: this shows where.
+
+``--together``: each round starts the kinds at the same time (each ~3 % of a core, so they
+barely share), and the overhead is also given as the median of each round's ratio. Runs in
+turn see the host's moments apart (on this VM a plain run alone spread 1.52–2.62 CPU-s/min
+with nothing else running); runs side by side see the same moments, so the round's ratio
+keeps what recording adds and loses most of what the host adds.
 """
 
 from __future__ import annotations
@@ -17,7 +23,9 @@ import json
 import statistics
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from benchmarks.pty_run import run_in_pty
 from benchmarks.recording import MARKER_512, ROOT, _path
@@ -64,6 +72,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=45.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--base", type=Path, default=None, help="another checkout's --record")
+    parser.add_argument(
+        "--together", action="store_true", help="each round's kinds side by side, not in turn"
+    )
     args = parser.parse_args()
     argv = [sys.executable, "-P", "-m", "gpucon.commands.cli", "demo", "--size", "512"]
     out: dict[str, list[float]] = {}
@@ -79,25 +90,35 @@ def main() -> None:
         for kind, tree in trees:
             env = child_env(str(tmp / f"pyc-{kind}"))
             env["PYTHONPATH"] = _path(f"{tree}:{tmp / 'site'}")
-            env["GPUCON_THREAD_PROBE"] = str(tmp / "probe.json")
+            env["GPUCON_THREAD_PROBE"] = str(tmp / f"probe-{kind}.json")
             env["GPUCON_THREAD_FROM"] = "20"
             env["GPUCON_THREAD_SPAN"] = str(max(5.0, args.seconds - 5.0))
             kinds.append((kind, env))
         for _, env in kinds:  # bytecode compiled once, before anything is measured
             run_in_pty(argv, marker=MARKER_512, duration_s=60, stop_at_marker=True, env=env)
+
+        def one(i: int, kind: str, env: dict[str, str]) -> tuple[float, dict[str, Any]]:
+            record = [] if kind == "plain" else ["--record", f"{tmp}/{kind}{i}.sqlite"]
+            run = run_in_pty(
+                [*argv, *record], marker=MARKER_512, duration_s=args.seconds + 30, env=env
+            )
+            if run.marker_s is None:
+                raise SystemExit(f"{kind}: no data frame seen")
+            per_min = (run.cpu_s - run.cpu_at_marker_s) / (run.wall_s - run.marker_s) * 60.0
+            probe = Path(env["GPUCON_THREAD_PROBE"])
+            threads = json.loads(probe.read_text()) if probe.exists() else {}
+            probe.unlink(missing_ok=True)
+            return per_min, threads
+
         for i in range(args.rounds):
-            for kind, env in kinds:
-                record = [] if kind == "plain" else ["--record", f"{tmp}/{kind}{i}.sqlite"]
-                run = run_in_pty(
-                    [*argv, *record], marker=MARKER_512, duration_s=args.seconds + 30, env=env
-                )
-                if run.marker_s is None:
-                    raise SystemExit(f"{kind}: no data frame seen")
-                per_min = (run.cpu_s - run.cpu_at_marker_s) / (run.wall_s - run.marker_s) * 60.0
+            if args.together:
+                with ThreadPoolExecutor(len(kinds)) as pool:
+                    futures = [pool.submit(one, i, kind, env) for kind, env in kinds]
+                    results = [f.result() for f in futures]
+            else:
+                results = [one(i, kind, env) for kind, env in kinds]
+            for (kind, _), (per_min, threads) in zip(kinds, results, strict=True):
                 out.setdefault(kind, []).append(per_min)
-                probe = tmp / "probe.json"
-                threads = json.loads(probe.read_text()) if probe.exists() else {}
-                probe.unlink(missing_ok=True)
                 for n, v in threads.items():
                     per_thread.setdefault(kind, {}).setdefault(n, []).append(v)
                 shown = ", ".join(f"{n} {v:.1f}" for n, v in sorted(threads.items()) if v >= 0.3)
@@ -112,6 +133,8 @@ def main() -> None:
         if kind != "plain":
             more = 100 * (statistics.median(out[kind]) / plain - 1)
             print(f"{kind} vs plain (medians): {more:+.1f} %")
+            ratios = [k / p for k, p in zip(out[kind], out["plain"], strict=True)]
+            print(f"  round by round ({kind} / plain): {spread(ratios)} (min/median/max)")
 
 
 if __name__ == "__main__":
