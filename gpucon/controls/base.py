@@ -83,6 +83,10 @@ class StateMoves:
         move = self._move(name, lambda r: states.begin_drain(r, owner, reason, now), others)
         return move.result
 
+    def why_unread(self, exc: Exception) -> str:
+        """What an operator reads when a read of this registry failed with ``exc``."""
+        return f"the registry could not be read: {exc}" if str(exc) else "the registry failed"
+
     def mark_state(self, name: str, state: str, owner: str, reason: str) -> None:
         now = self.clock()
         self._move(name, lambda r: states.mark_state(r, state, owner, reason, now))
@@ -107,6 +111,11 @@ class RegistryControl(Protocol):
         ...
 
     def backend_names(self) -> tuple[str, ...]: ...
+
+    def why_unread(self, exc: Exception) -> str:
+        """What an operator needs to know when a read failed with ``exc`` (where the registry
+        is and what it did), in place of the exception's class name."""
+        ...
 
     def pending_for(self, name: str) -> int:
         """Queue entries handed to this backend and not yet acknowledged."""

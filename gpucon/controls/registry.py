@@ -100,6 +100,18 @@ class RedisRegistry(StateMoves):
     def pending_for(self, name: str) -> int:
         return int(self.client.hlen(keys.assigned_key(name)))
 
+    def why_unread(self, exc: Exception) -> str:
+        """``Redis at HOST:PORT did not answer in 2s`` (no Python class name, no password)."""
+        options = self.client.connection_pool.connection_kwargs
+        where = options.get("path") or f"{options.get('host', '?')}:{options.get('port', '?')}"
+        timeout = options.get("socket_timeout")
+        if isinstance(exc, (redis.TimeoutError, TimeoutError)):
+            within = f" in {timeout:g}s" if isinstance(timeout, (int, float)) else ""
+            return f"Redis at {where} did not answer{within}"
+        if isinstance(exc, redis.ConnectionError):
+            return f"Redis at {where} could not be reached ({exc})"
+        return f"Redis at {where}: {exc}" if str(exc) else f"Redis at {where} failed"
+
     def scheduler_heartbeat(self) -> Heartbeat | None:
         return parse_heartbeats(decode_hash(self.client.hgetall(keys.SCHEDULERS)))[0]
 
