@@ -110,14 +110,20 @@ def capacity_radius(
     return BlastRadius(names, slots, pct, effect, why)
 
 
-def describe_state(controls: Controls, names: list[str]) -> str:
+def describe_state(controls: Controls, names: list[str], *, nothing_written: bool = False) -> str:
+    """Each backend's state in the registry now, for an outcome's state line. A read that fails
+    says why in the registry's words (``Redis at HOST:PORT did not answer in 2s``) and the
+    backends not read after it are left unread (each would wait as long); ``nothing_written``:
+    the run wrote nothing, which such a line then says (the state it cannot show is as it was)."""
     parts = []
-    for name in names:
+    for i, name in enumerate(names):
         try:
             rec = controls.registry.backend(name)
         except Exception as exc:
-            parts.append(f"{name}: state unknown ({type(exc).__name__})")
-            continue
+            why = controls.registry.why_unread(exc)
+            said = "; nothing was written" if nothing_written else ""
+            parts.append(f"{', '.join(names[i:])}: {why}: state unknown{said}")
+            break
         if rec is None:
             parts.append(f"{name}: not in the registry")
         else:

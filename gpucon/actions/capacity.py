@@ -65,7 +65,8 @@ def sustained(snapshot: Snapshot, backend: Backend) -> Capacity:
     if slot is None:
         # the registry may well name it (the lab does): no GPU source reports its activity
         why = (
-            "no GPU source reports its slot's activity"
+            f"no GPU source (NVML, DCGM) reports its slot {backend.slot_id}, so neither its "
+            "activity nor its SM count is known"
             if backend.slot_id
             else "the registry names no slot for it"
         )
@@ -118,3 +119,18 @@ def sm_share(snapshot: Snapshot, backend: Backend) -> float | None:
     if pct is not None and 0 < pct <= 100:
         return slot.sm_count * pct / 100.0
     return slot.sm_count / sharing
+
+
+def why_no_capacity(snapshot: Snapshot, backend: Backend, measured: Capacity) -> str:
+    """Why neither ``sustained`` nor ``sm_share`` gives the backend a capacity: the slot no
+    GPU source reports (``measured`` says it), a slot whose SM count is not reported (NVML
+    reads it; DCGM's metrics do not carry it), or an SM count with no peer measured per SM."""
+    slot = snapshot.slots.get(backend.slot_id or "")
+    if slot is None:
+        return measured.why_not
+    if not slot.sm_count:
+        sms = f"slot {slot.id} reports no SM count (NVML reads it; DCGM's metrics do not carry it)"
+    else:
+        share = sm_share(snapshot, backend) or 0.0
+        sms = f"its {share:g} SMs cannot be scaled: no measured peer has an SM count"
+    return f"{measured.why_not}; {sms}"

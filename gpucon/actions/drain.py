@@ -275,7 +275,8 @@ def apply_drain(
     except StepFailed as failure:
         refused = isinstance(failure.__cause__, KeepsNoneServing)  # in its own transaction
         said = str(failure.__cause__ if refused else failure) + written.note(plan.undo)
-        return stopped(plan, failure, message=said, state_left=describe_state(controls, names))
+        left = describe_state(controls, names, nothing_written=not written.wrote)
+        return stopped(plan, failure, message=said, state_left=left)
     message = f"drained {', '.join(names) or plan.target}"
     return finished(plan, message, state_left=describe_state(controls, names))
 
@@ -287,10 +288,12 @@ class _WrittenDraining:
     def __init__(self, forward: Progress) -> None:
         self.forward = forward
         self.draining: list[str] = []
+        self.wrote = False  # a step that writes (any but a wait) is done
 
     def __call__(self, event: ProgressEvent) -> None:
         if event.status is StepStatus.DONE:
             step, _, name = event.step.partition(":")
+            self.wrote = self.wrote or step != "wait"
             if step == "draining" and name not in self.draining:
                 self.draining.append(name)
             elif step == "drained" and name in self.draining:

@@ -203,15 +203,13 @@ def others_serving(
     return checks
 
 
-KEPT_BY_AT_MOST = 8  # backends a drain's first write checks are still serving (one suffices)
-
-
 def kept_serving_by(
     snapshot: Snapshot, draining: Sequence[Backend], force: bool
 ) -> dict[str, list[str]]:
     """For each backend the drain takes from a model it serves now, the other backends its
-    plan counts on to keep serving that model (at most ``KEPT_BY_AT_MOST``, serving now): the
-    drain's first write checks, in its own transaction, that one of them is still active, so
+    plan counts on to keep serving that model (every one serving now): the drain's first write
+    checks, in its own transaction, that one of them is still active (reading them in order and
+    stopping at the first that serves, so a large fleet costs one read), so
     two drains planned at once cannot both take a model's last serving backends. None for a
     forced drain, or a backend that serves nothing now (draining it moves no load)."""
     if force:
@@ -231,7 +229,7 @@ def kept_serving_by(
             if not_serving(snapshot, o) is None
         )
         if others:
-            kept[b.name] = others[:KEPT_BY_AT_MOST]
+            kept[b.name] = others
     return kept
 
 

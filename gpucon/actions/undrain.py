@@ -190,9 +190,8 @@ def apply_undrain(plan: Plan, controls: Controls, progress: Progress) -> Outcome
                 progress, f"active:{name}", f"{name}: restoring", restore, timeout_error=StepFailed
             )
     except StepFailed as failure:
-        return stopped(
-            plan, failure, state_left=describe_state(controls, names), details={"weights": weights}
-        )
+        left = describe_state(controls, names, nothing_written=not weights and not node)
+        return stopped(plan, failure, state_left=left, details={"weights": weights})
     restored = ", ".join(f"{n} with weight {w:g}" for n, w in weights.items())
     if node:
         message = f"node {node} uncordoned" + (f"; active again: {restored}" if restored else "")

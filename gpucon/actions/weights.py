@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import median
 
-from gpucon.actions.capacity import Capacity, sm_share, sustained
+from gpucon.actions.capacity import Capacity, sm_share, sustained, why_no_capacity
 from gpucon.actions.load import BackendLoad, backend_load, fmt_ms
 from gpucon.model.fleet import Backend, BackendState
 from gpucon.model.snapshot import Snapshot
@@ -74,7 +74,8 @@ def _capacities(
         elif s and not any_measured:
             out[b.name] = (s, "sm", f"SM share ({s:g}/{total_sms:g}): {c.why_not}")
         else:
-            out[b.name] = (None, "kept", f"no capacity known ({c.why_not}; SM count n/a): kept")
+            why = why_no_capacity(snapshot, b, c)
+            out[b.name] = (None, "kept", f"no capacity known ({why}): kept")
     return out
 
 

@@ -50,8 +50,11 @@ class LockLease:
     action: str
 
 
-# the backends a move reads in its own transaction, and the check it runs on them first
-Others = tuple[tuple[str, ...], Callable[[Mapping[str, BackendRecord | None]], None]] | tuple[()]
+# reads one backend in a move's own transaction (the Redis registry WATCHes it first)
+ReadInMove = Callable[[str], BackendRecord | None]
+# the check a move runs first, reading the backends it needs in the move's own transaction
+# (it raises to write nothing)
+Others = Callable[[ReadInMove], None] | None
 
 
 class StateMoves:
@@ -62,10 +65,10 @@ class StateMoves:
     clock: Callable[[], float]
 
     def _move(
-        self, name: str, move: Callable[[BackendRecord], states.Change], others: Others = ()
+        self, name: str, move: Callable[[BackendRecord], states.Change], others: Others = None
     ) -> states.Change:
-        """Apply ``move`` to ``name`` atomically; with ``others``, its names are read in the
-        same transaction and passed to its check first (which raises to write nothing)."""
+        """Apply ``move`` to ``name`` atomically; with ``others``, that check runs first in the
+        same transaction, reading the backends it needs (it raises to write nothing)."""
         raise NotImplementedError
 
     def begin_drain(
@@ -73,12 +76,16 @@ class StateMoves:
     ) -> float | None:
         now = self.clock()
 
-        def check(records: Mapping[str, BackendRecord | None]) -> None:
-            states.check_keeps_serving(name, records)
+        def check(read: ReadInMove) -> None:
+            states.check_keeps_serving(name, tuple(keep_serving), read)
 
-        others: Others = (tuple(keep_serving), check) if keep_serving else ()
+        others: Others = check if keep_serving else None
         move = self._move(name, lambda r: states.begin_drain(r, owner, reason, now), others)
         return move.result
+
+    def why_unread(self, exc: Exception) -> str:
+        """What an operator reads when a read of this registry failed with ``exc``."""
+        return f"the registry could not be read: {exc}" if str(exc) else "the registry failed"
 
     def mark_state(self, name: str, state: str, owner: str, reason: str) -> None:
         now = self.clock()
@@ -104,6 +111,11 @@ class RegistryControl(Protocol):
         ...
 
     def backend_names(self) -> tuple[str, ...]: ...
+
+    def why_unread(self, exc: Exception) -> str:
+        """What an operator needs to know when a read failed with ``exc`` (where the registry
+        is and what it did), in place of the exception's class name."""
+        ...
 
     def pending_for(self, name: str) -> int:
         """Queue entries handed to this backend and not yet acknowledged."""

@@ -100,32 +100,44 @@ class RedisRegistry(StateMoves):
     def pending_for(self, name: str) -> int:
         return int(self.client.hlen(keys.assigned_key(name)))
 
+    def why_unread(self, exc: Exception) -> str:
+        """``Redis at HOST:PORT did not answer in 2s`` (no Python class name, no password)."""
+        options = self.client.connection_pool.connection_kwargs
+        where = options.get("path") or f"{options.get('host', '?')}:{options.get('port', '?')}"
+        timeout = options.get("socket_timeout")
+        if isinstance(exc, (redis.TimeoutError, TimeoutError)):
+            within = f" in {timeout:g}s" if isinstance(timeout, (int, float)) else ""
+            return f"Redis at {where} did not answer{within}"
+        if isinstance(exc, redis.ConnectionError):
+            return f"Redis at {where} could not be reached ({exc})"
+        return f"Redis at {where}: {exc}" if str(exc) else f"Redis at {where} failed"
+
     def scheduler_heartbeat(self) -> Heartbeat | None:
         return parse_heartbeats(decode_hash(self.client.hgetall(keys.SCHEDULERS)))[0]
 
     # -- writes ----------------------------------------------------------------------------
 
     def _move(
-        self, name: str, move: Callable[[BackendRecord], states.Change], others: Others = ()
+        self, name: str, move: Callable[[BackendRecord], states.Change], others: Others = None
     ) -> states.Change:
-        """Read the backend (and ``others``) under WATCH, compute the move, write it with a
-        version bump: a concurrent write to any of them makes the transaction read again."""
+        """Read the backend under WATCH, run ``others`` (each backend it reads is WATCHed before
+        it is read), compute the move, write it with a version bump: a concurrent write to any
+        of them makes the transaction read again."""
         key = keys.backend_key(name)
         done: list[states.Change] = []
-        other_names, check = others or ((), None)
 
         def txn(pipe: Any) -> None:
             done.clear()
             raw = decode_hash(pipe.hgetall(key))
             if not raw:
                 raise BadParams("backend", f"no backend named {shown(name)} in the registry")
-            if check is not None:
-                check(
-                    {
-                        n: _record(n, decode_hash(pipe.hgetall(keys.backend_key(n))))
-                        for n in other_names
-                    }
-                )
+            if others is not None:
+
+                def read_watched(other: str) -> BackendRecord | None:
+                    pipe.watch(keys.backend_key(other))  # added to the transaction's WATCH
+                    return _record(other, decode_hash(pipe.hgetall(keys.backend_key(other))))
+
+                others(read_watched)
             change = move(parse_record(name, raw)[0])
             pipe.multi()
             pipe.hset(key, mapping=change.hash_fields())
@@ -134,7 +146,7 @@ class RedisRegistry(StateMoves):
             pipe.incr(keys.VERSION)
             done.append(change)
 
-        self.client.transaction(txn, key, *(keys.backend_key(n) for n in other_names))
+        self.client.transaction(txn, key)
         return done[0]
 
     def set_weights(

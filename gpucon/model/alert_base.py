@@ -182,7 +182,8 @@ class AlertInputs(msgspec.Struct, frozen=True):
     registry_departed: tuple[Departed, ...] = ()
     # the backends this console has seen scraped by Prometheus (``model/scrape_gone.py``)
     scraped: frozenset[str] = frozenset()
-    # how far the scheduler's clock is behind Redis's, when measured past ``SKEW_WARN_S``
+    # how far the scheduler's clock is behind Redis's (below 0: ahead), when measured past
+    # ``SKEW_WARN_S``
     scheduler_behind_s: float | None = None
     # the registry's last non-empty listing (``model/registry_memory.py``); None: never seen
     registry_listed: RegistryListed | None = None

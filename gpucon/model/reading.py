@@ -31,6 +31,9 @@ class SchedulerBeat(msgspec.Struct, frozen=True, gc=False):
     every_s: float
     # when it was written, on the scheduler's clock (None: not read): a new value is a new beat
     at: float | None = None
+    # how far ``at`` was ahead of Redis's clock at the read (0: not ahead): the scheduler's
+    # clock is ahead by at least that (``age_s`` reads 0 then)
+    ahead_s: float = 0.0
 
 
 class Reading(msgspec.Struct, frozen=True, gc=False):

@@ -18,8 +18,9 @@ ago ... is the scheduler running?``, its counts and rates dimmed), and one whose
 would look alive for as long after it died. Once this console has seen the heartbeat change
 (``BeatClock``), the age is measured on its own clock from the read that first saw the newest
 beat, whatever the scheduler's clock says; and the beat's age as Redis saw it when it was new
-says how far the scheduler's clock is behind (``scheduler_clock``, WARN: the dates it writes
-into the registry, ``ready_at``, ``changed_at``, are off by as much).
+says how far the scheduler's clock is behind, a beat dated after Redis's clock how far it is
+ahead (``scheduler_clock``, WARN either way: the dates it writes into the registry,
+``ready_at``, ``changed_at``, are off by as much).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def _rate_lags(lat: LatencyStats | None, silent_s: float) -> bool:
     return lat.rate_window_s is None or silent_s < lat.rate_window_s
 
 
-# a scheduler clock at least this far behind Redis's (beyond one read) is named
+# a scheduler clock at least this far behind Redis's (beyond one read), or ahead of it, is named
 SKEW_WARN_S = 5.0
 
 
@@ -115,7 +116,8 @@ class BeatClock:
         # scheduler -> (its newest ``at``, taken_at of the read that first saw it, whether a
         # change was seen: the first value seen may be a dead scheduler's last)
         self._seen: dict[str, tuple[float, float, bool]] = {}
-        # how far behind Redis's clock the scheduler's is, at least (seconds), when measured
+        # how far behind Redis's clock the scheduler's is, at least (seconds), when measured;
+        # below 0: ahead of it by at least that much
         self.behind_s: float | None = None
 
     def __call__(self, beat: SchedulerBeat, taken_at: float, cadence_s: float) -> SchedulerBeat:
@@ -130,6 +132,8 @@ class BeatClock:
             if changed:  # a new beat, at most a read old: its age beyond that is skew
                 behind = beat.age_s - cadence_s
                 self.behind_s = behind if behind >= SKEW_WARN_S else None
+            if beat.ahead_s >= SKEW_WARN_S:  # dated after Redis's clock: ahead, whatever its age
+                self.behind_s = -beat.ahead_s
         _, first_seen, changed = seen
         if not changed:
             return beat
@@ -164,18 +168,28 @@ def scheduler_silent(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
 
 
 def scheduler_clock(i: AlertInputs, t: AlertThresholds) -> Iterable[Found]:
-    """``scheduler_clock``: the scheduler's heartbeats are already old as they are written,
-    so its clock is behind Redis's: its registry dates are off by as much (WARN)."""
+    """``scheduler_clock``: the scheduler's heartbeats are already old as they are written
+    (its clock is behind Redis's), or dated after Redis's time (ahead of it): its registry
+    dates are off by as much (WARN)."""
     behind = i.scheduler_behind_s
     if behind is None or i.scheduler_silent_s is not None:
         return
+    if behind >= 0:
+        said = (
+            f"the scheduler's clock is at least {fmt_elapsed(behind)} behind Redis's: it beats, "
+            "but each heartbeat reads that old as it is written"
+        )
+    else:
+        said = (
+            f"the scheduler's clock is at least {fmt_elapsed(-behind)} ahead of Redis's: it "
+            "beats, but each heartbeat is dated that far after Redis's time as it is written"
+        )
     yield (
         "scheduler_clock",
         SCHEDULER,
         Severity.WARNING,
-        f"the scheduler's clock is at least {fmt_elapsed(behind)} behind Redis's: it beats, "
-        "but each heartbeat reads that old as it is written; the registry dates it writes "
-        "(ready_at, changed_at) are off as much: check NTP on its host",
+        f"{said}; the registry dates it writes (ready_at, changed_at) are off as much: check "
+        "NTP on its host",
     )
 
 

@@ -60,7 +60,8 @@ class Snapshot(msgspec.Struct, frozen=True):
     registry_departed: tuple[Departed, ...] = ()
     # the backends this console has seen scraped by Prometheus (``scrape_gone``)
     scraped: frozenset[str] = frozenset()
-    # how far the scheduler's clock is behind Redis's, when measured (``scheduler_beat``)
+    # how far the scheduler's clock is behind Redis's (below 0: ahead), when measured
+    # (``scheduler_beat``)
     scheduler_behind_s: float | None = None
 
     def backends_on(self, slot_id: str) -> tuple[Backend, ...]:

@@ -8,7 +8,7 @@ fail, never by gpucon; gpucon moves backends between ``active``, ``draining`` an
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
 
@@ -115,24 +115,40 @@ def begin_drain(record: BackendRecord, owner: str, reason: str, now: float) -> C
     )
 
 
-def check_keeps_serving(name: str, others: Mapping[str, BackendRecord | None]) -> None:
+def serves(record: BackendRecord | None) -> bool:
+    """Whether a registry record takes work: active with a weight above 0."""
+    return record is not None and record.state is ACTIVE and (record.weight or 0.0) > 0
+
+
+GONE_NAMED_AT_MOST = 8  # out-of-service backends a refusal names one by one (the rest counted)
+
+
+def check_keeps_serving(
+    name: str, others: Sequence[str], read: Callable[[str], BackendRecord | None]
+) -> None:
     """KeepsNoneServing unless one of ``others`` (the backends a drain plan counted on to keep
-    serving ``name``'s model, read in the drain's own transaction) is still active with a weight
-    above 0: two drains planned at once, each counting on the other's backend, would otherwise
-    both go ahead and leave the model with nothing serving it."""
-    if not others:
-        return
-    if any(r is not None and r.state is ACTIVE and (r.weight or 0.0) > 0 for r in others.values()):
-        return
+    serving ``name``'s model) is still active with a weight above 0: two drains planned at once,
+    each counting on the other's backend, would otherwise both go ahead and leave the model with
+    nothing serving it. ``read`` reads one of them in the drain's own transaction (the Redis
+    registry WATCHes it first); they are read in order and the first that serves ends the
+    check, so every one the plan counted on is covered and a healthy fleet costs one read."""
     gone = []
-    for other, record in sorted(others.items()):
+    for other in others:
+        record = read(other)
+        if serves(record):
+            return
         if record is None:
             gone.append(f"{other} is no longer in the registry")
             continue
         who = f" (set by {record.owner})" if record.owner else ""
         weight = "n/a" if record.weight is None else f"{record.weight:g}"
         gone.append(f"{other} is {record.state} with weight {weight}{who}")
-    raise KeepsNoneServing(name, "; ".join(gone))
+    if not gone:
+        return
+    named = sorted(gone)[:GONE_NAMED_AT_MOST]
+    if len(gone) > len(named):
+        named.append(f"and {len(gone) - len(named)} more out of service")
+    raise KeepsNoneServing(name, "; ".join(named))
 
 
 def mark_state(

@@ -91,14 +91,13 @@ class SimRegistry(StateMoves):
         return None  # the simulated scheduler writes none: its counts are always kept
 
     def _move(
-        self, name: str, move: Callable[[BackendRecord], states.Change], others: Others = ()
+        self, name: str, move: Callable[[BackendRecord], states.Change], others: Others = None
     ) -> states.Change:
         """Compute the move on the backend as it is now and apply it, under the store's lock
         (``others`` read and checked under it first)."""
         with self._store.lock:
-            if others:
-                names, check = others
-                check({n: self.backend(n) for n in names})
+            if others is not None:
+                others(self.backend)
             record = BackendRecord(
                 self._backend_or_fail(name), self._store.weight_before_drain.get(name)
             )

@@ -202,9 +202,11 @@ class RedisQueueSource:
         beat = None
         if read.heartbeat is not None:
             secs, usecs = replies[0]
-            age = max(0.0, secs + usecs / 1e6 - read.heartbeat.at)
+            age = secs + usecs / 1e6 - read.heartbeat.at  # below 0: its clock is ahead
             heartbeat = read.heartbeat
-            beat = SchedulerBeat(heartbeat.scheduler, age, heartbeat.every_s, heartbeat.at)
+            beat = SchedulerBeat(
+                heartbeat.scheduler, max(0.0, age), heartbeat.every_s, heartbeat.at, max(0.0, -age)
+            )
         return list(read.backends), read.round_trips, beat
 
     def _queue(

@@ -117,3 +117,40 @@ def test_a_forced_drain_does_not_check(redis_url: str, tmp_path: Path) -> None:
     assert states(client) == {"b1": "drained", "b2": "drained"}
     assert os.path.exists(tmp_path / "b.jsonl")
     client.close()
+
+
+def test_a_drain_counting_on_many_backends_checks_every_one(redis_url: str, tmp_path: Path) -> None:
+    """12 other backends serve m when b00 is planned; 11 of them (the first ones read) are
+    drained meanwhile: the drain goes ahead on the 12th, which still serves. With all 12
+    drained it is refused, naming 8 and counting the rest."""
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    names = [f"b{i:02d}" for i in range(13)]
+    register_backends(
+        client,
+        [
+            BackendRecord(n, f"http://127.0.0.1:{i + 1}", "m", f"h/gpu{i}/gi1", weight=1.0)
+            for i, n in enumerate(names)
+        ],
+    )
+    snapshot, _ = read_registry(client)
+    plan = drain.plan_drain(snapshot, {"backend": "b00", "poll_s": 0.02})
+    assert plan.params["keep_serving"] == {"b00": names[1:]}
+    for n in names[1:12]:
+        client.hset(keys.backend_key(n), mapping={"state": "drained", "weight": "0"})
+    assert run(redis_url, plan, "ann@h1", tmp_path / "a.jsonl").ok
+    assert client.hget(keys.backend_key("b00"), "state") == "drained"
+
+    for n in names:
+        client.hset(keys.backend_key(n), mapping={"state": "active", "weight": "1.0"})
+    snapshot, _ = read_registry(client)
+    plan = drain.plan_drain(snapshot, {"backend": "b00", "poll_s": 0.02})
+    for n in names[1:]:
+        client.hset(
+            keys.backend_key(n), mapping={"state": "drained", "weight": "0", "owner": "carl@h3"}
+        )
+    outcome = run(redis_url, plan, "bob@h2", tmp_path / "b.jsonl")
+    assert outcome.status is OutcomeStatus.REFUSED, outcome
+    named = "; ".join(f"{n} is drained with weight 0 (set by carl@h3)" for n in names[1:9])
+    assert f"({named}; and 4 more out of service)" in outcome.message
+    assert client.hget(keys.backend_key("b00"), "state") == "active"
+    client.close()

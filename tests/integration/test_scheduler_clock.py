@@ -3,7 +3,8 @@ silent: each heartbeat reads 30 s old as it is written, and the console said ``t
 heartbeat stopped 30s ago ... is the scheduler running?`` (CRIT with requests waiting), with
 every INFL and REQ/S dimmed, while it served every request. Now the console ages the beats on
 its own clock once it has seen one change, names the skew (``scheduler_clock``), and still
-says the scheduler is silent within seconds of its death.
+says the scheduler is silent within seconds of its death. A clock 30 s ahead (its beats dated
+after Redis's time) is named the same way, as ahead.
 
 Real components: the redis-server fixture, the reference scheduler (``gpucon scheduler``) as a
 child process whose ``time.time`` runs 30 s behind, ``RedisQueueSource`` and the hub.
@@ -44,14 +45,15 @@ def rules(snap: Snapshot) -> dict[str, Severity]:
     return {a.rule: a.severity for a in snap.alerts}
 
 
+@pytest.mark.parametrize("behind_s", [BEHIND_S, -BEHIND_S], ids=["behind", "ahead"])
 def test_a_scheduler_behind_redis_is_alive_its_skew_named_and_its_death_seen(
-    redis_url: str, tmp_path: Path
+    redis_url: str, tmp_path: Path, behind_s: float
 ) -> None:
     source = RedisQueueSource(redis_url, streams=(STREAM,), cadence_s=0.5, timeout_s=1.0)
     hub = Hub([source], refresh_s=0.5)
     log = (tmp_path / "scheduler.log").open("wb")
     scheduler = subprocess.Popen(
-        [sys.executable, "-c", SKEWED_SCHEDULER, str(BEHIND_S), redis_url],
+        [sys.executable, "-c", SKEWED_SCHEDULER, str(behind_s), redis_url],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -69,8 +71,10 @@ def test_a_scheduler_behind_redis_is_alive_its_skew_named_and_its_death_seen(
         assert "scheduler_silent" not in rules(last), last.alerts
         assert SCHEDULER not in last.staleness.sources  # INFL and REQ/S not dimmed
         (skew,) = [a for a in last.alerts if a.rule == "scheduler_clock"]
-        assert skew.message.startswith("the scheduler's clock is at least 25s behind Redis's")
-        assert last.scheduler_behind_s is not None and 27.0 < last.scheduler_behind_s < 31.0
+        where = "behind" if behind_s > 0 else "ahead of"
+        assert skew.message.startswith(f"the scheduler's clock is at least 25s {where} Redis's")
+        measured = last.scheduler_behind_s
+        assert measured is not None and 27.0 < measured * (behind_s / BEHIND_S) < 31.0
 
         scheduler.kill()
         scheduler.wait(timeout=10)

@@ -239,9 +239,12 @@ def test_rebalance_says_why_a_registry_only_slot_has_no_capacity() -> None:
     )
     plan = rebalance.plan_rebalance(snap, {})
     text = "\n".join(plan.changes)
-    assert "b1: 1 → 1 (unchanged) · no capacity known (no GPU source reports its slot's" in text
+    assert (
+        "b1: 1 → 1 (unchanged) · no capacity known (no GPU source (NVML, DCGM) reports its slot "
+        "lab/gpu0/gi1, so neither its activity nor its SM count is known): kept"
+    ) in text
     assert "b2: 1 → 1 (unchanged) · no capacity known (the registry names no slot" in text
-    assert "is not known" not in text
+    assert "is not known" not in text and "n/a" not in text
 
 
 def test_drain_and_probe_give_one_backends_share_of_capacity_the_same_way() -> None:

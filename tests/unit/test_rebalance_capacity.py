@@ -170,6 +170,42 @@ def test_no_capacity_known_keeps_the_weights() -> None:
     assert [p.name for p in plan.failed_preconditions] == ["changes"]
 
 
+def test_no_capacity_known_says_why_instead_of_sm_count_n_a() -> None:
+    """The lab's case: its registry names MIG slots no GPU source reports; a slot read from
+    DCGM (no SM count); SMs known but no measured peer to scale them by."""
+    no_source = snapshot({}, samples=1, weights={"b1": 1.0, "b2": 1.0}, slots={})
+    assert reasons_of(no_source) == {
+        n: f"no capacity known (no GPU source (NVML, DCGM) reports its slot {ON[n]}, so "
+        "neither its activity nor its SM count is known): kept"
+        for n in ("b1", "b2")
+    }
+    dcgm = {n: Slot(n, SlotKind.MIG, activity_pct=50.0) for n in ("h/gpu0/gi1", "h/gpu0/gi2")}
+    few = snapshot(
+        {"b1": steady(2.0, 20.0), "b2": steady(1.0, 10.0)},
+        samples=MIN_SAMPLES - 8,
+        weights={"b1": 1.0, "b2": 1.0},
+        slots=dcgm,
+    )
+    assert reasons_of(few)["b2"] == (
+        "no capacity known (12 of 20 samples within SLO needed; slot h/gpu0/gi2 reports no SM "
+        "count (NVML reads it; DCGM's metrics do not carry it)): kept"
+    )
+
+    def b2(i: int) -> tuple[float, float, float]:
+        return (1.0, 200.0, 10.0) if i >= 55 else (0.0, 200.0, 0.0)
+
+    measured_without_sms = snapshot(
+        {"b1": steady(2.0, 20.0), "b2": b2},
+        weights={"b1": 1.0, "b2": 1.0},
+        slots={"h/gpu0/gi1": dcgm["h/gpu0/gi1"], "h/gpu0/gi2": SLOTS["h/gpu0/gi2"]},
+    )
+    assert reasons_of(measured_without_sms)["b2"] == (
+        "no capacity known (5 of 20 samples within SLO needed; its 14 SMs cannot be scaled: no "
+        "measured peer has an SM count): kept"
+    )
+    assert not any("n/a" in r for snap in (no_source, few) for r in reasons_of(snap).values())
+
+
 def test_a_change_is_damped_to_a_quarter_per_apply_and_small_ones_are_not_made() -> None:
     snap = snapshot({"b1": steady(1.0, 50.0), "b2": steady(1.0, 50.0), "b3": steady(60.0, 50.0)})
     assert weights_of(snap) == {"b1": 1 - MAX_STEP, "b2": 1 - MAX_STEP, "b3": 1 + MAX_STEP}

@@ -134,12 +134,42 @@ def test_a_scheduler_ahead_of_redis_that_dies_goes_silent_on_time() -> None:
     """Ahead by 30 s its beats read 0 s old (Redis's clock is behind them) for 30 s after it
     died; aged on this console's clock, it is silent after two periods and a read."""
     clock = BeatClock()
-    clock(SchedulerBeat("s", age_s=0.0, every_s=1.0, at=1030.0), 1000.0, 1.0)
-    last = clock(SchedulerBeat("s", age_s=0.0, every_s=1.0, at=1031.0), 1001.0, 1.0)
-    assert clock.behind_s is None  # ahead is not behind
-    later = clock(SchedulerBeat("s", age_s=0.0, every_s=1.0, at=1031.0), 1005.0, 1.0)
+    clock(SchedulerBeat("s", age_s=0.0, every_s=1.0, at=1030.0, ahead_s=30.0), 1000.0, 1.0)
+    last = clock(SchedulerBeat("s", age_s=0.0, every_s=1.0, at=1031.0, ahead_s=30.0), 1001.0, 1.0)
+    assert clock.behind_s == pytest.approx(-30.0)  # ahead: named as such
+    later = clock(SchedulerBeat("s", age_s=0.0, every_s=1.0, at=1031.0, ahead_s=26.0), 1005.0, 1.0)
     assert last.age_s == 0.0 and later.age_s == 4.0
     assert silent_age([(later, 1005.0, 1.0)], 1005.0) == pytest.approx(4.0)
+
+
+def test_a_scheduler_ahead_of_redis_is_named_from_one_look() -> None:
+    """Its beats dated 30 s after Redis's time: one read proves the clock ahead by at least
+    that (a beat is never younger than 0 s), so ``scheduler_clock`` names it; 2 s ahead is
+    not named."""
+    from gpucon.model.alerts import AlertThresholds, derive_alerts
+    from gpucon.model.fleet import Health, SourceStatus
+    from gpucon.model.history import History
+    from tests.unit.test_model_early_warning import inputs
+
+    clock = BeatClock()
+    clock(SchedulerBeat("s", age_s=0.0, every_s=1.0, at=1030.0, ahead_s=29.8), 1000.0, 1.0)
+    assert clock.behind_s == pytest.approx(-29.8)
+    clock(SchedulerBeat("s", age_s=0.0, every_s=1.0, at=1031.0, ahead_s=29.9), 1001.0, 1.0)
+    assert clock.behind_s == pytest.approx(-29.9)
+    near = BeatClock()
+    near(SchedulerBeat("s", age_s=0.0, every_s=1.0, at=1002.0, ahead_s=2.0), 1000.0, 1.0)
+    assert near.behind_s is None
+
+    now = 1000.0
+    sources = {"redis": SourceStatus("redis", Health.OK, None, now, 0.01)}
+    ahead = inputs(now, History(capacity=8), sources=sources, scheduler_behind_s=-29.9)
+    (alert,) = [a for a in derive_alerts(ahead, AlertThresholds()) if a.rule == "scheduler_clock"]
+    assert (alert.severity, alert.target) == (Severity.WARNING, SCHEDULER)
+    assert alert.message == (
+        "the scheduler's clock is at least 25s ahead of Redis's: it beats, but each heartbeat "
+        "is dated that far after Redis's time as it is written; the registry dates it writes "
+        "(ready_at, changed_at) are off as much: check NTP on its host"
+    )
 
 
 def test_the_skew_alert_names_the_clock_and_not_while_silent() -> None:
