@@ -29,6 +29,13 @@ from gpucon.recording.columns import COLUMNS, is_columns, parse
 # -5 to 2 all take ~0.55 ms a delta, and level 2 makes the smallest (31 kB, level 1 37 kB, -5
 # 65 kB); level 3 takes half as long again
 LEVEL = 2
+# a delta of this many bytes of MessagePack or more is compressed alone, in a 128 kB window:
+# what is left of a big delta is the changed numbers, which the keyframe does not hold (at
+# 512 GPUs ~270 kB, 37.7 kB compressed either way), and matching against a keyframe of
+# ~2 MB reads memory that the hub's next tick wants in the CPU's caches. A small delta (the
+# default demo's few records, ~2 kB) is a quarter of its size with the keyframe
+ALONE_FROM = 64 * 1024
+ALONE_WINDOW_LOG = 17
 # a zstd frame starts with these bytes (a zlib stream with 0x78, a samples blob with "G")
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -68,32 +75,53 @@ _decode_json = msgspec.json.Decoder().decode
 
 
 class BlobWriter:
-    """Format 5's fleet blobs, each delta compressed with its keyframe as a dictionary (one
-    writer per recorder, used by one thread at a time: zstd's contexts are not shared between
-    threads at once)."""
+    """Format 5's fleet blobs: a small delta compressed with its keyframe as a dictionary, a
+    big one alone (one writer per recorder, used by one thread at a time: zstd's contexts are
+    not shared between threads at once)."""
 
-    def __init__(self, level: int = LEVEL) -> None:
+    def __init__(self, level: int = LEVEL, *, alone_from: float = ALONE_FROM) -> None:
         self.level = level
+        # a delta of this many bytes or more is compressed alone (``ALONE_FROM``; infinity:
+        # every delta with its keyframe, as until the ninth round: benchmarks compare)
+        self.alone_from = alone_from
         self._plain = zstandard.ZstdCompressor(level=level, write_checksum=True)
-        self._delta = self._plain
+        self._alone = zstandard.ZstdCompressor(
+            compression_params=zstandard.ZstdCompressionParameters.from_level(
+                level, window_log=ALONE_WINDOW_LOG, write_checksum=1
+            )
+        )
+        # the keyframe's bytes, and a compressor with them as its dictionary once a small
+        # delta needs it (a fleet whose deltas are all big never prepares one)
+        self._key_raw: bytes | None = None
+        self._delta: zstandard.ZstdCompressor | None = None
         self._buffer = bytearray()
 
     def keyframe(self, frame: dict[str, Any]) -> bytes:
-        raw = _encode_msgpack(frame)
-        # the deltas until the next keyframe refer to this one's bytes (prepared once: at
-        # 512 GPUs ~1.3 ms a minute, then each delta starts with it in ~µs)
-        found = zstandard.ZstdCompressionDict(raw, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-        found.precompute_compress(level=self.level)
-        self._delta = zstandard.ZstdCompressor(
-            level=self.level, dict_data=found, write_checksum=True
-        )
+        raw = self._key_raw = _encode_msgpack(frame)
+        self._delta = None
         return self._plain.compress(raw)
 
     def delta(self, frame: dict[str, Any]) -> bytes:
-        # written into the same buffer each time (at 512 GPUs ~400 kB: a fresh one a tick
+        # written into the same buffer each time (at 512 GPUs ~270 kB: a fresh one a tick
         # was memory the allocator mapped and the kernel zeroed, page by page)
         _encode_into(frame, self._buffer)
-        return self._delta.compress(self._buffer)
+        if len(self._buffer) >= self.alone_from:
+            return self._alone.compress(self._buffer)
+        return self._with_keyframe().compress(self._buffer)
+
+    def _with_keyframe(self) -> zstandard.ZstdCompressor:
+        """A compressor with the keyframe's bytes as its dictionary (prepared once a group:
+        at 512 GPUs ~1.3 ms; then each delta starts with it in ~µs)."""
+        if self._delta is None:
+            assert self._key_raw is not None, "no keyframe written"
+            found = zstandard.ZstdCompressionDict(
+                self._key_raw, dict_type=zstandard.DICT_TYPE_RAWCONTENT
+            )
+            found.precompute_compress(level=self.level)
+            self._delta = zstandard.ZstdCompressor(
+                level=self.level, dict_data=found, write_checksum=True
+            )
+        return self._delta
 
 
 class BlobReader:

@@ -29,6 +29,11 @@ from gpucon.recording.frames import REF_ROWS, WHOLE_ROWS, _layout
 from gpucon.recording.rows import RefTable, encode_rows
 
 _MISSING = object()
+# a section's new objects are compared with the last frame's (msgspec's equality, in C) while
+# at least this share of them turned out equal last time; otherwise once every
+# ``PROBE_EVERY`` deltas, to notice when that changes
+EQUAL_WORTH = 0.3
+PROBE_EVERY = 32
 
 
 class _Rows:
@@ -73,6 +78,10 @@ class FrameWriter:
         self._single_values: dict[str, Any] = {}
         # the single values' objects last encoded: the same object is not encoded again
         self._single_raw: dict[str, Any] = {}
+        # per section, the share of its new objects that were equal to the last frame's when
+        # last compared (``_unchanged``), and the deltas made
+        self._equal_share: dict[str, float] = {}
+        self._deltas = 0
 
     def schema(self) -> dict[str, list[str]]:
         return self.registry.schema()
@@ -129,10 +138,15 @@ class FrameWriter:
                     compress(range(len(values)), map(operator.is_not, values, state.values))
                 )
             if moved:
+                rows = _pick(values, moved)
+                if self._worth_comparing(name):
+                    moved, rows = self._unchanged(name, moved, rows, state.values)
+            if moved:
                 at = moved if state.same else _pick(state.at, moved)
-                changed[name] = [at, encode_rows(_pick(values, moved), refs)]
+                changed[name] = [at, encode_rows(rows, refs)]
             state.mapping = mapping
             state.values = values
+        self._deltas += 1
         frame: dict[str, Any] = {}
         singles, parts = self._delta_singles(snapshot)
         for key, part in (
@@ -146,6 +160,26 @@ class FrameWriter:
             if part:
                 frame[key] = part
         return frame
+
+    def _worth_comparing(self, name: str) -> bool:
+        """Whether section ``name``'s new objects are compared with the last frame's: while
+        enough of them were equal when last compared, and every ``PROBE_EVERY`` deltas."""
+        share = self._equal_share.get(name)
+        return share is None or share >= EQUAL_WORTH or self._deltas % PROBE_EVERY == 0
+
+    def _unchanged(
+        self, name: str, moved: list[int], rows: list[Any], before: list[Any]
+    ) -> tuple[list[int], list[Any]]:
+        """``moved`` and their ``rows`` less those equal to the last frame's at the same
+        position (``before``: its values, in this order): a real source's fresh records
+        of values that did not move."""
+        same = list(map(operator.eq, rows, _pick(before, moved)))
+        equal = same.count(True)
+        self._equal_share[name] = equal / len(moved)
+        if not equal:
+            return moved, rows
+        differ = list(map(operator.not_, same))
+        return list(compress(moved, differ)), list(compress(rows, differ))
 
     def _by_key(
         self,
