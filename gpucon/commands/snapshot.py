@@ -97,11 +97,18 @@ def _recorded(args: argparse.Namespace) -> int:
     """``--from FILE --at TIME``: the recorded snapshot at (or just before) TIME."""
     from pathlib import Path
 
+    from gpucon.commands.replay import load_any_config
+    from gpucon.config import ConfigError
     from gpucon.recording.cursor import ReplayCursor
     from gpucon.recording.store import RecordingError, RecordingStore
     from gpucon.recording.times import TimeError, parse_time
     from gpucon.redact import redact, redact_tree
 
+    try:  # the default SLO a backend whose model has none is held to, as replay shows it
+        config = load_any_config(args)
+    except ConfigError as exc:
+        print(f"gpucon: {exc}", file=sys.stderr)
+        return 2
     try:
         store = RecordingStore(Path(args.from_file), readonly=True)
     except RecordingError as exc:
@@ -135,7 +142,8 @@ def _recorded(args: argparse.Namespace) -> int:
         json.dump(redact_tree(snapshot_document(snapshot, fleet)), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        print(redact("\n".join(snapshot_text(snapshot, fleet))))
+        text = snapshot_text(snapshot, fleet, config.alerts.default_slo_p95_ms)
+        print(redact("\n".join(text)))
     return 0
 
 

@@ -195,6 +195,8 @@ def snapshot_text(snapshot: Snapshot, fleet: str, default_slo_ms: float | None =
             f"{_col(sid, 28)} {_col(slot.profile or '', 14)} "
             f"{_num(slot.activity_pct, '%'):>8} {mem:>15}  {_tail(backends)}".rstrip()
         )
+    if known and not snapshot.slots:  # no GPU source: the slots the backends name
+        lines.append(f"  (no GPU source read: the {known} slots are the backends' below)")
     lines.extend(_gpu_and_node_lines(snapshot))
     if snapshot.backends:
         window = f"REQ/S {snapshot.rate_window}" if snapshot.rate_window else "REQ/S"
