@@ -138,6 +138,7 @@ RULE_CAUSE: dict[str, Cause] = {
     "thermal": Cause.RESOURCE,
     "power_limit": Cause.RESOURCE,
     "queue_growth": Cause.RESOURCE,
+    "one_left": Cause.RESOURCE,
     "p95_slo": Cause.SYMPTOM,
     "p95_trend": Cause.SYMPTOM,
     "queue_wait": Cause.SYMPTOM,

@@ -27,6 +27,7 @@ from gpucon.model import (
     noisy_neighbour,
     queue_slo,
     queue_stall,
+    redundancy,
     scheduler_beat,
     scrape_gone,
 )
@@ -468,6 +469,7 @@ RULES = (
     *queue_slo.RULES,
     *scheduler_beat.RULES,
     *scrape_gone.RULES,
+    *redundancy.RULES,
 )
 
 
