@@ -50,6 +50,7 @@ from gpucon.model.liveness import (
 )
 from gpucon.model.liveness_book import LivenessBook
 from gpucon.model.merge import MergedFleet, merge_readings
+from gpucon.model.queue_counts import QueueCount, QueueLost, track_queue_counts
 from gpucon.model.queue_stall import QUEUE_SOURCE
 from gpucon.model.reading import Reading
 from gpucon.model.registry_memory import (
@@ -180,6 +181,10 @@ class Hub:
         self._scraped_from: Mapping[str, BackendLiveness] | None = None
         # heartbeats aged on this console's clock once seen to change (``scheduler_beat``)
         self._beat_clock = BeatClock()
+        # each stream's consumer-group read count, and the streams made anew lately
+        # (``model/queue_counts.py``)
+        self._queue_counts: Mapping[str, QueueCount] = {}
+        self._queue_lost: tuple[QueueLost, ...] = ()
         # the registry's last non-empty listing (``model/registry_memory.py``)
         self._registry_listed: RegistryListed | None = None
         # backends that left the registry while not serving (``model/registry_memory.py``)
@@ -409,6 +414,9 @@ class Hub:
         last = self._snapshot
         left = {} if last is None else departures(last.backends, last.liveness, fleet.backends)
         self._departed = track_departed(self._departed, left, fleet.backends, registry_fresh, now)
+        self._queue_counts, self._queue_lost = track_queue_counts(
+            self._queue_counts, self._queue_lost, fleet.queues, registry_fresh, now
+        )
         alerts = derive_alerts(
             AlertInputs(
                 now,
@@ -430,6 +438,7 @@ class Hub:
                 scheduler_behind_s=self._beat_clock.behind_s,
                 scraped=self._scraped,
                 registry_departed=self._departed,
+                queue_lost=self._queue_lost,
             ),
             self.thresholds,
             previous,
@@ -460,6 +469,7 @@ class Hub:
             scheduler_behind_s=self._beat_clock.behind_s,
             scraped=self._scraped,
             registry_departed=self._departed,
+            queue_lost=self._queue_lost,
         )
         self._older, self._snapshot = self._snapshot, snapshot
         if self._subscribers:

@@ -24,6 +24,7 @@ from gpucon.model.fleet import (
 from gpucon.model.growth_runs import GrowthRuns
 from gpucon.model.history import History
 from gpucon.model.liveness import BackendLiveness
+from gpucon.model.queue_counts import QueueLost
 from gpucon.model.registry_memory import Departed, RegistryListed
 
 
@@ -132,6 +133,7 @@ RULE_CAUSE: dict[str, Cause] = {
     "scheduler_clock": Cause.FAULT,
     "not_scraped": Cause.FAULT,
     "left_registry": Cause.FAULT,
+    "queue_lost": Cause.FAULT,
     "low_memory": Cause.RESOURCE,
     "memory_trend": Cause.RESOURCE,
     "noisy_neighbour": Cause.RESOURCE,
@@ -188,6 +190,8 @@ class AlertInputs(msgspec.Struct, frozen=True):
     scheduler_behind_s: float | None = None
     # the registry's last non-empty listing (``model/registry_memory.py``); None: never seen
     registry_listed: RegistryListed | None = None
+    # streams whose consumer group's read count went back lately (``model/queue_counts.py``)
+    queue_lost: tuple[QueueLost, ...] = ()
 
 
 # what a rule yields: (rule, target, severity, message)

@@ -25,6 +25,7 @@ from msgspec.structs import replace
 from gpucon.model import (
     early_warning,
     noisy_neighbour,
+    queue_loss,
     queue_slo,
     queue_stall,
     redundancy,
@@ -470,6 +471,7 @@ RULES = (
     *scheduler_beat.RULES,
     *scrape_gone.RULES,
     *redundancy.RULES,
+    *queue_loss.RULES,
 )
 
 
@@ -509,6 +511,8 @@ def derive_alerts(
                 since = min(since, past)  # the oldest entry's id dates it
             elif name == "xid" and (at := _xid_at(inputs, target)) is not None:
                 since = min(since, at)  # the error's own time, as NVML or the log gave it
+            elif name == "queue_lost" and (lost := queue_loss.lost_at(inputs, target)):
+                since = min(since, lost)  # the first read that saw the count go back
             elif name == "left_registry" and (left := queue_stall.departed_at(inputs, target)):
                 since = min(since, left)
             elif name == "no_backends" and (gone := queue_stall.no_backends_since(inputs)):

@@ -179,6 +179,10 @@ class QueueStats(msgspec.Struct, frozen=True, gc=False):
     # seconds since the group's most recently active consumer last read (XINFO CONSUMERS
     # ``idle``, the smallest); None when not read. A consumer that died stops resetting it.
     consumer_idle_s: float | None = None
+    # how many entries the group has read in its life (XINFO GROUPS ``entries-read``, Redis 7
+    # and later; None before, or with no group): it only grows while the group lives, so a
+    # count that goes back says the stream or its group was made anew (``model/queue_loss``)
+    entries_read: int | None = None
 
     @property
     def waiting(self) -> int | None:

@@ -20,6 +20,7 @@ from gpucon.model.fleet import (
 )
 from gpucon.model.history import History
 from gpucon.model.liveness import BackendLiveness
+from gpucon.model.queue_counts import QueueLost
 from gpucon.model.registry_memory import Departed, RegistryListed
 from gpucon.model.staleness import FRESH, Staleness
 
@@ -58,6 +59,8 @@ class Snapshot(msgspec.Struct, frozen=True):
     registry_listed: RegistryListed | None = None
     # backends that left the registry while not serving (``registry_memory``)
     registry_departed: tuple[Departed, ...] = ()
+    # streams made anew lately: their group's read count went back (``queue_counts``)
+    queue_lost: tuple[QueueLost, ...] = ()
     # the backends this console has seen scraped by Prometheus (``scrape_gone``)
     scraped: frozenset[str] = frozenset()
     # how far the scheduler's clock is behind Redis's (below 0: ahead), when measured

@@ -93,6 +93,7 @@ def rerun_alerts(
                 scheduler_behind_s=snapshot.scheduler_behind_s,
                 scraped=snapshot.scraped,
                 registry_departed=snapshot.registry_departed,
+                queue_lost=snapshot.queue_lost,
             ),
             thresholds,
             previous,

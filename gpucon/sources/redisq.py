@@ -250,6 +250,7 @@ class RedisQueueSource:
             oldest_age_s=age,
             last_delivered_id=None if last is None else _text(last),
             consumers=_int_or_none(group.get("consumers")),
+            entries_read=_entries_read(group.get("entries-read"), last),
         )
 
     def _reset(self) -> None:
@@ -270,6 +271,15 @@ def _least_idle_s(consumers: object) -> float | None:
     idle = [c.get("idle") for c in consumers if isinstance(c, Mapping)]
     known = [ms for ms in idle if isinstance(ms, int) and not isinstance(ms, bool)]
     return min(known) / 1000.0 if known else None
+
+
+def _entries_read(value: object, last_delivered: object) -> int | None:
+    """A group's read count (XINFO GROUPS ``entries-read``, Redis 7): nil until a group made
+    anew reads its first entry, which its last-delivered id ``0-0`` tells apart (read 0)."""
+    count = _int_or_none(value)
+    if count is None and last_delivered is not None and _text(last_delivered) == "0-0":
+        return 0
+    return count
 
 
 def _int_or_none(value: object) -> int | None:
