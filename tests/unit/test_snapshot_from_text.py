@@ -4,6 +4,7 @@ with no GPU source says where its slots come from instead of an empty slot table
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -29,33 +30,37 @@ def _record(path: Path, *, slots: bool) -> None:
 
 
 @pytest.fixture
-def no_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def recorded_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Callable[[bool], str]:
+    """``gpucon snapshot --from`` of a recording (with or without a GPU source), as printed
+    with no config (the default SLO, 2500 ms)."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     for name in ("GPUCON_CONFIG", "GPUCON_FLEET"):
         monkeypatch.delenv(name, raising=False)
 
+    def text(slots: bool) -> str:
+        path = tmp_path / f"night-{slots}.sqlite"
+        _record(path, slots=slots)
+        assert main(["snapshot", "--from", str(path)]) == 0
+        return capsys.readouterr().out
 
-@pytest.mark.usefixtures("no_config")
+    return text
+
+
 def test_recorded_backends_are_held_to_the_default_slo(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    recorded_text: Callable[[bool], str],
 ) -> None:
-    path = tmp_path / "night.sqlite"
-    _record(path, slots=True)
-    assert main(["snapshot", "--from", str(path)]) == 0
-    out = capsys.readouterr().out
+    out = recorded_text(True)
     rows = [line for line in out.splitlines() if line.startswith("sd")]
     assert rows and all("/2500" in line for line in rows if " active " in line)
     assert "no GPU source read" not in out
 
 
-@pytest.mark.usefixtures("no_config")
 def test_slots_known_only_from_the_backends_are_said_so(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    recorded_text: Callable[[bool], str],
 ) -> None:
-    path = tmp_path / "lab.sqlite"
-    _record(path, slots=False)
-    assert main(["snapshot", "--from", str(path)]) == 0
-    out = capsys.readouterr().out
+    out = recorded_text(False)
     header = out.splitlines()[0]
     known = int(header.split(" slots")[0].rsplit(" ", 1)[1])
     assert known > 0
