@@ -59,5 +59,6 @@ def track_queue_counts(
             found.append(QueueLost(stream, now, before.read, q.entries_read, before.waiting))
         changed[stream] = QueueCount(q.entries_read, q.waiting)
     if found:
-        kept = tuple(x for x in kept if x.stream not in {f.stream for f in found}) + tuple(found)
+        again = {f.stream for f in found}  # a stream lost twice is named for the newer loss
+        kept = tuple(x for x in kept if x.stream not in again) + tuple(found)
     return ({**counts, **changed} if changed else counts), kept
