@@ -13,6 +13,12 @@ delta takes ~1.5 ms of the recorder's CPU where picking out changed fields took 
 field holding one shared nested record (a GPU's MIG profile table) is written as its number
 in the keyframe group's table, each value once a group (format 6, ``rows.RefTable``). An
 entity that came or went (the keys moved) is found by key.
+
+A real source hands on fresh objects every read (NVML, Prometheus and Redis answers parsed
+afresh), equal to the last ones where nothing moved: while at least ``EQUAL_WORTH`` of a
+section's new objects turn out equal to the last frame's (msgspec's equality, in C), only those
+that differ are written; otherwise the comparison is tried once every ``PROBE_EVERY`` deltas
+(the simulator's new objects all differ).
 """
 
 from __future__ import annotations
