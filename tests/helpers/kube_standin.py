@@ -119,6 +119,9 @@ class KubeStandIn:
         self.bookmark_interval_s = 60.0  # a real server sends one about every minute
         self._bookmark_generation = 0
         self._watch_generation = 0
+        # watch streams that have begun sending events (``drop_watches`` ends those only: a
+        # watch whose request came but whose stream has not begun yet is not ended by it)
+        self._streams_begun = 0
         self._timers: list[threading.Timer] = []
         self._stopping = False
         self._connections: set[socket.socket] = set()
@@ -398,6 +401,11 @@ class KubeStandIn:
     def resource_version(self) -> int:
         with self._cond:
             return self._rv
+
+    @property
+    def watch_streams_begun(self) -> int:
+        with self._cond:
+            return self._streams_begun
 
     def drop_watches(self) -> None:
         """End every open watch stream (as an API server restart or load balancer does)."""

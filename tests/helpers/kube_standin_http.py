@@ -248,6 +248,7 @@ class Handler(BaseHTTPRequestHandler):
         now = time.monotonic()
         deadline, next_bookmark = now + timeout_s, now + st.bookmark_interval_s
         generation, bookmark_generation = st._watch_generation, st._bookmark_generation
+        st._streams_begun += 1
         while not st._stopping and generation == st._watch_generation:
             for event in st._events:
                 if event.rv <= since or event.collection != collection:

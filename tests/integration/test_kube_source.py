@@ -161,6 +161,9 @@ def test_a_watch_that_ends_resumes_from_its_version_without_a_list(
 ) -> None:
     source.read()
     wait_until(lambda: len(watches(standin)) == 2, what="the two watches")
+    # both streams begun, so the drop ends both (a request counted but not yet streaming, on
+    # a loaded machine, was not ended, and only one watch resumed)
+    wait_until(lambda: standin.watch_streams_begun == 2, what="the two watch streams")
     standin.drop_watches()
     standin.add_pod("ml", "llm-d-0", "gpu-a", {MIG: "1"}, labels={"gpucon.io/backend": "llm-d"})
     reading = read_until(source, lambda r: "ml/llm-d-0" in pod_refs(r))
