@@ -183,13 +183,19 @@ class UiConfig(msgspec.Struct, frozen=True, gc=False):
     keys: dict[str, str] = msgspec.field(default_factory=dict)
 
 
+# seconds between a recording's keyframes by default: two minutes. At 512 GPUs a keyframe costs
+# ~15 ms of CPU (~1 % of the console's at one a minute, half that at this); a seek decodes
+# one keyframe and at most this many seconds of deltas: 27/42/70 ms (min/median/max) in a
+# 1-hour 512-GPU recording, against 22/27/40 at a minute (benchmarks/RESULTS.md, tenth round)
+KEYFRAME_S = 120.0
+
+
 class RecordConfig(msgspec.Struct, frozen=True, gc=False):
     """Recordings (``[record]``): ``gpucon live --record``, ``gpucon record``."""
 
     # a keyframe (the whole fleet) this often; deltas in between. Seeking decodes one
-    # keyframe and at most this many seconds of deltas (a minute: at 512 GPUs a keyframe
-    # costs the recorder what a minute of deltas does not cost a seek, docs/recording.md)
-    keyframe_s: float = 60.0
+    # keyframe and at most this many seconds of deltas (``KEYFRAME_S``, docs/recording.md)
+    keyframe_s: float = KEYFRAME_S
     # the file is kept under this size and drops frames older than this, oldest first
     max_mib: float = 1024.0
     max_age_h: float = 168.0

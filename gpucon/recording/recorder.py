@@ -7,7 +7,7 @@ changed are still in the CPU's caches, and no other thread has to wake and take 
 interpreter for it) and queues the compressed frame; the writer thread commits it (a ``kill
 -9`` loses at most the frame being written), notes alerts that start and end, copies new
 audit records from the console's audit file and keeps the file within its caps, so neither
-the hub's thread nor the UI waits on the disk. A keyframe (~15 ms at 512 GPUs, once a minute)
+the hub's thread nor the UI waits on the disk. A keyframe (~15 ms at 512 GPUs, every two minutes)
 is framed on the writer thread instead, and so is any snapshot that arrives while one is
 queued unframed (frames are built in order, by one thread at a time). If the disk falls
 behind by ``QUEUE_LIMIT`` frames, a fresh snapshot is not framed and is counted as dropped (the
@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+from gpucon.config import KEYFRAME_S
 from gpucon.model.section_moves import SectionMoves
 from gpucon.model.snapshot import Snapshot
 from gpucon.recording.blobs import BlobWriter
@@ -77,7 +78,7 @@ class Recorder:
         *,
         fleet: str,
         refresh_s: float,
-        keyframe_s: float = 60.0,
+        keyframe_s: float = KEYFRAME_S,
         max_bytes: int = 1 << 30,
         max_age_s: float = 7 * 86_400.0,
         audit_path: Path | None = None,

@@ -14,9 +14,9 @@ added (or after one was removed) still reads.
 Format 6 writes a field that holds one nested record (``Gpu.mig_profiles``, ``Slot.vm``) as a
 reference: the number of its value in the keyframe group's table (``RefTable``; a frame's
 ``t`` gives the values new to the group), so a GPU's ~1.2 kB profile table, the same object
-tick after tick, is written once a minute instead of with every change of the GPU (at 512 GPUs
-a quarter of a delta's bytes in the demo, most of them on a live fleet where every GPU changes
-every tick).
+tick after tick, is written once a keyframe group instead of with every change of the GPU (at
+512 GPUs a quarter of a delta's bytes in the demo, most of them on a live fleet where every GPU
+changes every tick).
 
 Reading a row back: a row still in its bytes (``msgspec.Raw``: every row of a format 5 or 6
 file) is decoded by msgspec straight into the tuple of the record's field types, enums and

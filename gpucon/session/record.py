@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpucon.config import KEYFRAME_S
 from gpucon.model.history import DEFAULT_CAPACITY
 from gpucon.recording.recorder import Recorder
 from gpucon.recording.restore import recorded_ticks
@@ -98,7 +99,7 @@ def record_simulated(
     demo: DemoOptions,
     start: float = 1_790_000_000.0,
     refresh_s: float = 1.0,
-    keyframe_s: float = 60.0,
+    keyframe_s: float = KEYFRAME_S,
     max_bytes: int = 1 << 40,
     on_snapshot: Callable[[Snapshot], None] | None = None,
 ) -> Recorder:
