@@ -390,8 +390,8 @@ def main() -> None:
             text += f"; the checkout before these changes: {spread(thread_ms['base'], ' ms', 1)}"
         lines.append(text + ".")
         print(lines[-1], flush=True)
-        # the steady state: the console's 120 ticks of history fill in its first two minutes
-        # (its CPU grows by ~20 % meanwhile), and the window holds keyframes as they come
+        # the steady state: the console's 120 ticks of history fill in its first two minutes,
+        # and the window holds keyframes as they come
         cpu_s = 30.0 if quick else 150.0
         rounds = 1 if quick else 4
         runs, _ = console_cpu(cpu_s, rounds, tmp, args.base)

@@ -9,7 +9,7 @@ Run: ``.venv/bin/python -m benchmarks.recording_threads [--seconds 45] [--rounds
 pooled (all of a kind's CPU over all the plain runs'); writes nothing. The window runs from the
 first data frame to ``--seconds`` + 30 s after start: at 45 the console's 120 ticks of history
 are not full yet and the window holds the first keyframe; ``--seconds 150`` measures the
-steady state (the plain console's CPU grows as its history fills). Recording costs what the
+steady state (the history full, keyframes as they come). Recording costs what the
 whole process pays more, not only the recorder's thread: this shows where.
 
 ``--together``: each round starts the kinds at the same time (each ~3 % of a core, so they
