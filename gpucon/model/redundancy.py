@@ -12,38 +12,28 @@ queue rules say that, CRIT).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from operator import attrgetter
 
 from gpucon.model.alert_base import AlertInputs, AlertThresholds, Found, Severity
 from gpucon.model.fleet import Backend, BackendState
-from gpucon.model.liveness import BackendLiveness
 
 # the names given in an alert's text, at most (the detail screen lists them all)
 NAMED = 3
 
 _STATE = attrgetter("state")
 _READY = attrgetter("ready")
-# the last liveness mapping looked at, and whether any verdict in it says not serving (the
-# hub hands on the same mapping while the verdicts stay)
-_LAST_VERDICTS: list[tuple[object, bool]] = []
-
-
-def _any_failing(liveness: Mapping[str, BackendLiveness]) -> bool:
-    last = _LAST_VERDICTS[0] if _LAST_VERDICTS else None
-    if last is not None and last[0] is liveness:
-        return last[1]
-    failing = any(lv.serving is False for lv in liveness.values())
-    _LAST_VERDICTS[:] = [(liveness, failing)]
-    return failing
 
 
 def _all_serve(i: AlertInputs) -> bool:
     """True when every backend serves (the healthy fleet, most ticks): decided by columns read
-    in C (at 2,048 GPUs ~14,000 backends), without grouping them by model."""
+    in C (at 2,048 GPUs ~14,000 backends) and one pass over the verdicts, without grouping the
+    backends by model."""
     values = i.backends.values()
     states = list(map(_STATE, values))
-    if states.count(BackendState.ACTIVE) != len(states) or _any_failing(i.liveness):
+    if states.count(BackendState.ACTIVE) != len(states):
+        return False
+    if any(lv.serving is False for lv in i.liveness.values()):
         return False
     return False not in list(map(_READY, values))
 
